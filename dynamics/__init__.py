@@ -1,0 +1,16 @@
+"""mpc-accel dynamics layer: robot models and batched rigid-body algorithms with derivatives.
+
+>>> import dynamics
+>>> model = dynamics.load_model("iiwa")
+>>> be = dynamics.get_backend("numpy")
+>>> tau = be.rnea(model, q, v, a)            # (..., nv)
+"""
+
+from .backend import Backend, BackendUnavailableError, available_backends, get_backend
+from .joints import JointType
+from .model import BUNDLED_ROBOTS, RobotModel, UnsupportedModelError, from_mujoco, load_model
+
+__all__ = [
+    "Backend", "BackendUnavailableError", "available_backends", "get_backend", "JointType",
+    "BUNDLED_ROBOTS", "RobotModel", "UnsupportedModelError", "from_mujoco", "load_model",
+]

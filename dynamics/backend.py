@@ -1,0 +1,213 @@
+"""The backend interface every dynamics implementation provides, and the registry of backends.
+
+A backend implements the flat-batch kernels (``_rnea``, ``_crba``, …) on arrays whose leading
+axis is the batch; :class:`Backend` does everything user-facing once for all backends: shape and
+finiteness checks with clear messages, broadcasting of leading batch dimensions and reshaping of
+results. All results are float64 arrays ``(..., ...)`` with the caller's batch dimensions.
+Derivative matrices are ``(..., nv, nv)``: rows = output, columns = derivative variable.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+
+import numpy as np
+
+from .inputs import as_array, broadcast_batch, unflatten
+from .model import RobotModel
+
+
+class BackendUnavailableError(RuntimeError):
+    """A known backend cannot run on this machine (missing dependency or hardware)."""
+
+
+class Backend:
+    """Batched rigid-body dynamics. Subclasses implement the underscore kernels on (B, …) arrays."""
+
+    name: str = "abstract"
+
+    # ---------------------------------------------------------------- argument handling
+    def _args(self, func: str, model: RobotModel, fext=None, **arrays):
+        if not isinstance(model, RobotModel):
+            raise TypeError(f"{func}: expected a RobotModel (from dynamics.load_model), got {type(model).__name__}")
+        checked = {}
+        for k, (x, n) in arrays.items():
+            checked[k] = (as_array(k, x, (n,), func), 1)
+        if fext is not None:
+            checked["fext"] = (as_array("fext", fext, (model.nbody, 6), func), 2)
+        batch, flat = broadcast_batch(func, checked)
+        if fext is None:
+            flat.append(None)
+        return batch, flat
+
+    # ---------------------------------------------------------------- public API
+    def rnea(self, model: RobotModel, q, v, a, fext=None) -> np.ndarray:
+        """Inverse dynamics ``tau = M(q) a + c(q, v) - Σ J_b^T fext_b`` (..., nv) [N m or N].
+
+        fext: (..., nbody, 6) spatial force (force, torque) on each MuJoCo body in its body frame,
+        at the body origin; row 0 (world) is ignored."""
+        batch, (q, v, a, fe) = self._args("rnea", model, fext, q=(q, model.nq), v=(v, model.nv), a=(a, model.nv))
+        return unflatten(batch, self._rnea(model, q, v, a, fe))
+
+    def bias_forces(self, model: RobotModel, q, v, fext=None) -> np.ndarray:
+        """``c(q, v)``: Coriolis, centrifugal, gravity and external-force terms (..., nv)."""
+        batch, (q, v, fe) = self._args("bias_forces", model, fext, q=(q, model.nq), v=(v, model.nv))
+        return unflatten(batch, self._rnea(model, q, v, np.zeros_like(v), fe))
+
+    def gravity_torques(self, model: RobotModel, q) -> np.ndarray:
+        """Generalised gravity ``g(q) = rnea(q, 0, 0)`` (..., nv)."""
+        batch, (q, _) = self._args("gravity_torques", model, None, q=(q, model.nq))
+        z = np.zeros((q.shape[0], model.nv))
+        return unflatten(batch, self._rnea(model, q, z, z, None))
+
+    def crba(self, model: RobotModel, q) -> np.ndarray:
+        """Joint-space inertia matrix M(q) including armature (..., nv, nv)."""
+        batch, (q, _) = self._args("crba", model, None, q=(q, model.nq))
+        return unflatten(batch, self._crba(model, q))
+
+    def minv(self, model: RobotModel, q) -> np.ndarray:
+        """Analytical ``M(q)^-1`` (..., nv, nv), computed without factorising M."""
+        batch, (q, _) = self._args("minv", model, None, q=(q, model.nq))
+        return unflatten(batch, self._minv(model, q))
+
+    def aba(self, model: RobotModel, q, v, tau, fext=None) -> np.ndarray:
+        """Forward dynamics by the Articulated Body Algorithm, a = M^-1 (tau - c) (..., nv)."""
+        batch, (q, v, t, fe) = self._args("aba", model, fext, q=(q, model.nq), v=(v, model.nv), tau=(tau, model.nv))
+        return unflatten(batch, self._aba(model, q, v, t, fe))
+
+    def forward_dynamics(self, model: RobotModel, q, v, tau, fext=None, method: str = "aba") -> np.ndarray:
+        """Forward dynamics by ``method="aba"`` or ``"minv"`` (``M^-1 (tau - c)`` with the analytical M^-1)."""
+        if method == "aba":
+            return self.aba(model, q, v, tau, fext)
+        if method != "minv":
+            raise ValueError(f"forward_dynamics: unknown method '{method}'; use 'aba' or 'minv'")
+        batch, (q, v, t, fe) = self._args("forward_dynamics", model, fext, q=(q, model.nq), v=(v, model.nv),
+                                          tau=(tau, model.nv))
+        c = self._rnea(model, q, v, np.zeros_like(v), fe)
+        return unflatten(batch, np.einsum("bij,bj->bi", self._minv(model, q), t - c))
+
+    def rnea_derivatives(self, model: RobotModel, q, v, a, fext=None) -> tuple[np.ndarray, np.ndarray]:
+        """``(dtau_dq, dtau_dv)``, each (..., nv, nv); ``dtau_da`` is ``crba(q)``."""
+        batch, (q, v, a, fe) = self._args("rnea_derivatives", model, fext, q=(q, model.nq), v=(v, model.nv),
+                                          a=(a, model.nv))
+        return tuple(unflatten(batch, x) for x in self._rnea_derivatives(model, q, v, a, fe))
+
+    def aba_derivatives(self, model: RobotModel, q, v, tau, fext=None, minv=None):
+        """``(da_dq, da_dv, da_dtau)``, each (..., nv, nv) (seed 000 Algorithm 3).
+
+        minv: optional precomputed ``M^-1`` (..., nv, nv) to reuse (Dadu-RBD's ΔiFD)."""
+        arrays = dict(q=(q, model.nq), v=(v, model.nv), tau=(tau, model.nv))
+        batch, (q, v, t, fe) = self._args("aba_derivatives", model, fext, **arrays)
+        mi = None
+        if minv is not None:
+            mi = as_array("minv", minv, (model.nv, model.nv), "aba_derivatives")
+            mi = np.broadcast_to(mi, batch + (model.nv, model.nv)).reshape((-1, model.nv, model.nv))
+        return tuple(unflatten(batch, x) for x in self._aba_derivatives(model, q, v, t, fe, mi))
+
+    # kinematics
+    def frame_placement(self, model: RobotModel, q, frame: str):
+        """World rotation (..., 3, 3) and position (..., 3) [m] of a site or body."""
+        batch, (q, _) = self._args("frame_placement", model, None, q=(q, model.nq))
+        R, p = self._frame_placement(model, q, frame)
+        return unflatten(batch, R), unflatten(batch, p)
+
+    def body_placements(self, model: RobotModel, q):
+        """World rotations (..., nbody, 3, 3) and positions (..., nbody, 3) of all bodies (MuJoCo xmat/xpos)."""
+        batch, (q, _) = self._args("body_placements", model, None, q=(q, model.nq))
+        R, p = self._body_placements(model, q)
+        return unflatten(batch, R), unflatten(batch, p)
+
+    def site_placements(self, model: RobotModel, q):
+        """World rotations (..., nsite, 3, 3) and positions (..., nsite, 3) of all sites."""
+        batch, (q, _) = self._args("site_placements", model, None, q=(q, model.nq))
+        R, p = self._site_placements(model, q)
+        return unflatten(batch, R), unflatten(batch, p)
+
+    def frame_jacobian(self, model: RobotModel, q, frame: str, reference: str = "local_world_aligned"):
+        """Frame Jacobian (..., 6, nv) in ``reference`` ∈ {local, world, local_world_aligned}."""
+        batch, (q, _) = self._args("frame_jacobian", model, None, q=(q, model.nq))
+        return unflatten(batch, self._frame_jacobian(model, q, frame, reference))
+
+    def frame_jacobian_time_variation(self, model: RobotModel, q, v, frame: str,
+                                      reference: str = "local_world_aligned"):
+        """``(J, dJ/dt)`` (..., 6, nv) each; ``J a + dJ v`` is the time derivative of ``J v``."""
+        batch, (q, v, _) = self._args("frame_jacobian_time_variation", model, None, q=(q, model.nq), v=(v, model.nv))
+        J, dJ = self._frame_jacobian_time_variation(model, q, v, frame, reference)
+        return unflatten(batch, J), unflatten(batch, dJ)
+
+    def frame_velocity(self, model: RobotModel, q, v, frame: str, reference: str = "local_world_aligned"):
+        """Spatial velocity (linear, angular) (..., 6) of a frame in ``reference``."""
+        return np.einsum("...ik,...k->...i", self.frame_jacobian(model, q, frame, reference), np.asarray(v, float))
+
+    def frame_acceleration(self, model: RobotModel, q, v, a, frame: str, reference: str = "local_world_aligned"):
+        """``d/dt (J v) = J a + dJ v`` (..., 6). In ``local`` this is the spatial acceleration; in
+        ``local_world_aligned`` its linear part is the classical acceleration of the frame origin."""
+        J, dJ = self.frame_jacobian_time_variation(model, q, v, frame, reference)
+        a = as_array("a", a, (model.nv,), "frame_acceleration")
+        return np.einsum("...ik,...k->...i", J, a) + np.einsum("...ik,...k->...i", dJ, np.asarray(v, float))
+
+    def center_of_mass(self, model: RobotModel, q):
+        """Centre of mass of the moving links [m] (..., 3)."""
+        batch, (q, _) = self._args("center_of_mass", model, None, q=(q, model.nq))
+        return unflatten(batch, self._center_of_mass(model, q))
+
+    def com_jacobian(self, model: RobotModel, q):
+        """Centre-of-mass Jacobian (..., 3, nv)."""
+        batch, (q, _) = self._args("com_jacobian", model, None, q=(q, model.nq))
+        return unflatten(batch, self._com_jacobian(model, q)[0])
+
+    def warmup(self, model: RobotModel) -> None:
+        """Do any one-time work (compilation) for ``model``; a no-op for interpreted backends."""
+
+
+@dataclass(frozen=True)
+class BackendInfo:
+    name: str
+    module: str
+    cls: str
+    description: str
+
+
+BACKENDS = {
+    "numpy": BackendInfo("numpy", "dynamics.numpy_backend", "NumpyBackend",
+                         "reference implementation, batched numpy (always available)"),
+}
+PLANNED = {
+    "numba": "compiled parallel CPU backend (not implemented yet: issue 'numba backend')",
+    "gpu": "CuPy/CUDA backend (not implemented yet)",
+    "fpga-sim": "fixed-point datapath emulation with a cycle model (not implemented yet)",
+}
+_instances: dict[str, Backend] = {}
+
+
+def get_backend(name: str = "numpy") -> Backend:
+    """The backend called ``name`` (see :func:`available_backends`)."""
+    if isinstance(name, Backend):
+        return name
+    if name in _instances:
+        return _instances[name]
+    if name in BACKENDS:
+        info = BACKENDS[name]
+        mod = importlib.import_module(info.module)
+        inst = getattr(mod, info.cls)()
+        _instances[name] = inst
+        return inst
+    if name in PLANNED:
+        raise BackendUnavailableError(f"backend '{name}' is not available: {PLANNED[name]}; "
+                                      f"available backends: {', '.join(BACKENDS)}")
+    raise ValueError(f"unknown backend '{name}'; known backends: {', '.join([*BACKENDS, *PLANNED])}")
+
+
+def available_backends() -> dict[str, tuple[bool, str]]:
+    """Every known backend name -> (available on this machine, description or reason)."""
+    out = {}
+    for name, info in BACKENDS.items():
+        try:
+            get_backend(name)
+            out[name] = (True, info.description)
+        except Exception as e:  # report why, never crash a listing
+            out[name] = (False, str(e))
+    for name, why in PLANNED.items():
+        out[name] = (False, why)
+    return out

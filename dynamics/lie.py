@@ -1,0 +1,222 @@
+"""Lie-group operations on SO(3) and SE(3) used by ball and free joints.
+
+Quaternions are ``(w, x, y, z)`` (MuJoCo order). Tangent vectors of SE(3) are ``(linear, angular)``
+and are *right* (body-frame) perturbations: ``M ⊕ ξ = M · exp(ξ)``. Every function broadcasts
+over leading dimensions and is complex-step safe: trigonometric ratios are evaluated through
+``θ²`` with Taylor series near zero, selected on the real part only.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .spatial import skew
+
+_SMALL = 1e-6  # θ² below which Taylor series are used (their error is then < 1e-20)
+
+
+def _ratio(theta2: np.ndarray, closed, series) -> np.ndarray:
+    """Evaluate a smooth function of θ² by its closed form, or its series where θ² is small."""
+    theta2 = np.asarray(theta2)
+    small = np.real(theta2) < _SMALL
+    safe = np.where(small, np.ones_like(theta2), theta2)
+    return np.where(small, series(theta2), closed(safe))
+
+
+def _sin_c(t2):  # sin θ / θ
+    return _ratio(t2, lambda s: np.sin(np.sqrt(s)) / np.sqrt(s), lambda s: 1 - s / 6 + s * s / 120)
+
+
+def _cos_c(t2):  # (1 - cos θ) / θ²
+    return _ratio(t2, lambda s: (1 - np.cos(np.sqrt(s))) / s, lambda s: 0.5 - s / 24 + s * s / 720)
+
+
+def _sin_c3(t2):  # (θ - sin θ) / θ³
+    return _ratio(t2, lambda s: (np.sqrt(s) - np.sin(np.sqrt(s))) / (s * np.sqrt(s)),
+                  lambda s: 1 / 6 - s / 120 + s * s / 5040)
+
+
+def _log_c(t2):  # 1/θ² - (1 + cos θ) / (2 θ sin θ)
+    return _ratio(t2, lambda s: 1 / s - (1 + np.cos(np.sqrt(s))) / (2 * np.sqrt(s) * np.sin(np.sqrt(s))),
+                  lambda s: 1 / 12 + s / 720 + s * s / 30240)
+
+
+def _q_c2(t2):  # (θ² + 2 cos θ - 2) / (2 θ⁴)
+    return _ratio(t2, lambda s: (s + 2 * np.cos(np.sqrt(s)) - 2) / (2 * s * s),
+                  lambda s: 1 / 24 - s / 720 + s * s / 40320)
+
+
+def _q_c3(t2):  # (2θ - 3 sin θ + θ cos θ) / (2 θ⁵)
+    def closed(s):
+        t = np.sqrt(s)
+        return (2 * t - 3 * np.sin(t) + t * np.cos(t)) / (2 * s * s * t)
+    return _ratio(t2, closed, lambda s: 1 / 120 - s / 2520 + s * s / 120960)
+
+
+# ---------------------------------------------------------------- quaternions
+def quat_multiply(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Hamilton product ``a ⊗ b`` of (..., 4) quaternions."""
+    aw, av = a[..., :1], a[..., 1:]
+    bw, bv = b[..., :1], b[..., 1:]
+    w = aw * bw - np.sum(av * bv, axis=-1, keepdims=True)
+    v = aw * bv + bw * av + np.cross(av, bv)
+    return np.concatenate([w, v], axis=-1)
+
+
+def quat_conjugate(q: np.ndarray) -> np.ndarray:
+    return np.concatenate([q[..., :1], -q[..., 1:]], axis=-1)
+
+
+def quat_normalize(q: np.ndarray) -> np.ndarray:
+    """Unit quaternion (complex-step safe: divides by sqrt(q·q), not |q|)."""
+    return q / np.sqrt(np.sum(q * q, axis=-1, keepdims=True))
+
+
+def quat_to_rotation(q: np.ndarray) -> np.ndarray:
+    """Rotation matrix (..., 3, 3) of a (not necessarily unit) quaternion (..., 4)."""
+    q = quat_normalize(q)
+    w, x, y, z = q[..., 0], q[..., 1], q[..., 2], q[..., 3]
+    R = np.empty(q.shape[:-1] + (3, 3), dtype=q.dtype)
+    R[..., 0, 0] = 1 - 2 * (y * y + z * z)
+    R[..., 0, 1] = 2 * (x * y - w * z)
+    R[..., 0, 2] = 2 * (x * z + w * y)
+    R[..., 1, 0] = 2 * (x * y + w * z)
+    R[..., 1, 1] = 1 - 2 * (x * x + z * z)
+    R[..., 1, 2] = 2 * (y * z - w * x)
+    R[..., 2, 0] = 2 * (x * z - w * y)
+    R[..., 2, 1] = 2 * (y * z + w * x)
+    R[..., 2, 2] = 1 - 2 * (x * x + y * y)
+    return R
+
+
+def rotation_to_quat(R: np.ndarray) -> np.ndarray:
+    """Unit quaternion (w >= 0) of a rotation matrix (real inputs only)."""
+    R = np.asarray(R, dtype=float)
+    batch = R.shape[:-2]
+    Rf = R.reshape(-1, 3, 3)
+    out = np.empty((Rf.shape[0], 4))
+    for k, M in enumerate(Rf):
+        tr = np.trace(M)
+        if tr > 0:
+            s = 2.0 * np.sqrt(tr + 1.0)
+            out[k] = [0.25 * s, (M[2, 1] - M[1, 2]) / s, (M[0, 2] - M[2, 0]) / s, (M[1, 0] - M[0, 1]) / s]
+        else:
+            i = int(np.argmax(np.diag(M)))
+            j, l = (i + 1) % 3, (i + 2) % 3
+            s = 2.0 * np.sqrt(1.0 + M[i, i] - M[j, j] - M[l, l])
+            qv = np.zeros(3)
+            qv[i] = 0.25 * s
+            qv[j] = (M[j, i] + M[i, j]) / s
+            qv[l] = (M[l, i] + M[i, l]) / s
+            out[k] = [(M[l, j] - M[j, l]) / s, *qv]
+        if out[k, 0] < 0:
+            out[k] = -out[k]
+    return out.reshape(batch + (4,))
+
+
+# ---------------------------------------------------------------- SO(3)
+def so3_exp(w: np.ndarray) -> np.ndarray:
+    """Rotation matrix ``exp([w]x)`` (..., 3) -> (..., 3, 3) (Rodrigues)."""
+    t2 = np.sum(w * w, axis=-1)
+    W = skew(w)
+    return np.eye(3) + _sin_c(t2)[..., None, None] * W + _cos_c(t2)[..., None, None] * (W @ W)
+
+
+def so3_exp_quat(w: np.ndarray) -> np.ndarray:
+    """Unit quaternion of ``exp([w]x)``: ``(cos θ/2, sin(θ/2)/θ · w)``."""
+    t2 = np.sum(w * w, axis=-1)
+    half = _ratio(t2 / 4, lambda s: np.sin(np.sqrt(s)) / np.sqrt(s), lambda s: 1 - s / 6 + s * s / 120) * 0.5
+    c = _ratio(t2 / 4, lambda s: np.cos(np.sqrt(s)), lambda s: 1 - s / 2 + s * s / 24)
+    return np.concatenate([c[..., None], half[..., None] * w], axis=-1)
+
+
+def quat_log(q: np.ndarray) -> np.ndarray:
+    """Rotation vector (..., 3) of a quaternion, angle in [0, π] (shortest path)."""
+    q = quat_normalize(q)
+    sign = np.where(np.real(q[..., :1]) < 0, -1.0, 1.0)
+    q = q * sign
+    w, v = q[..., 0], q[..., 1:]
+    s2 = np.sum(v * v, axis=-1)
+    # θ = 2 atan2(|v|, w); ratio θ/|v| evaluated through |v|² for complex-step safety
+    small = np.real(s2) < 1e-12
+    s_safe = np.sqrt(np.where(small, np.ones_like(s2), s2))
+    ratio = np.where(small, 2.0 / w * (1 - s2 / (3 * w * w)), 2.0 * np.arctan2(s_safe, w) / s_safe) \
+        if not np.iscomplexobj(q) else np.where(small, 2.0 / w * (1 - s2 / (3 * w * w)),
+                                                2.0 * np.arctan(s_safe / w) / s_safe)
+    return ratio[..., None] * v
+
+
+def so3_log(R: np.ndarray) -> np.ndarray:
+    """Rotation vector of a rotation matrix (real inputs)."""
+    return quat_log(rotation_to_quat(R))
+
+
+def so3_right_jacobian(w: np.ndarray) -> np.ndarray:
+    """Right Jacobian ``Jr(w)``: ``exp(w + δ) ≈ exp(w) exp(Jr(w) δ)``."""
+    t2 = np.sum(w * w, axis=-1)
+    W = skew(w)
+    return np.eye(3) - _cos_c(t2)[..., None, None] * W + _sin_c3(t2)[..., None, None] * (W @ W)
+
+
+def so3_right_jacobian_inverse(w: np.ndarray) -> np.ndarray:
+    """Inverse of :func:`so3_right_jacobian`."""
+    t2 = np.sum(w * w, axis=-1)
+    W = skew(w)
+    return np.eye(3) + 0.5 * W + _log_c(t2)[..., None, None] * (W @ W)
+
+
+def so3_left_jacobian(w: np.ndarray) -> np.ndarray:
+    return so3_right_jacobian(-w)
+
+
+def so3_left_jacobian_inverse(w: np.ndarray) -> np.ndarray:
+    return so3_right_jacobian_inverse(-w)
+
+
+# ---------------------------------------------------------------- SE(3)
+def se3_exp(xi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``exp(ξ)`` for ξ = (linear, angular) (..., 6) -> (R (..., 3, 3), p (..., 3))."""
+    rho, w = xi[..., :3], xi[..., 3:]
+    R = so3_exp(w)
+    p = (so3_left_jacobian(w) @ rho[..., None])[..., 0]
+    return R, p
+
+
+def se3_log(R: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """Inverse of :func:`se3_exp` (real inputs)."""
+    w = so3_log(R)
+    rho = (so3_left_jacobian_inverse(w) @ p[..., None])[..., 0]
+    return np.concatenate([rho, w], axis=-1)
+
+
+def _se3_q(rho: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Off-diagonal block Q(ρ, φ) of the SE(3) left Jacobian (Barfoot & Furgale 2014)."""
+    t2 = np.sum(w * w, axis=-1)[..., None, None]
+    P, W = skew(rho), skew(w)
+    WP, PW = W @ P, P @ W
+    WPW = WP @ W
+    return (0.5 * P + _sin_c3(t2) * (WP + PW + WPW)
+            + _q_c2(t2) * (W @ WP + PW @ W - 3 * WPW)
+            + _q_c3(t2) * (WPW @ W + W @ WPW))
+
+
+def se3_right_jacobian(xi: np.ndarray) -> np.ndarray:
+    """Right Jacobian of SE(3) (Pinocchio's ``Jexp6``), (..., 6) -> (..., 6, 6)."""
+    rho, w = xi[..., :3], xi[..., 3:]
+    J = np.zeros(xi.shape[:-1] + (6, 6), dtype=xi.dtype)
+    Jr = so3_right_jacobian(w)
+    J[..., :3, :3] = Jr
+    J[..., 3:, 3:] = Jr
+    J[..., :3, 3:] = _se3_q(-rho, -w)
+    return J
+
+
+def se3_right_jacobian_inverse(xi: np.ndarray) -> np.ndarray:
+    """Inverse of :func:`se3_right_jacobian` (Pinocchio's ``Jlog6`` at ``exp(ξ)``)."""
+    rho, w = xi[..., :3], xi[..., 3:]
+    Ji = so3_right_jacobian_inverse(w)
+    J = np.zeros(xi.shape[:-1] + (6, 6), dtype=xi.dtype)
+    J[..., :3, :3] = Ji
+    J[..., 3:, 3:] = Ji
+    J[..., :3, 3:] = -Ji @ _se3_q(-rho, -w) @ Ji
+    return J

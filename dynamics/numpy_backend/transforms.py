@@ -1,0 +1,40 @@
+"""Per-call link transforms and external-force mapping shared by the numpy algorithms."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..joints import joint_placements
+from ..spatial import motion_transform
+
+
+def link_transforms(model, q: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Parent-to-child motion transforms ``X[:, i] = ^iX_λ(i)`` (B, L, 6, 6) plus the placements
+    ``(R, p)`` (B, L, 3, 3), (B, L, 3) they are built from."""
+    R, p = joint_placements(model, q)
+    return motion_transform(R, p), R, p
+
+
+def gravity_acceleration(model, B: int, dtype) -> np.ndarray:
+    """Spatial acceleration of the world frame that emulates gravity: ``a_0 = -g`` (B, 6)."""
+    a0 = np.zeros((B, 6), dtype=dtype)
+    a0[:, :3] = -model.gravity
+    return a0
+
+
+def link_external_forces(model, fext: np.ndarray | None, B: int, dtype) -> np.ndarray | None:
+    """Map per-body external forces (B, nbody, 6) in body frames to per-link forces in link frames
+    (B, L, 6). Forces on bodies welded to the world are dropped."""
+    if fext is None:
+        return None
+    out = np.zeros((B, model.nlinks, 6), dtype=np.result_type(fext, dtype))
+    for b in range(1, model.nbody):
+        lk = model.body_link[b]
+        if lk < 0:
+            continue
+        Rb, pb = model.body_R[b], model.body_p[b]
+        f = fext[:, b, :3] @ Rb.T
+        n = fext[:, b, 3:] @ Rb.T + np.cross(pb, f)
+        out[:, lk, :3] += f
+        out[:, lk, 3:] += n
+    return out
