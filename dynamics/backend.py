@@ -157,6 +157,32 @@ class Backend:
         batch, (q, _) = self._args("com_jacobian", model, None, q=(q, model.nq))
         return unflatten(batch, self._com_jacobian(model, q)[0])
 
+    # second-order derivatives (seed 004)
+    def rnea_second_derivatives(self, model: RobotModel, q, v, a, fext=None):
+        """``(d2tau_dq2, d2tau_dv2, d2tau_dqdv, dM_dq)``, each (..., nv, nv, nv), index order
+        [output, first variable, second variable] (IDSVA-SO, seed 004 Algorithm 1)."""
+        self._require("rnea_second_derivatives")
+        batch, (q, v, a, fe) = self._args("rnea_second_derivatives", model, fext, q=(q, model.nq),
+                                          v=(v, model.nv), a=(a, model.nv))
+        return tuple(unflatten(batch, x) for x in self._rnea_second_derivatives(model, q, v, a, fe))
+
+    def aba_second_derivatives(self, model: RobotModel, q, v, tau, fext=None):
+        """``(d2a_dq2, d2a_dv2, d2a_dqdv, d2a_dqdtau)``, each (..., nv, nv, nv) (FDSVA-SO, seed 004
+        eq. 46); ``∂²a/∂τ²`` and ``∂²a/∂v∂τ`` vanish."""
+        self._require("aba_second_derivatives")
+        batch, (q, v, t, fe) = self._args("aba_second_derivatives", model, fext, q=(q, model.nq),
+                                          v=(v, model.nv), tau=(tau, model.nv))
+        return tuple(unflatten(batch, x) for x in self._aba_second_derivatives(model, q, v, t, fe))
+
+    def supports(self, function: str) -> bool:
+        """Whether this backend implements ``function`` (e.g. ``"aba_second_derivatives"``)."""
+        return callable(getattr(self, "_" + function, None))
+
+    def _require(self, function: str) -> None:
+        if not self.supports(function):
+            raise NotImplementedError(f"backend '{self.name}' does not implement {function}; use the 'numpy' "
+                                      f"backend or dynamics.second_order_numerical for a numerical fallback")
+
     def warmup(self, model: RobotModel) -> None:
         """Do any one-time work (compilation) for ``model``; a no-op for interpreted backends."""
 
@@ -172,9 +198,10 @@ class BackendInfo:
 BACKENDS = {
     "numpy": BackendInfo("numpy", "dynamics.numpy_backend", "NumpyBackend",
                          "reference implementation, batched numpy (always available)"),
+    "numba": BackendInfo("numba", "dynamics.numba_backend", "NumbaBackend",
+                         "compiled CPU backend, parallel over the batch (numba)"),
 }
 PLANNED = {
-    "numba": "compiled parallel CPU backend (not implemented yet: issue 'numba backend')",
     "gpu": "CuPy/CUDA backend (not implemented yet)",
     "fpga-sim": "fixed-point datapath emulation with a cycle model (not implemented yet)",
 }
@@ -189,7 +216,10 @@ def get_backend(name: str = "numpy") -> Backend:
         return _instances[name]
     if name in BACKENDS:
         info = BACKENDS[name]
-        mod = importlib.import_module(info.module)
+        try:
+            mod = importlib.import_module(info.module)
+        except ModuleNotFoundError as e:
+            raise BackendUnavailableError(f"backend '{name}' is not available: {e}") from e
         inst = getattr(mod, info.cls)()
         _instances[name] = inst
         return inst
