@@ -114,11 +114,12 @@ def difference(model, q0: np.ndarray, q1: np.ndarray) -> np.ndarray:
         dq = lie.quat_multiply(lie.quat_conjugate(lie.quat_normalize(q0[:, qa:qa + 4])), lie.quat_normalize(q1[:, qa:qa + 4]))
         out[:, va:va + 3] = lie.quat_log(dq)
     for qa, va in model.free_adr:
-        R0 = lie.quat_to_rotation(q0[:, qa + 3:qa + 7])
-        R1 = lie.quat_to_rotation(q1[:, qa + 3:qa + 7])
-        Rt = np.swapaxes(R0, -1, -2)
+        quat0 = lie.quat_normalize(q0[:, qa + 3:qa + 7])
+        Rt = np.swapaxes(lie.quat_to_rotation(quat0), -1, -2)
         dp = (Rt @ (q1[:, qa:qa + 3] - q0[:, qa:qa + 3])[..., None])[..., 0]
-        out[:, va:va + 6] = lie.se3_log(Rt @ R1, dp)
+        w = lie.quat_log(lie.quat_multiply(lie.quat_conjugate(quat0), lie.quat_normalize(q1[:, qa + 3:qa + 7])))
+        out[:, va:va + 3] = (lie.so3_left_jacobian_inverse(w) @ dp[..., None])[..., 0]
+        out[:, va + 3:va + 6] = w
     return out
 
 

@@ -90,28 +90,23 @@ def quat_to_rotation(q: np.ndarray) -> np.ndarray:
 
 
 def rotation_to_quat(R: np.ndarray) -> np.ndarray:
-    """Unit quaternion (w >= 0) of a rotation matrix (real inputs only)."""
+    """Unit quaternion (w >= 0) of a rotation matrix (..., 3, 3), real inputs (Shepperd's method:
+    the largest of the four candidate pivots keeps the division well conditioned)."""
     R = np.asarray(R, dtype=float)
-    batch = R.shape[:-2]
-    Rf = R.reshape(-1, 3, 3)
-    out = np.empty((Rf.shape[0], 4))
-    for k, M in enumerate(Rf):
-        tr = np.trace(M)
-        if tr > 0:
-            s = 2.0 * np.sqrt(tr + 1.0)
-            out[k] = [0.25 * s, (M[2, 1] - M[1, 2]) / s, (M[0, 2] - M[2, 0]) / s, (M[1, 0] - M[0, 1]) / s]
-        else:
-            i = int(np.argmax(np.diag(M)))
-            j, l = (i + 1) % 3, (i + 2) % 3
-            s = 2.0 * np.sqrt(1.0 + M[i, i] - M[j, j] - M[l, l])
-            qv = np.zeros(3)
-            qv[i] = 0.25 * s
-            qv[j] = (M[j, i] + M[i, j]) / s
-            qv[l] = (M[l, i] + M[i, l]) / s
-            out[k] = [(M[l, j] - M[j, l]) / s, *qv]
-        if out[k, 0] < 0:
-            out[k] = -out[k]
-    return out.reshape(batch + (4,))
+    m00, m11, m22 = R[..., 0, 0], R[..., 1, 1], R[..., 2, 2]
+    cand = np.stack([1 + m00 + m11 + m22, 1 + m00 - m11 - m22, 1 - m00 + m11 - m22, 1 - m00 - m11 + m22], -1)
+    k = np.argmax(cand, axis=-1)
+    s = 2.0 * np.sqrt(np.take_along_axis(cand, k[..., None], -1)[..., 0])
+    d21, d02, d10 = R[..., 2, 1] - R[..., 1, 2], R[..., 0, 2] - R[..., 2, 0], R[..., 1, 0] - R[..., 0, 1]
+    s01, s02, s12 = R[..., 0, 1] + R[..., 1, 0], R[..., 0, 2] + R[..., 2, 0], R[..., 1, 2] + R[..., 2, 1]
+    opts = np.stack([
+        np.stack([s * s / 4, d21, d02, d10], -1),
+        np.stack([d21, s * s / 4, s01, s02], -1),
+        np.stack([d02, s01, s * s / 4, s12], -1),
+        np.stack([d10, s02, s12, s * s / 4], -1),
+    ], -2)
+    q = np.take_along_axis(opts, k[..., None, None], -2)[..., 0, :] / s[..., None]
+    return q * np.where(q[..., :1] < 0, -1.0, 1.0)
 
 
 # ---------------------------------------------------------------- SO(3)
