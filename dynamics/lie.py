@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .spatial import skew
+from .spatial import cross, skew
 
 _SMALL = 1e-6  # θ² below which Taylor series are used (their error is then < 1e-20)
 
@@ -59,7 +59,7 @@ def quat_multiply(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     aw, av = a[..., :1], a[..., 1:]
     bw, bv = b[..., :1], b[..., 1:]
     w = aw * bw - np.sum(av * bv, axis=-1, keepdims=True)
-    v = aw * bv + bw * av + np.cross(av, bv)
+    v = aw * bv + bw * av + cross(av, bv)
     return np.concatenate([w, v], axis=-1)
 
 

@@ -25,6 +25,13 @@ def skew(w: np.ndarray) -> np.ndarray:
     return out
 
 
+def cross(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a × b`` over the last axis (..., 3); much cheaper than ``np.cross`` on small batches."""
+    a0, a1, a2 = a[..., 0], a[..., 1], a[..., 2]
+    b0, b1, b2 = b[..., 0], b[..., 1], b[..., 2]
+    return np.stack([a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0], axis=-1)
+
+
 def motion_cross_matrix(v: np.ndarray) -> np.ndarray:
     """Matrix of ``m -> v x m`` for motion vectors, (..., 6) -> (..., 6, 6)."""
     v = np.asarray(v)
@@ -58,15 +65,15 @@ def force_cross_rhs_matrix(f: np.ndarray) -> np.ndarray:
 
 def motion_cross(v: np.ndarray, m: np.ndarray) -> np.ndarray:
     """``v x m`` for motion vectors (..., 6)."""
-    lin = np.cross(v[..., 3:], m[..., :3]) + np.cross(v[..., :3], m[..., 3:])
-    ang = np.cross(v[..., 3:], m[..., 3:])
+    lin = cross(v[..., 3:], m[..., :3]) + cross(v[..., :3], m[..., 3:])
+    ang = cross(v[..., 3:], m[..., 3:])
     return np.concatenate([lin, ang], axis=-1)
 
 
 def force_cross(v: np.ndarray, f: np.ndarray) -> np.ndarray:
     """``v x* f`` (motion ``v`` acting on force ``f``), both (..., 6)."""
-    lin = np.cross(v[..., 3:], f[..., :3])
-    ang = np.cross(v[..., :3], f[..., :3]) + np.cross(v[..., 3:], f[..., 3:])
+    lin = cross(v[..., 3:], f[..., :3])
+    ang = cross(v[..., :3], f[..., :3]) + cross(v[..., 3:], f[..., 3:])
     return np.concatenate([lin, ang], axis=-1)
 
 

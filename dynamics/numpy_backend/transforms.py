@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..joints import joint_placements
-from ..spatial import motion_transform
+from ..spatial import cross, motion_transform
 
 
 def link_transforms(model, q: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -34,7 +34,7 @@ def link_external_forces(model, fext: np.ndarray | None, B: int, dtype) -> np.nd
             continue
         Rb, pb = model.body_R[b], model.body_p[b]
         f = fext[:, b, :3] @ Rb.T
-        n = fext[:, b, 3:] @ Rb.T + np.cross(pb, f)
+        n = fext[:, b, 3:] @ Rb.T + cross(pb, f)
         out[:, lk, :3] += f
         out[:, lk, 3:] += n
     return out
