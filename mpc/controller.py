@@ -1,0 +1,159 @@
+"""Receding-horizon controller: a shooting problem re-solved from each measured state.
+
+At every update the controller (1) moves the task's references to the current time
+(``task.update_problem``), (2) sets the measured state as the initial state, (3) warm-starts the
+solver with the previous plan shifted to the current time (:meth:`mpc.plan.Plan.resample`: an exact
+shift by ``n`` knots when the elapsed time is ``n·dt``, interpolated otherwise), (4) runs a few
+solver iterations and (5) returns a :class:`mpc.plan.Plan`: feed-forward controls, state
+trajectory and the Riccati feedback gains, which the simulator applies between updates.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from dynamics.backend import get_backend
+
+from .plan import Plan
+
+SOLVERS = {"ilqr": "ILQR", "ddp": "DDP", "fddp": "FDDP"}
+STAGES = ("derivatives", "backward", "forward", "cost")
+
+
+@dataclass
+class UpdateRecord:
+    """Bookkeeping of one solve. Times in s: ``t`` (sim time of the measured state), ``wall``
+    (wall-clock time of the whole update, problem set-up and warm start included), ``timings``
+    (solver stage split: derivatives, backward, forward, cost, total), ``iterations`` (solver
+    iterations run), ``cost`` (final cost), ``converged``, ``reason`` (solver's stop reason)."""
+
+    t: float
+    wall: float
+    timings: dict = field(default_factory=dict)
+    iterations: int = 0
+    cost: float = float("nan")
+    converged: bool = False
+    reason: str = ""
+
+
+def _solver_class(name: str):
+    key = str(name).lower()
+    if key not in SOLVERS:
+        raise ValueError(f"unknown solver '{name}'; choose one of {', '.join(SOLVERS)}")
+    import solvers  # imported late: the dynamics/sim layers must not need the solver package
+    return getattr(solvers, SOLVERS[key])
+
+
+def _positive(name: str, value, integer: bool = False):
+    ok = isinstance(value, (int, np.integer)) if integer else isinstance(value, (int, float, np.number))
+    if not ok or isinstance(value, bool) or not math.isfinite(value) or value <= 0:
+        kind = "a positive integer" if integer else "a positive number"
+        raise ValueError(f"MPC: {name} must be {kind}, got {value!r}")
+    return int(value) if integer else float(value)
+
+
+class MPC:
+    """Model-predictive controller for a task (see ``tasks``).
+
+    task: the task (model, costs, references); solver: ``"ilqr"``, ``"ddp"`` or ``"fddp"``
+    (box-constrained controls); backend: dynamics backend name; horizon: number of knots N;
+    dt: knot spacing [s]; iterations_per_update: solver iterations per update (the maximum when
+    ``time_budget`` is set); time_budget: optional wall-clock budget per update [s] — no new
+    iteration is started once the estimated finish would exceed it (at least one iteration is run);
+    initial_iterations: iterations of the first solve (:meth:`start`); feedback: apply the Riccati
+    gains between updates (False gives an open-loop plan, for comparison); tol: solver tolerance.
+    """
+
+    def __init__(self, task, solver: str = "ddp", backend: str = "numpy", horizon: int = 32, dt: float = 0.01,
+                 iterations_per_update: int = 1, time_budget: float | None = None, initial_iterations: int = 50,
+                 feedback: bool = True, tol: float = 1e-6):
+        self.task = task
+        self.model = task.model
+        self.solver_name = str(solver).lower()
+        cls = _solver_class(solver)
+        self.backend = get_backend(backend)  # raises a clear error for unknown/unavailable backends
+        self.horizon = _positive("horizon", horizon, integer=True)
+        self.dt = _positive("dt", dt)
+        self.iterations_per_update = _positive("iterations_per_update", iterations_per_update, integer=True)
+        self.initial_iterations = _positive("initial_iterations", initial_iterations, integer=True)
+        self.time_budget = None if time_budget is None else _positive("time_budget", time_budget)
+        self.feedback = bool(feedback)
+        self.tol = float(tol)
+        x0 = np.asarray(task.initial_state(), float)
+        self.problem = task.build_problem(x0, self.horizon, self.dt, backend=self.backend.name)
+        self.solver = cls(self.problem, box=True)
+        self.records: list[UpdateRecord] = []
+        self.plan: Plan | None = None
+
+    # ----------------------------------------------------------------- control loop
+    def start(self, t: float, x) -> Plan:
+        """First plan from state ``x`` at time ``t``: ``initial_iterations`` iterations from a
+        gravity-compensating initial guess. Not added to :attr:`records`."""
+        xs0, us0 = self._initial_guess(x)
+        plan, _ = self._solve(t, x, xs0, us0, self.initial_iterations, budget=None)
+        self.plan = plan
+        return plan
+
+    def update(self, t: float, x) -> Plan:
+        """Re-plan from the state ``x`` (nq+nv,) measured at time ``t`` [s]; returns the new plan."""
+        if self.plan is None:
+            return self.start(t, x)
+        xs_ws, us_ws = self.plan.resample(t, self.horizon, self.dt)
+        plan, rec = self._solve(t, x, xs_ws, us_ws, self.iterations_per_update, budget=self.time_budget)
+        self.records.append(rec)
+        self.plan = plan
+        return plan
+
+    # ----------------------------------------------------------------- internals
+    def _initial_guess(self, x) -> tuple[np.ndarray | None, np.ndarray]:
+        """Hold the initial state with gravity-compensating controls (least squares through the
+        actuation matrix, clipped to the limits)."""
+        m = self.model
+        q = np.asarray(x, float)[:m.nq]
+        g = self.backend.gravity_torques(m, q)
+        u = np.linalg.lstsq(m.actuation_matrix, g, rcond=None)[0] if m.nu else np.zeros(0)
+        u = np.clip(u, m.u_lower, m.u_upper)
+        return None, np.tile(u, (self.horizon, 1))
+
+    def _solve(self, t: float, x, xs_init, us_init, max_iter: int, budget: float | None):
+        w0 = time.perf_counter()
+        x = np.asarray(x, float)
+        self.task.update_problem(self.problem, float(t))
+        self.problem.set_initial_state(x)
+        if xs_init is not None:
+            xs_init = np.array(xs_init, float)
+            xs_init[0] = x
+        timings = {s: 0.0 for s in (*STAGES, "total")}
+        iterations = 0
+        if budget is None:
+            res = self.solver.solve(xs_init=xs_init, us_init=us_init, max_iter=max_iter, tol=self.tol)
+            self._add_timings(timings, res)
+            iterations = int(res.iterations)
+        else:
+            # one iteration at a time, warm-started from the last, until the budget would be exceeded
+            res = None
+            while iterations < max_iter:
+                res = self.solver.solve(xs_init=xs_init, us_init=us_init, max_iter=1, tol=self.tol)
+                self._add_timings(timings, res)
+                iterations += int(res.iterations)
+                elapsed = time.perf_counter() - w0
+                per_iter = elapsed / max(iterations, 1)
+                if res.converged or int(res.iterations) == 0 or elapsed + per_iter > budget:
+                    break
+                xs_init, us_init = res.xs, res.us
+        K = np.asarray(res.K, float) if self.feedback else None
+        wall = time.perf_counter() - w0
+        rec = UpdateRecord(t=float(t), wall=wall, timings=timings, iterations=iterations, cost=float(res.cost),
+                           converged=bool(res.converged), reason=str(getattr(res, "reason", "")))
+        plan = Plan(self.model, float(t), self.dt, np.asarray(res.xs, float), np.asarray(res.us, float), K,
+                    info=asdict(rec))
+        return plan, rec
+
+    @staticmethod
+    def _add_timings(acc: dict, res) -> None:
+        for k, v in (getattr(res, "timings", None) or {}).items():
+            acc[k] = acc.get(k, 0.0) + float(v)

@@ -1,0 +1,151 @@
+"""A time-indexed MPC plan and the feedback law applied between controller updates.
+
+A plan computed from the state measured at time ``t0`` has knots at ``t0 + i·dt``
+(``i = 0..N``). At a time ``t`` between updates the simulator applies
+
+    u(t, x) = u_ff(t) + K(t) · (x ⊖ x_ref(t))
+
+with ``u_ff``/``K`` held over each knot interval (the solver's zero-order-hold control
+parametrisation: the shooting problem keeps ``u_i`` constant on ``[t_i, t_{i+1})``) and
+``x_ref(t)`` interpolated between the knot states along the configuration manifold
+(``q_i ⊕ s·(q_{i+1} ⊖ q_i)``, ``v`` linearly). The state error is the tangent-space difference the
+solver's gains act on: ``dx = concat(difference(q_ref, q), v - v_ref)`` (size 2·nv). Past the end
+of the horizon the last control, gain and state are held.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from dynamics.inputs import as_array
+from dynamics.model import RobotModel
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A solved horizon, indexed by simulation time.
+
+    model: the robot; t0: time [s] of the measured state the plan starts from; dt: knot spacing [s];
+    xs: (N+1, nq+nv) state trajectory; us: (N, nu) feed-forward actuator forces [N m or N];
+    K: (N, nu, 2·nv) feedback gains on the tangent-space state error, or None (open loop);
+    info: per-update bookkeeping from the controller (timings, iterations, cost)."""
+
+    model: RobotModel
+    t0: float
+    dt: float
+    xs: np.ndarray
+    us: np.ndarray
+    K: np.ndarray | None = None
+    info: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        m = self.model
+        nx = m.nq + m.nv
+        if not (np.isfinite(self.dt) and self.dt > 0):
+            raise ValueError(f"Plan: dt must be a positive number of seconds, got {self.dt}")
+        xs = np.asarray(self.xs, float)
+        us = np.asarray(self.us, float)
+        if us.ndim != 2 or us.shape[1] != m.nu or us.shape[0] < 1:
+            raise ValueError(f"Plan: us has shape {us.shape}, expected (N, nu={m.nu}) with N >= 1")
+        N = us.shape[0]
+        if xs.shape != (N + 1, nx):
+            raise ValueError(f"Plan: xs has shape {xs.shape}, expected (N+1, nq+nv) = ({N + 1}, {nx})")
+        if self.K is not None and np.shape(self.K) != (N, m.nu, 2 * m.nv):
+            raise ValueError(f"Plan: K has shape {np.shape(self.K)}, expected (N, nu, 2nv) = ({N}, {m.nu}, {2 * m.nv})")
+        for name, a in (("xs", xs), ("us", us), ("K", self.K)):
+            if a is not None and not np.all(np.isfinite(a)):
+                raise ValueError(f"Plan: {name} contains non-finite values; the solver diverged")
+        object.__setattr__(self, "xs", xs)
+        object.__setattr__(self, "us", us)
+        if self.K is not None:
+            object.__setattr__(self, "K", np.asarray(self.K, float))
+
+    @property
+    def horizon(self) -> int:
+        """Number of control intervals N."""
+        return self.us.shape[0]
+
+    @property
+    def t_end(self) -> float:
+        """Time [s] of the last knot."""
+        return self.t0 + self.horizon * self.dt
+
+    def locate(self, t: float) -> tuple[int, float]:
+        """Interval index ``i`` in [0, N-1] and fraction ``s`` in [0, 1] of ``t`` within it (clamped
+        to the horizon: before ``t0`` → (0, 0); after the end → (N-1, 1))."""
+        s = (float(t) - self.t0) / self.dt
+        N = self.horizon
+        if s <= 0:
+            return 0, 0.0
+        if s >= N:
+            return N - 1, 1.0
+        # tolerate round-off when t sits on a knot
+        i = int(np.floor(s + 1e-9))
+        i = min(i, N - 1)
+        return i, float(min(max(s - i, 0.0), 1.0))
+
+    def reference_state(self, t: float) -> np.ndarray:
+        """``x_ref(t)`` (nq+nv,): knot states interpolated along the manifold."""
+        m = self.model
+        i, s = self.locate(t)
+        xa, xb = self.xs[i], self.xs[i + 1]
+        if s == 0.0:
+            return xa.copy()
+        if s == 1.0:
+            return xb.copy()
+        dq = m.difference(xa[:m.nq], xb[:m.nq])
+        q = m.integrate(xa[:m.nq], s * dq)
+        v = (1.0 - s) * xa[m.nq:] + s * xb[m.nq:]
+        return np.concatenate([q, v])
+
+    def state_error(self, x, x_ref) -> np.ndarray:
+        """Tangent-space error ``x ⊖ x_ref = concat(difference(q_ref, q), v - v_ref)`` (..., 2nv)."""
+        m = self.model
+        x = np.asarray(x, float)
+        x_ref = np.asarray(x_ref, float)
+        return np.concatenate([m.difference(x_ref[..., :m.nq], x[..., :m.nq]),
+                               x[..., m.nq:] - x_ref[..., m.nq:]], axis=-1)
+
+    def feedforward(self, t: float) -> np.ndarray:
+        """``u_ff(t)`` (nu,) (zero-order hold on the knot controls)."""
+        return self.us[self._hold_index(t)].copy()
+
+    def gain(self, t: float) -> np.ndarray | None:
+        """``K(t)`` (nu, 2nv) (held over the interval), or None for an open-loop plan."""
+        return None if self.K is None else self.K[self._hold_index(t)]
+
+    def _hold_index(self, t: float) -> int:
+        i, s = self.locate(t)
+        # at s == 1 only when t is at/after the horizon end: hold the last interval
+        return i
+
+    def control(self, t: float, x, feedback: bool = True, clip: bool = True) -> np.ndarray:
+        """Actuator forces ``u_ff(t) + K(t)(x ⊖ x_ref(t))`` (..., nu) for measured state(s) x
+        (..., nq+nv); clipped to ``[model.u_lower, model.u_upper]`` unless ``clip=False``."""
+        m = self.model
+        x = as_array("x", x, (m.nq + m.nv,), "Plan.control")
+        u = np.broadcast_to(self.feedforward(t), x.shape[:-1] + (m.nu,)).copy()
+        if feedback and self.K is not None:
+            dx = self.state_error(x, self.reference_state(t))
+            u += np.einsum("ij,...j->...i", self.gain(t), dx)
+        if clip:
+            u = np.clip(u, m.u_lower, m.u_upper)
+        return u
+
+    def exhausted(self, t: float) -> bool:
+        """Whether ``t`` is past the last knot (the plan is being extrapolated by holding)."""
+        return float(t) > self.t_end + 1e-12
+
+    def resample(self, t_start: float, horizon: int | None = None, dt: float | None = None
+                 ) -> tuple[np.ndarray, np.ndarray]:
+        """Warm start for a plan starting at ``t_start``: ``(xs (N+1, nx), us (N, nu))`` evaluated on
+        this plan at ``t_start + j·dt`` (states interpolated on the manifold, controls held; beyond
+        the horizon the last knot is repeated). Equals ``shifted(n)`` when ``t_start - t0 = n·dt``."""
+        N = self.horizon if horizon is None else int(horizon)
+        dt = self.dt if dt is None else float(dt)
+        ts = float(t_start) + dt * np.arange(N + 1)
+        xs = np.stack([self.reference_state(t) for t in ts])
+        us = np.stack([self.feedforward(t) for t in ts[:-1]])
+        return xs, us

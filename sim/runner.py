@@ -1,0 +1,195 @@
+"""Closed-loop simulation: a controller in the loop of a MuJoCo scene stepped at the physics rate.
+
+Two timing modes:
+
+* ``lockstep`` — the controller is updated every ``update_every`` physics steps from the state
+  measured at that step, and its plan is applied from that same step on. Simulated time does not
+  depend on compute time, so runs are reproducible (tests use this mode).
+* ``realtime`` — the plan computed from the state at time ``t`` is applied only from
+  ``t + latency`` on (``latency`` = measured wall-clock compute time of the update, rounded up to
+  whole physics steps); until then the previous plan keeps being applied. The controller is busy
+  while it computes, so the next update starts at ``max(t + latency, t + update period)``. A slow
+  controller therefore acts on older states and applies its plans later, as on a robot.
+
+Between updates the active plan's feedback law (``plan.control(t, x)``) is evaluated at every
+physics step; the command is clipped to the actuator limits and commands that had to be clipped are
+counted. The first plan is computed before the simulation clock starts (``controller.start``).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Protocol
+
+import mujoco
+import numpy as np
+
+from dynamics.model import RobotModel
+
+from .state import ActuatorMap, read_state, write_state
+
+MODES = ("lockstep", "realtime")
+
+
+class ControlLaw(Protocol):
+    """What a controller update returns: a control law valid until the next update."""
+
+    info: dict
+
+    def control(self, t: float, x: np.ndarray, feedback: bool = True, clip: bool = True) -> np.ndarray:
+        """Actuator forces (nu,) at simulation time ``t`` [s] for the measured state ``x``."""
+
+
+class Controller(Protocol):
+    """A receding-horizon controller as the simulator sees it."""
+
+    def start(self, t: float, x: np.ndarray) -> ControlLaw:
+        """First plan from the initial state (may iterate to convergence; not timed into the loop)."""
+
+    def update(self, t: float, x: np.ndarray) -> ControlLaw:
+        """New plan from the state ``x`` measured at time ``t``."""
+
+
+@dataclass
+class UpdateLog:
+    """One controller update. Times in s: ``t_measured`` (sim time of the state it used),
+    ``t_applied`` (sim time from which its plan was applied, None if never), ``latency`` (wall time of
+    the update call), ``info`` (the plan's bookkeeping: stage timings, iterations, cost)."""
+
+    t_measured: float
+    t_applied: float | None
+    latency: float
+    info: dict = field(default_factory=dict)
+
+
+@dataclass
+class SimResult:
+    """Everything a run produced. Arrays are per physics step ``k`` (time ``t[k] = k·physics_dt``):
+    ``x`` the measured state (T, nq+nv) at the start of the step, ``u_cmd`` the controller's command
+    before clipping (T, nu), ``u`` the applied actuator forces (T, nu), ``plan_age`` the time since
+    the state the active plan was computed from (T,) [s]."""
+
+    model: RobotModel
+    mode: str
+    physics_dt: float
+    update_every: int
+    t: np.ndarray
+    x: np.ndarray
+    u_cmd: np.ndarray
+    u: np.ndarray
+    plan_age: np.ndarray
+    updates: list[UpdateLog]
+    initial: UpdateLog
+    wall_time: float
+    plan_exhausted_steps: int = 0
+    aborted: str | None = None
+
+    @property
+    def sim_time(self) -> float:
+        """Simulated time covered [s]."""
+        return len(self.t) * self.physics_dt
+
+    @property
+    def completed(self) -> bool:
+        return self.aborted is None
+
+
+StepCallback = Callable[[int, float, mujoco.MjData], None]
+
+
+def simulate(model: RobotModel, controller: Controller, x0, duration: float, *, mode: str = "lockstep",
+             update_every: int = 10, mj_model: mujoco.MjModel | None = None,
+             callbacks: tuple[StepCallback, ...] = (), max_speed: float = 1e3) -> SimResult:
+    """Run ``controller`` in closed loop on the MuJoCo scene of ``model`` for ``duration`` seconds.
+
+    x0: initial state (nq+nv,) in model conventions; mode: ``"lockstep"`` or ``"realtime"``;
+    update_every: physics steps between update starts (the update period; in ``realtime`` the period
+    is stretched when an update takes longer); mj_model: the scene (default ``model.mj_model``);
+    callbacks: called as ``cb(step, t, data)`` after each physics step (progress, viewer);
+    max_speed: a joint speed [rad/s or m/s] above which the run is declared unstable and stopped."""
+    if mode not in MODES:
+        raise ValueError(f"unknown mode '{mode}'; choose one of {', '.join(MODES)}")
+    if not (isinstance(duration, (int, float)) and math.isfinite(duration) and duration > 0):
+        raise ValueError(f"duration must be a positive number of seconds, got {duration!r}")
+    if not (isinstance(update_every, (int, np.integer)) and update_every >= 1):
+        raise ValueError(f"update_every must be a positive integer number of physics steps, got {update_every!r}")
+    m = model.mj_model if mj_model is None else mj_model
+    if m.nq != model.nq or m.nv != model.nv:
+        raise ValueError(f"MuJoCo scene (nq={m.nq}, nv={m.nv}) does not match the model "
+                         f"(nq={model.nq}, nv={model.nv}); load both from the same MJCF")
+    h = float(m.opt.timestep)
+    d = mujoco.MjData(m)
+    write_state(model, d, x0)
+    mujoco.mj_forward(m, d)
+    act = ActuatorMap.for_model(model, m)
+    n_steps = int(round(duration / h))
+    nx = model.nq + model.nv
+    T_x = np.zeros((n_steps, nx))
+    T_ucmd = np.zeros((n_steps, model.nu))
+    T_u = np.zeros((n_steps, model.nu))
+    T_age = np.zeros(n_steps)
+    updates: list[UpdateLog] = []
+
+    x = read_state(model, d)
+    w0 = time.perf_counter()
+    active = controller.start(0.0, x)
+    initial = UpdateLog(0.0, 0.0, time.perf_counter() - w0, dict(getattr(active, "info", {}) or {}))
+    active_log, active_t = initial, 0.0
+    pending: tuple[object, UpdateLog, int] | None = None
+    next_start = update_every
+    exhausted = 0
+    aborted = None
+    k = 0
+    wall0 = time.perf_counter()
+    for k in range(n_steps):
+        t = k * h
+        x = read_state(model, d)
+        if not np.all(np.isfinite(x)) or np.max(np.abs(x[model.nq:])) > max_speed:
+            aborted = f"unstable: state non-finite or a joint speed above {max_speed:g} at t = {t:.3f} s"
+            break
+        try:
+            if mode == "lockstep":
+                if k == next_start:
+                    w = time.perf_counter()
+                    plan = controller.update(t, x)
+                    log = UpdateLog(t, t, time.perf_counter() - w, dict(getattr(plan, "info", {}) or {}))
+                    updates.append(log)
+                    active, active_log, active_t = plan, log, t
+                    next_start = k + update_every
+            else:
+                if pending is not None and k >= pending[2]:
+                    active, active_log = pending[0], pending[1]
+                    active_log.t_applied = t
+                    active_t = active_log.t_measured
+                    pending = None
+                if pending is None and k >= next_start:
+                    w = time.perf_counter()
+                    plan = controller.update(t, x)
+                    lat = time.perf_counter() - w
+                    log = UpdateLog(t, None, lat, dict(getattr(plan, "info", {}) or {}))
+                    updates.append(log)
+                    ready = k + max(1, math.ceil(lat / h - 1e-9))
+                    pending = (plan, log, ready)
+                    next_start = max(ready, k + update_every)
+            u_cmd = np.asarray(active.control(t, x, clip=False), float)
+        except Exception as e:  # a failing solver ends the run; the report says why
+            aborted = f"controller failed at t = {t:.3f} s: {type(e).__name__}: {e}"
+            break
+        if hasattr(active, "exhausted") and active.exhausted(t):
+            exhausted += 1
+        u = np.clip(u_cmd, model.u_lower, model.u_upper)
+        T_x[k], T_ucmd[k], T_u[k], T_age[k] = x, u_cmd, u, t - active_t
+        act.apply(d, u)
+        mujoco.mj_step(m, d)
+        for cb in callbacks:
+            cb(k, t + h, d)
+    else:
+        k = n_steps
+    wall = time.perf_counter() - wall0
+    n = k  # steps recorded
+    return SimResult(model=model, mode=mode, physics_dt=h, update_every=int(update_every),
+                     t=np.arange(n) * h, x=T_x[:n], u_cmd=T_ucmd[:n], u=T_u[:n], plan_age=T_age[:n],
+                     updates=updates, initial=initial, wall_time=wall, plan_exhausted_steps=exhausted,
+                     aborted=aborted)

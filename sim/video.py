@@ -1,0 +1,201 @@
+"""Offscreen video of a run through MuJoCo's renderer (``mujoco.Renderer``), optional.
+
+Rendering needs an OpenGL context. On a headless Linux machine that means EGL or OSMesa, chosen by
+the ``MUJOCO_GL`` environment variable *before* MuJoCo is imported; since this process has already
+imported MuJoCo, frames are rendered in a child process (``python -m sim.video``) that tries each
+candidate in turn (``$MUJOCO_GL`` if set; else ``glfw`` when a display is available, then ``egl``,
+then ``osmesa``). A crash or failure there never affects the run: :func:`render_video` returns a
+:class:`VideoOutcome` saying what happened.
+
+Encoding: MP4 through ``imageio`` (with its ffmpeg plugin) or an ``ffmpeg`` executable on PATH;
+otherwise an animated GIF through Pillow; otherwise no video (neither is a dependency).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+
+@dataclass
+class VideoOutcome:
+    """path: the file written (None when no video could be made); message: what happened and why."""
+
+    path: Path | None
+    message: str
+    gl_backend: str | None = None
+
+
+def sample_frames(t: np.ndarray, qpos: np.ndarray, fps: float) -> tuple[np.ndarray, np.ndarray]:
+    """Indices into the per-step arrays and frame times for a video at ``fps`` frames per second."""
+    if len(t) == 0:
+        return np.zeros(0, dtype=int), np.zeros(0)
+    times = np.arange(0.0, t[-1] + 1e-12, 1.0 / fps)
+    idx = np.clip(np.searchsorted(t, times - 1e-12), 0, len(t) - 1)
+    return idx, times
+
+
+def gl_candidates(env: dict | None = None) -> list[str | None]:
+    """OpenGL back-ends to try, in order (None = MuJoCo's platform default)."""
+    env = os.environ if env is None else env
+    if env.get("MUJOCO_GL"):
+        return [env["MUJOCO_GL"]]
+    if sys.platform.startswith("linux"):
+        cands: list[str | None] = []
+        if env.get("DISPLAY") or env.get("WAYLAND_DISPLAY"):
+            cands.append("glfw")
+        return cands + ["egl", "osmesa"]
+    return [None]
+
+
+def _framing_camera(mj_model, d, q0):
+    """A free camera looking at the robot's bodies at ``q0`` from a 3/4 view, far enough to see them
+    all (MuJoCo's default framing includes the floor plane and sits too far away)."""
+    import mujoco
+
+    cam = mujoco.MjvCamera()
+    mujoco.mjv_defaultFreeCamera(mj_model, cam)
+    if q0 is None or mj_model.nbody < 2:
+        return cam
+    d.qpos[:] = q0
+    mujoco.mj_forward(mj_model, d)
+    pts = np.asarray(d.xpos[1:])
+    lo, hi = pts.min(axis=0), pts.max(axis=0)
+    cam.lookat[:] = 0.5 * (lo + hi)
+    cam.distance = max(1.2, 2.2 * float(np.linalg.norm(hi - lo)))
+    cam.azimuth, cam.elevation = 135.0, -20.0
+    return cam
+
+
+def render_frames(mj_model, qpos: np.ndarray, width: int = 640, height: int = 480,
+                  markers: np.ndarray | None = None) -> list[np.ndarray]:
+    """Render one RGB frame (height, width, 3) uint8 per configuration in ``qpos`` (F, nq), in this
+    process (needs a working OpenGL context). markers: optional (F, 3) world points drawn as green
+    spheres (the current target)."""
+    import mujoco
+
+    width = min(width, int(mj_model.vis.global_.offwidth))
+    height = min(height, int(mj_model.vis.global_.offheight))
+    d = mujoco.MjData(mj_model)
+    frames = []
+    with mujoco.Renderer(mj_model, height, width) as r:
+        cam = _framing_camera(mj_model, d, qpos[0] if len(qpos) else None)
+        for f, q in enumerate(qpos):
+            d.qpos[:] = q
+            mujoco.mj_forward(mj_model, d)
+            r.update_scene(d, camera=cam)
+            if markers is not None and np.all(np.isfinite(markers[f])):
+                scn = r.scene
+                if scn.ngeom < scn.maxgeom:
+                    mujoco.mjv_initGeom(scn.geoms[scn.ngeom], mujoco.mjtGeom.mjGEOM_SPHERE,
+                                        np.array([0.025, 0, 0]), np.asarray(markers[f], float),
+                                        np.eye(3).ravel(), np.array([0.1, 0.9, 0.2, 0.8], np.float32))
+                    scn.ngeom += 1
+            frames.append(r.render().copy())
+    return frames
+
+
+def write_frames(frames: list[np.ndarray], fps: float, stem: Path) -> Path:
+    """Encode frames to ``stem.mp4`` (imageio or ffmpeg) or else ``stem.gif`` (Pillow)."""
+    stem = Path(stem)
+    try:
+        import imageio.v2 as imageio
+        path = stem.with_suffix(".mp4")
+        imageio.mimsave(path, frames, fps=fps)
+        return path
+    except Exception:  # imageio missing, or no ffmpeg plugin: try the next encoder
+        pass
+    ffmpeg = shutil.which("ffmpeg")
+    if ffmpeg and frames:
+        path = stem.with_suffix(".mp4")
+        h, w, _ = frames[0].shape
+        cmd = [ffmpeg, "-y", "-loglevel", "error", "-f", "rawvideo", "-pix_fmt", "rgb24", "-s", f"{w}x{h}",
+               "-r", f"{fps:g}", "-i", "-", "-pix_fmt", "yuv420p", "-vf", "pad=ceil(iw/2)*2:ceil(ih/2)*2", str(path)]
+        proc = subprocess.run(cmd, input=b"".join(np.ascontiguousarray(f).tobytes() for f in frames),
+                              capture_output=True)
+        if proc.returncode == 0:
+            return path
+    try:
+        from PIL import Image
+    except ImportError as e:
+        raise RuntimeError("no video encoder: install imageio[ffmpeg] (MP4), ffmpeg, or Pillow (GIF)") from e
+    path = stem.with_suffix(".gif")
+    imgs = [Image.fromarray(f) for f in frames]
+    imgs[0].save(path, save_all=True, append_images=imgs[1:], duration=int(round(1000 / fps)), loop=0)
+    return path
+
+
+def render_video(mj_model, qpos: np.ndarray, stem: Path, fps: float = 30.0, markers: np.ndarray | None = None,
+                 width: int = 640, height: int = 480, timeout: float = 600.0) -> VideoOutcome:
+    """Render ``qpos`` (F, nq) to ``stem.mp4``/``stem.gif`` in a child process, trying each OpenGL
+    back-end of :func:`gl_candidates`. Never raises for a missing OpenGL/encoder: the outcome says."""
+    import mujoco
+
+    stem = Path(stem)
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    errors = []
+    with tempfile.TemporaryDirectory() as tmp:
+        mjb = Path(tmp) / "scene.mjb"
+        mujoco.mj_saveModel(mj_model, str(mjb), None)
+        frames_file = Path(tmp) / "frames.npz"
+        np.savez(frames_file, qpos=np.asarray(qpos, float),
+                 markers=np.full((len(qpos), 3), np.nan) if markers is None else np.asarray(markers, float))
+        pkg_root = str(Path(__file__).resolve().parents[1])
+        for gl in gl_candidates():
+            env = dict(os.environ)
+            if gl is not None:
+                env["MUJOCO_GL"] = gl
+                if gl == "osmesa":
+                    env.setdefault("PYOPENGL_PLATFORM", "osmesa")
+                elif gl == "egl":
+                    env.setdefault("PYOPENGL_PLATFORM", "egl")
+            env["PYTHONPATH"] = pkg_root + os.pathsep + env.get("PYTHONPATH", "")
+            cmd = [sys.executable, "-m", "sim.video", "--mjb", str(mjb), "--frames", str(frames_file),
+                   "--out", str(stem), "--fps", str(fps), "--width", str(width), "--height", str(height)]
+            try:
+                proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+            except subprocess.TimeoutExpired:
+                errors.append(f"{gl or 'default'}: timed out after {timeout:g} s")
+                continue
+            if proc.returncode == 0:
+                lines = proc.stdout.strip().splitlines()
+                path = Path(lines[-1]) if lines else None
+                if path is not None and path.exists():
+                    return VideoOutcome(path, f"video written with MUJOCO_GL={gl or 'default'}: {path}", gl)
+            last = (proc.stderr.strip().splitlines() or ["exit code %d" % proc.returncode])[-1]
+            errors.append(f"{gl or 'default'}: {last[:200]}")
+    return VideoOutcome(None, "no video: no OpenGL context could be created for offscreen rendering (tried "
+                        + "; ".join(errors) + "). On a headless Linux machine install EGL (libegl1) or OSMesa "
+                        "(libosmesa6) and/or set MUJOCO_GL=egl or MUJOCO_GL=osmesa; the run itself is unaffected.")
+
+
+def _main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m sim.video", description="Render saved configurations (internal helper).")
+    p.add_argument("--mjb", required=True)
+    p.add_argument("--frames", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--fps", type=float, default=30.0)
+    p.add_argument("--width", type=int, default=640)
+    p.add_argument("--height", type=int, default=480)
+    a = p.parse_args(argv)
+    import mujoco
+
+    m = mujoco.MjModel.from_binary_path(a.mjb)
+    data = np.load(a.frames)
+    markers = data["markers"]
+    frames = render_frames(m, data["qpos"], a.width, a.height, None if np.all(np.isnan(markers)) else markers)
+    path = write_frames(frames, a.fps, Path(a.out))
+    print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main())
