@@ -316,7 +316,8 @@ def test_v_from_qvel_is_mujocos_motion(model):
     for _ in range(3):
         q = model.random_configuration(rng)
         qvel = rng.normal(size=model.nv)
-        rate = (model.difference(q, mj_step_pos(m, q, qvel, h)) - model.difference(q, mj_step_pos(m, q, qvel, -h))) / (2 * h)
+        qp, qm = mj_step_pos(m, q, qvel, h), mj_step_pos(m, q, qvel, -h)
+        rate = (model.difference(q, qp) - model.difference(q, qm)) / (2 * h)
         np.testing.assert_allclose(rate, model.v_from_qvel(q, qvel), atol=1e-7)
         # and the opposite direction: our integrate along v is MuJoCo's qvel_from_v
         q_ours = model.integrate(q, h * model.v_from_qvel(q, qvel))
@@ -374,7 +375,8 @@ def test_derivative_rows_are_outputs(bundled):
     h, j = 1e-6, 2
     e = np.eye(7)[j]
     col_v = (BE.rnea(model, q, v + h * e, a) - BE.rnea(model, q, v - h * e, a)) / (2 * h)
-    col_q = (BE.rnea(model, model.integrate(q, h * e), v, a) - BE.rnea(model, model.integrate(q, -h * e), v, a)) / (2 * h)
+    qp, qm = model.integrate(q, h * e), model.integrate(q, -h * e)
+    col_q = (BE.rnea(model, qp, v, a) - BE.rnea(model, qm, v, a)) / (2 * h)
     np.testing.assert_allclose(dv[:, j], col_v, atol=1e-6)
     np.testing.assert_allclose(dq[:, j], col_q, atol=1e-6)
     # Jacobians: (6, nv) and (3, nv), column j = response to v_j

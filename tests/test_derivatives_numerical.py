@@ -204,13 +204,14 @@ def test_com_jacobian(model):
 
 # ---------------------------------------------------------------- configuration-space Jacobians
 def test_integrate_jacobians(model):
-    """Columns: ``(q⊕δe_j)⊕v ⊖ (q⊕v)`` and ``q⊕(v+δe_j) ⊖ q⊕v`` over δ, in tangent coordinates at q⊕v."""
+    """Columns: ``(q⊕δe_j)⊕v ⊖ (q⊕v)`` and ``q⊕(v+δe_j) ⊖ q⊕v`` over δ (tangent coordinates at q⊕v)."""
     q, v, _, _ = state(model, 7)
     v = 0.3 * v  # keep rotation angles well below π (log branch)
     Jq, Jv = model.integrate_jacobians(q, v)
     r = model.integrate(q, v)
     E = np.eye(model.nv)
-    col = lambda qp, qm: np.moveaxis((model.difference(r, qp) - model.difference(r, qm)) / (2 * H_FD), 0, -1)  # noqa: E731
+    def col(qp, qm):
+        return np.moveaxis((model.difference(r, qp) - model.difference(r, qm)) / (2 * H_FD), 0, -1)
     check(Jq, col(model.integrate(model.integrate(q, H_FD * E), v), model.integrate(model.integrate(q, -H_FD * E), v)),
           "integrate_jacobians d/dq vs FD", TOL_FD)
     check(Jv, col(model.integrate(q, v + H_FD * E), model.integrate(q, v - H_FD * E)), "integrate_jacobians d/dv vs FD",
