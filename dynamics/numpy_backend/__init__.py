@@ -8,11 +8,13 @@ from __future__ import annotations
 from ..backend import Backend
 from . import aba as _aba
 from . import aba_derivatives as _abad
+from . import aba_second_derivatives as _abas
 from . import crba as _crba
 from . import kinematics as _kin
 from . import minv as _minv
 from . import rnea as _rnea
 from . import rnea_derivatives as _rnead
+from . import rnea_second_derivatives as _rneas
 
 
 class NumpyBackend(Backend):
@@ -35,6 +37,12 @@ class NumpyBackend(Backend):
 
     def _aba_derivatives(self, model, q, v, tau, fext, minv):
         return _abad.aba_derivatives(model, q, v, tau, fext, minv)
+
+    def _rnea_second_derivatives(self, model, q, v, a, fext):
+        return _rneas.rnea_second_derivatives(model, q, v, a, fext)
+
+    def _aba_second_derivatives(self, model, q, v, tau, fext):
+        return _abas.aba_second_derivatives(model, q, v, tau, fext)
 
     def _frame_placement(self, model, q, frame):
         return _kin.frame_placement(model, q, frame)
