@@ -29,11 +29,13 @@ class Backend:
 
     # ---------------------------------------------------------------- argument handling
     def _args(self, func: str, model: RobotModel, fext=None, **arrays):
+        """Check and flatten arguments; sizes are given by model attribute name (``"nq"``/``"nv"``)."""
         if not isinstance(model, RobotModel):
-            raise TypeError(f"{func}: expected a RobotModel (from dynamics.load_model), got {type(model).__name__}")
+            raise TypeError(f"{func}: expected a RobotModel (from dynamics.load_model) as first argument, "
+                            f"got {type(model).__name__}")
         checked = {}
         for k, (x, n) in arrays.items():
-            checked[k] = (as_array(k, x, (n,), func), 1)
+            checked[k] = (as_array(k, x, (getattr(model, n),), func), 1)
         if fext is not None:
             checked["fext"] = (as_array("fext", fext, (model.nbody, 6), func), 2)
         batch, flat = broadcast_batch(func, checked)
@@ -47,33 +49,33 @@ class Backend:
 
         fext: (..., nbody, 6) spatial force (force, torque) on each MuJoCo body in its body frame,
         at the body origin; row 0 (world) is ignored."""
-        batch, (q, v, a, fe) = self._args("rnea", model, fext, q=(q, model.nq), v=(v, model.nv), a=(a, model.nv))
+        batch, (q, v, a, fe) = self._args("rnea", model, fext, q=(q, "nq"), v=(v, "nv"), a=(a, "nv"))
         return unflatten(batch, self._rnea(model, q, v, a, fe))
 
     def bias_forces(self, model: RobotModel, q, v, fext=None) -> np.ndarray:
         """``c(q, v)``: Coriolis, centrifugal, gravity and external-force terms (..., nv)."""
-        batch, (q, v, fe) = self._args("bias_forces", model, fext, q=(q, model.nq), v=(v, model.nv))
+        batch, (q, v, fe) = self._args("bias_forces", model, fext, q=(q, "nq"), v=(v, "nv"))
         return unflatten(batch, self._rnea(model, q, v, np.zeros_like(v), fe))
 
     def gravity_torques(self, model: RobotModel, q) -> np.ndarray:
         """Generalised gravity ``g(q) = rnea(q, 0, 0)`` (..., nv)."""
-        batch, (q, _) = self._args("gravity_torques", model, None, q=(q, model.nq))
+        batch, (q, _) = self._args("gravity_torques", model, None, q=(q, "nq"))
         z = np.zeros((q.shape[0], model.nv))
         return unflatten(batch, self._rnea(model, q, z, z, None))
 
     def crba(self, model: RobotModel, q) -> np.ndarray:
         """Joint-space inertia matrix M(q) including armature (..., nv, nv)."""
-        batch, (q, _) = self._args("crba", model, None, q=(q, model.nq))
+        batch, (q, _) = self._args("crba", model, None, q=(q, "nq"))
         return unflatten(batch, self._crba(model, q))
 
     def minv(self, model: RobotModel, q) -> np.ndarray:
         """Analytical ``M(q)^-1`` (..., nv, nv), computed without factorising M."""
-        batch, (q, _) = self._args("minv", model, None, q=(q, model.nq))
+        batch, (q, _) = self._args("minv", model, None, q=(q, "nq"))
         return unflatten(batch, self._minv(model, q))
 
     def aba(self, model: RobotModel, q, v, tau, fext=None) -> np.ndarray:
         """Forward dynamics by the Articulated Body Algorithm, a = M^-1 (tau - c) (..., nv)."""
-        batch, (q, v, t, fe) = self._args("aba", model, fext, q=(q, model.nq), v=(v, model.nv), tau=(tau, model.nv))
+        batch, (q, v, t, fe) = self._args("aba", model, fext, q=(q, "nq"), v=(v, "nv"), tau=(tau, "nv"))
         return unflatten(batch, self._aba(model, q, v, t, fe))
 
     def forward_dynamics(self, model: RobotModel, q, v, tau, fext=None, method: str = "aba") -> np.ndarray:
@@ -82,22 +84,22 @@ class Backend:
             return self.aba(model, q, v, tau, fext)
         if method != "minv":
             raise ValueError(f"forward_dynamics: unknown method '{method}'; use 'aba' or 'minv'")
-        batch, (q, v, t, fe) = self._args("forward_dynamics", model, fext, q=(q, model.nq), v=(v, model.nv),
-                                          tau=(tau, model.nv))
+        batch, (q, v, t, fe) = self._args("forward_dynamics", model, fext, q=(q, "nq"), v=(v, "nv"),
+                                          tau=(tau, "nv"))
         c = self._rnea(model, q, v, np.zeros_like(v), fe)
         return unflatten(batch, np.einsum("bij,bj->bi", self._minv(model, q), t - c))
 
     def rnea_derivatives(self, model: RobotModel, q, v, a, fext=None) -> tuple[np.ndarray, np.ndarray]:
         """``(dtau_dq, dtau_dv)``, each (..., nv, nv); ``dtau_da`` is ``crba(q)``."""
-        batch, (q, v, a, fe) = self._args("rnea_derivatives", model, fext, q=(q, model.nq), v=(v, model.nv),
-                                          a=(a, model.nv))
+        batch, (q, v, a, fe) = self._args("rnea_derivatives", model, fext, q=(q, "nq"), v=(v, "nv"),
+                                          a=(a, "nv"))
         return tuple(unflatten(batch, x) for x in self._rnea_derivatives(model, q, v, a, fe))
 
     def aba_derivatives(self, model: RobotModel, q, v, tau, fext=None, minv=None):
         """``(da_dq, da_dv, da_dtau)``, each (..., nv, nv) (seed 000 Algorithm 3).
 
         minv: optional precomputed ``M^-1`` (..., nv, nv) to reuse (Dadu-RBD's ΔiFD)."""
-        arrays = dict(q=(q, model.nq), v=(v, model.nv), tau=(tau, model.nv))
+        arrays = dict(q=(q, "nq"), v=(v, "nv"), tau=(tau, "nv"))
         batch, (q, v, t, fe) = self._args("aba_derivatives", model, fext, **arrays)
         mi = None
         if minv is not None:
@@ -108,53 +110,57 @@ class Backend:
     # kinematics
     def frame_placement(self, model: RobotModel, q, frame: str):
         """World rotation (..., 3, 3) and position (..., 3) [m] of a site or body."""
-        batch, (q, _) = self._args("frame_placement", model, None, q=(q, model.nq))
+        batch, (q, _) = self._args("frame_placement", model, None, q=(q, "nq"))
         R, p = self._frame_placement(model, q, frame)
         return unflatten(batch, R), unflatten(batch, p)
 
     def body_placements(self, model: RobotModel, q):
         """World rotations (..., nbody, 3, 3) and positions (..., nbody, 3) of all bodies (MuJoCo xmat/xpos)."""
-        batch, (q, _) = self._args("body_placements", model, None, q=(q, model.nq))
+        batch, (q, _) = self._args("body_placements", model, None, q=(q, "nq"))
         R, p = self._body_placements(model, q)
         return unflatten(batch, R), unflatten(batch, p)
 
     def site_placements(self, model: RobotModel, q):
         """World rotations (..., nsite, 3, 3) and positions (..., nsite, 3) of all sites."""
-        batch, (q, _) = self._args("site_placements", model, None, q=(q, model.nq))
+        batch, (q, _) = self._args("site_placements", model, None, q=(q, "nq"))
         R, p = self._site_placements(model, q)
         return unflatten(batch, R), unflatten(batch, p)
 
     def frame_jacobian(self, model: RobotModel, q, frame: str, reference: str = "local_world_aligned"):
         """Frame Jacobian (..., 6, nv) in ``reference`` ∈ {local, world, local_world_aligned}."""
-        batch, (q, _) = self._args("frame_jacobian", model, None, q=(q, model.nq))
+        batch, (q, _) = self._args("frame_jacobian", model, None, q=(q, "nq"))
         return unflatten(batch, self._frame_jacobian(model, q, frame, reference))
 
     def frame_jacobian_time_variation(self, model: RobotModel, q, v, frame: str,
                                       reference: str = "local_world_aligned"):
         """``(J, dJ/dt)`` (..., 6, nv) each; ``J a + dJ v`` is the time derivative of ``J v``."""
-        batch, (q, v, _) = self._args("frame_jacobian_time_variation", model, None, q=(q, model.nq), v=(v, model.nv))
+        batch, (q, v, _) = self._args("frame_jacobian_time_variation", model, None, q=(q, "nq"), v=(v, "nv"))
         J, dJ = self._frame_jacobian_time_variation(model, q, v, frame, reference)
         return unflatten(batch, J), unflatten(batch, dJ)
 
     def frame_velocity(self, model: RobotModel, q, v, frame: str, reference: str = "local_world_aligned"):
         """Spatial velocity (linear, angular) (..., 6) of a frame in ``reference``."""
-        return np.einsum("...ik,...k->...i", self.frame_jacobian(model, q, frame, reference), np.asarray(v, float))
+        if not isinstance(model, RobotModel):
+            raise TypeError(f"frame_velocity: expected a RobotModel, got {type(model).__name__}")
+        v = as_array("v", v, (model.nv,), "frame_velocity")
+        return np.einsum("...ik,...k->...i", self.frame_jacobian(model, q, frame, reference), v)
 
     def frame_acceleration(self, model: RobotModel, q, v, a, frame: str, reference: str = "local_world_aligned"):
         """``d/dt (J v) = J a + dJ v`` (..., 6). In ``local`` this is the spatial acceleration; in
         ``local_world_aligned`` its linear part is the classical acceleration of the frame origin."""
         J, dJ = self.frame_jacobian_time_variation(model, q, v, frame, reference)
+        v = np.asarray(v, float)
         a = as_array("a", a, (model.nv,), "frame_acceleration")
-        return np.einsum("...ik,...k->...i", J, a) + np.einsum("...ik,...k->...i", dJ, np.asarray(v, float))
+        return np.einsum("...ik,...k->...i", J, a) + np.einsum("...ik,...k->...i", dJ, v)
 
     def center_of_mass(self, model: RobotModel, q):
         """Centre of mass of the moving links [m] (..., 3)."""
-        batch, (q, _) = self._args("center_of_mass", model, None, q=(q, model.nq))
+        batch, (q, _) = self._args("center_of_mass", model, None, q=(q, "nq"))
         return unflatten(batch, self._center_of_mass(model, q))
 
     def com_jacobian(self, model: RobotModel, q):
         """Centre-of-mass Jacobian (..., 3, nv)."""
-        batch, (q, _) = self._args("com_jacobian", model, None, q=(q, model.nq))
+        batch, (q, _) = self._args("com_jacobian", model, None, q=(q, "nq"))
         return unflatten(batch, self._com_jacobian(model, q)[0])
 
     # second-order derivatives (seed 004)
@@ -162,16 +168,16 @@ class Backend:
         """``(d2tau_dq2, d2tau_dv2, d2tau_dqdv, dM_dq)``, each (..., nv, nv, nv), index order
         [output, first variable, second variable] (IDSVA-SO, seed 004 Algorithm 1)."""
         self._require("rnea_second_derivatives")
-        batch, (q, v, a, fe) = self._args("rnea_second_derivatives", model, fext, q=(q, model.nq),
-                                          v=(v, model.nv), a=(a, model.nv))
+        batch, (q, v, a, fe) = self._args("rnea_second_derivatives", model, fext, q=(q, "nq"),
+                                          v=(v, "nv"), a=(a, "nv"))
         return tuple(unflatten(batch, x) for x in self._rnea_second_derivatives(model, q, v, a, fe))
 
     def aba_second_derivatives(self, model: RobotModel, q, v, tau, fext=None):
         """``(d2a_dq2, d2a_dv2, d2a_dqdv, d2a_dqdtau)``, each (..., nv, nv, nv) (FDSVA-SO, seed 004
         eq. 46); ``∂²a/∂τ²`` and ``∂²a/∂v∂τ`` vanish."""
         self._require("aba_second_derivatives")
-        batch, (q, v, t, fe) = self._args("aba_second_derivatives", model, fext, q=(q, model.nq),
-                                          v=(v, model.nv), tau=(tau, model.nv))
+        batch, (q, v, t, fe) = self._args("aba_second_derivatives", model, fext, q=(q, "nq"),
+                                          v=(v, "nv"), tau=(tau, "nv"))
         return tuple(unflatten(batch, x) for x in self._aba_second_derivatives(model, q, v, t, fe))
 
     def supports(self, function: str) -> bool:
@@ -218,9 +224,10 @@ def get_backend(name: str = "numpy") -> Backend:
         info = BACKENDS[name]
         try:
             mod = importlib.import_module(info.module)
-        except ModuleNotFoundError as e:
+            cls = getattr(mod, info.cls)
+        except (ImportError, AttributeError) as e:
             raise BackendUnavailableError(f"backend '{name}' is not available: {e}") from e
-        inst = getattr(mod, info.cls)()
+        inst = cls()
         _instances[name] = inst
         return inst
     if name in PLANNED:

@@ -158,7 +158,7 @@ class RobotModel:
     def neutral(self) -> np.ndarray:
         """Configuration where every joint transform is the identity (nq,)."""
         q = np.zeros(self.nq)
-        q[self.scalar_q_index] = self.link_qpos0[self._scalar_links]
+        q[self.link_qadr[self._scalar_links]] = self.link_qpos0[self._scalar_links]
         for qa, _ in self.ball_adr:
             q[qa] = 1.0
         for qa, _ in self.free_adr:
@@ -217,46 +217,55 @@ class RobotModel:
     def _free_rotations(self, q):
         return [(qa, va, lie.quat_to_rotation(q[..., qa + 3:qa + 7])) for qa, va in self.free_adr]
 
+    def _convert(self, func, q, x, name, body):
+        batch, (qf, xf) = self._cfg(func, q=(q, self.nq), **{name: (x, self.nv)})
+        out = xf.copy()
+        for qa, va, R in self._free_rotations(qf):
+            body(out, xf, va, R)
+        return unflatten(batch, out)
+
     def v_from_qvel(self, q, qvel) -> np.ndarray:
         """Model velocity v from MuJoCo qvel: free-joint linear velocity rotated into the body frame."""
-        q, qvel = np.asarray(q, float), np.asarray(qvel, float)
-        v = np.array(qvel, dtype=float, copy=True)
-        for _, va, R in self._free_rotations(q):
-            v[..., va:va + 3] = np.einsum("...ji,...j->...i", R, qvel[..., va:va + 3])
-        return v
+        def body(out, x, va, R):
+            out[:, va:va + 3] = np.einsum("bji,bj->bi", R, x[:, va:va + 3])
+        return self._convert("v_from_qvel", q, qvel, "qvel", body)
 
     def qvel_from_v(self, q, v) -> np.ndarray:
         """MuJoCo qvel from model velocity v (inverse of :meth:`v_from_qvel`)."""
-        q, v = np.asarray(q, float), np.asarray(v, float)
-        qvel = np.array(v, dtype=float, copy=True)
-        for _, va, R in self._free_rotations(q):
-            qvel[..., va:va + 3] = np.einsum("...ij,...j->...i", R, v[..., va:va + 3])
-        return qvel
+        def body(out, x, va, R):
+            out[:, va:va + 3] = np.einsum("bij,bj->bi", R, x[:, va:va + 3])
+        return self._convert("qvel_from_v", q, v, "v", body)
 
     def a_from_qacc(self, q, v, qacc) -> np.ndarray:
         """Model acceleration (time derivative of v) from MuJoCo qacc at velocity v (model convention)."""
-        q, v, qacc = (np.asarray(x, float) for x in (q, v, qacc))
-        a = np.array(qacc, dtype=float, copy=True)
-        for _, va, R in self._free_rotations(q):
-            lin = np.einsum("...ji,...j->...i", R, qacc[..., va:va + 3])
-            a[..., va:va + 3] = lin - np.cross(v[..., va + 3:va + 6], v[..., va:va + 3])
-        return a
+        batch, (qf, vf, af) = self._cfg("a_from_qacc", q=(q, self.nq), v=(v, self.nv), qacc=(qacc, self.nv))
+        a = af.copy()
+        for _, va, R in self._free_rotations(qf):
+            lin = np.einsum("bji,bj->bi", R, af[:, va:va + 3])
+            a[:, va:va + 3] = lin - np.cross(vf[:, va + 3:va + 6], vf[:, va:va + 3])
+        return unflatten(batch, a)
 
     def qacc_from_a(self, q, v, a) -> np.ndarray:
         """MuJoCo qacc from model acceleration a at model velocity v."""
-        q, v, a = (np.asarray(x, float) for x in (q, v, a))
-        qacc = np.array(a, dtype=float, copy=True)
-        for _, va, R in self._free_rotations(q):
-            lin = a[..., va:va + 3] + np.cross(v[..., va + 3:va + 6], v[..., va:va + 3])
-            qacc[..., va:va + 3] = np.einsum("...ij,...j->...i", R, lin)
-        return qacc
+        batch, (qf, vf, af) = self._cfg("qacc_from_a", q=(q, self.nq), v=(v, self.nv), a=(a, self.nv))
+        qacc = af.copy()
+        for _, va, R in self._free_rotations(qf):
+            lin = af[:, va:va + 3] + np.cross(vf[:, va + 3:va + 6], vf[:, va:va + 3])
+            qacc[:, va:va + 3] = np.einsum("bij,bj->bi", R, lin)
+        return unflatten(batch, qacc)
 
     def tau_from_qfrc(self, q, qfrc) -> np.ndarray:
-        """Generalised force in model coordinates from a MuJoCo generalised force (qfrc_*)."""
-        return self.v_from_qvel(q, qfrc)  # same rotation: the map is T^T with qvel = T v
+        """Generalised force in model coordinates from a MuJoCo generalised force (qfrc_*): ``T^T qfrc``
+        with ``qvel = T v`` (the free-joint force is rotated into the body frame)."""
+        def body(out, x, va, R):
+            out[:, va:va + 3] = np.einsum("bji,bj->bi", R, x[:, va:va + 3])
+        return self._convert("tau_from_qfrc", q, qfrc, "qfrc", body)
 
     def qfrc_from_tau(self, q, tau) -> np.ndarray:
-        return self.qvel_from_v(q, tau)
+        """MuJoCo generalised force from model coordinates (inverse of :meth:`tau_from_qfrc`)."""
+        def body(out, x, va, R):
+            out[:, va:va + 3] = np.einsum("bij,bj->bi", R, x[:, va:va + 3])
+        return self._convert("qfrc_from_tau", q, tau, "tau", body)
 
     @property
     def _scalar_links(self) -> np.ndarray:

@@ -125,18 +125,7 @@ def test_quaternion_and_free_position_layout(chain):
     np.testing.assert_allclose(R, d.xmat.reshape(-1, 3, 3), atol=1e-14)
 
 
-NEUTRAL_BUG = ("RobotModel.neutral() assigns the hinge/slide refs (qpos0) to the wrong coordinates when a "
-               "model has both hinge and slide joints: it indexes q with scalar_q_index (links sorted by index) "
-               "but takes link_qpos0[_scalar_links] (all hinges first, then all slides)")
-
-
-def mixes_hinge_and_slide(model) -> bool:
-    return bool(model.links_by_type[JointType.HINGE].size and model.links_by_type[JointType.SLIDE].size)
-
-
 def test_neutral_is_identity_joint_transforms(model, request):
-    if mixes_hinge_and_slide(model):
-        request.applymarker(pytest.mark.xfail(strict=True, reason=NEUTRAL_BUG))
     R, p = joint_placements(model, model.neutral()[None])
     np.testing.assert_allclose(R[0], model.link_R0, atol=1e-15)
     np.testing.assert_allclose(p[0], model.link_p0, atol=1e-15)
@@ -145,8 +134,6 @@ def test_neutral_is_identity_joint_transforms(model, request):
 def test_neutral_matches_mujoco_qpos0(model, request):
     """Hinge/slide/ball coordinates of neutral() are MuJoCo's qpos0 (refs included), so body
     placements agree with MuJoCo at qpos0; a free joint's neutral is the world origin/identity."""
-    if mixes_hinge_and_slide(model):
-        request.applymarker(pytest.mark.xfail(strict=True, reason=NEUTRAL_BUG))
     m = model.mj_model
     q = model.neutral()
     q_mj = m.qpos0.copy()
@@ -163,7 +150,7 @@ def test_neutral_matches_mujoco_qpos0(model, request):
 
 
 def test_neutral_with_refs_hinge_only():
-    """Refs on hinges only (no slide): neutral() is MuJoCo's qpos0 (passes despite NEUTRAL_BUG)."""
+    """Refs on hinges only (no slide): neutral() is MuJoCo's qpos0."""
     xml = """<mujoco><worldbody><body><joint name="h1" ref="20"/><geom size=".1"/>
              <body pos="0 0.3 0"><joint name="h2" axis="1 0 0" ref="-35"/><geom size=".1"/></body>
              </body></worldbody></mujoco>"""
@@ -172,9 +159,8 @@ def test_neutral_with_refs_hinge_only():
     np.testing.assert_allclose(m.qpos0, np.deg2rad([20, -35]), atol=1e-15)
 
 
-@pytest.mark.xfail(strict=True, reason=NEUTRAL_BUG)
 def test_neutral_slide_then_hinge_minimal():
-    """Minimal reproduction of NEUTRAL_BUG: slide (ref 0.2) then hinge (ref 0.5 rad)."""
+    """Regression: slide (ref 0.2) then hinge (ref 0.5 rad) — neutral() once put the refs in the wrong slots."""
     xml = """<mujoco><compiler angle="radian"/><worldbody><body><joint type="slide" ref="0.2"/><geom size=".1"/>
              <body><joint type="hinge" ref="0.5"/><geom size=".1"/></body></body></worldbody></mujoco>"""
     m = mujoco.MjModel.from_xml_string(xml)

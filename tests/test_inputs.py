@@ -86,24 +86,6 @@ API_NAMES = list(_api(dynamics.load_model("iiwa")))
 SECOND_ORDER = {"rnea_second_derivatives", "aba_second_derivatives"}
 
 
-FRAME_VELOCITY_BUG = ("Backend.frame_velocity does not validate v: a wrong-length v gives numpy's einsum "
-                      "broadcast error (argument not named), a NaN v returns NaN instead of raising")
-UNCHECKED = {"frame_velocity": FRAME_VELOCITY_BUG}
-UNCHECKED_CONVERSIONS = {"v_from_qvel", "qvel_from_v", "a_from_qacc", "qacc_from_a", "tau_from_qfrc", "qfrc_from_tau"}
-CONVERSION_BUG = ("RobotModel's MuJoCo conversions (v_from_qvel, qvel_from_v, a_from_qacc, qacc_from_a, "
-                  "tau_from_qfrc, qfrc_from_tau) neither validate nor broadcast their inputs: a wrong-length "
-                  "q/qvel or NaN passes silently (iiwa.v_from_qvel(q, np.zeros(6)) returns a (6,) array) and "
-                  "q (4, nq) with qvel (nv,) returns (nv,) on iiwa and raises a numpy broadcast error on hyq")
-
-
-def _known_gap(name, request) -> None:
-    """Mark the validation tests of functions that skip validation (see the bug strings) as xfail."""
-    if name in UNCHECKED_CONVERSIONS:
-        request.applymarker(pytest.mark.xfail(strict=True, reason=CONVERSION_BUG))
-    elif name in UNCHECKED:
-        request.applymarker(pytest.mark.xfail(strict=True, reason=UNCHECKED[name]))
-
-
 def _need(name):
     if name in SECOND_ORDER and not BE.supports(name):
         pytest.skip(f"numpy backend does not implement {name} (yet)")
@@ -161,8 +143,6 @@ def test_batched_equals_loop(model, name, batch):
 def test_broadcasting(model, name, request):
     """q (4, nq) with the other arguments unbatched, and (2, 1, ·) against (3, ·)."""
     _need(name)
-    if name in UNCHECKED_CONVERSIONS:
-        request.applymarker(pytest.mark.xfail(strict=True, reason=CONVERSION_BUG))
     kinds, fn = _api(model)[name]
     rng = np.random.default_rng(7)
     args = make_args(model, kinds, (4,), rng)
@@ -221,7 +201,6 @@ def test_arg_names_cover_api():
 @pytest.mark.parametrize("name", API_NAMES)
 def test_wrong_shape_names_argument_and_expected_shape(model, name, request):
     _need(name)
-    _known_gap(name, request)
     kinds, fn = _api(model)[name]
     names = ARG_NAMES[name].split()
     rng = np.random.default_rng(1)
@@ -238,7 +217,6 @@ def test_wrong_shape_names_argument_and_expected_shape(model, name, request):
 @pytest.mark.parametrize("name", API_NAMES)
 def test_non_finite_rejected(model, name, request):
     _need(name)
-    _known_gap(name, request)
     kinds, fn = _api(model)[name]
     names = ARG_NAMES[name].split()
     rng = np.random.default_rng(2)
@@ -266,9 +244,6 @@ def test_non_numeric_arguments(bundled):
         BE.crba(m, np.array(["a"] * 7))
 
 
-@pytest.mark.xfail(strict=True, reason="Backend methods read model.nq/model.nv while building their arguments, "
-                   "before Backend._args's RobotModel check runs: BE.crba('iiwa', q) raises "
-                   "AttributeError: 'str' object has no attribute 'nq' instead of the intended TypeError")
 def test_non_model_argument():
     with pytest.raises(TypeError, match="RobotModel"):
         BE.crba("iiwa", np.zeros(7))
