@@ -205,6 +205,23 @@ def test_branch_induced_zeros(robot):
         assert (an[3][:, lf, rh, :] == 0).all() and (an[3][:, :, lf, rh] == 0).all()
 
 
+@pytest.mark.parametrize("robot", ROBOTS)
+def test_every_tensor_entry_is_written_once(robot):
+    """The contracted kernel accumulates instead of assigning, which is only equal to contracting
+    the tensor if no entry is written twice; and the written entries must cover every chain
+    triple for the velocity Hessian (which has no structurally zero entries within a chain)."""
+    from dynamics.numpy_backend.rnea_second_derivatives import _TENSORS, _plan
+    model = _model(robot)
+    nv = model.nv
+    plans = _plan(model)
+    keys = np.concatenate([lp.tensor * nv**3 + lp.out * nv**2 + lp.fs for lp in plans])
+    assert np.unique(keys).size == keys.size
+    vv = np.zeros(nv**3, bool)
+    sel = keys // nv**3 == _TENSORS.index("vv")
+    vv[keys[sel] % nv**3] = True
+    np.testing.assert_array_equal(vv.reshape(nv, nv, nv), _chain_triples(model))
+
+
 def test_dM_dq_matches_crba_differences():
     model = _model("tree-free")
     q, _, _, _ = _state(model, np.random.default_rng(6), fext=False)
