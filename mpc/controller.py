@@ -87,14 +87,16 @@ class MPC:
         self.problem = task.build_problem(x0, self.horizon, self.dt, backend=self.backend.name)
         self.solver = cls(self.problem, box=True)
         self.records: list[UpdateRecord] = []
+        self.initial_record: UpdateRecord | None = None
         self.plan: Plan | None = None
 
     # ----------------------------------------------------------------- control loop
     def start(self, t: float, x) -> Plan:
-        """First plan from state ``x`` at time ``t``: ``initial_iterations`` iterations from a
-        gravity-compensating initial guess. Not added to :attr:`records`."""
-        xs0, us0 = self._initial_guess(x)
-        plan, _ = self._solve(t, x, xs0, us0, self.initial_iterations, budget=None)
+        """First plan from state ``x`` at time ``t``: ``initial_iterations`` iterations from the
+        solver's default guess (gravity-compensating controls rolled out from ``x``). Not added
+        to :attr:`records`; its record is :attr:`initial_record`."""
+        plan, rec = self._solve(t, x, None, None, self.initial_iterations, budget=None)
+        self.initial_record = rec
         self.plan = plan
         return plan
 
@@ -109,16 +111,6 @@ class MPC:
         return plan
 
     # ----------------------------------------------------------------- internals
-    def _initial_guess(self, x) -> tuple[np.ndarray | None, np.ndarray]:
-        """Hold the initial state with gravity-compensating controls (least squares through the
-        actuation matrix, clipped to the limits)."""
-        m = self.model
-        q = np.asarray(x, float)[:m.nq]
-        g = self.backend.gravity_torques(m, q)
-        u = np.linalg.lstsq(m.actuation_matrix, g, rcond=None)[0] if m.nu else np.zeros(0)
-        u = np.clip(u, m.u_lower, m.u_upper)
-        return None, np.tile(u, (self.horizon, 1))
-
     def _solve(self, t: float, x, xs_init, us_init, max_iter: int, budget: float | None):
         w0 = time.perf_counter()
         x = np.asarray(x, float)

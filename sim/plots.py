@@ -37,14 +37,18 @@ def plot_tracking(result: SimResult, metrics: dict[str, np.ndarray], path: Path,
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(8, 3.5), constrained_layout=True)
     err = np.asarray(metrics[metric])
-    ax.plot(result.t[:len(err)], err * 100.0, lw=1.2, label=f"{metric}")
+    floor = 1e-3  # cm: log axis; errors below 10 µm are drawn at the floor
+    ax.plot(result.t[:len(err)], np.maximum(err * 100.0, floor), lw=1.2, label=f"{metric}")
     if threshold is not None:
         ax.axhline(threshold * 100.0, color="k", ls="--", lw=0.8, label=f"threshold {threshold * 100:g} cm")
+    t_end = result.t[-1] if len(result.t) else 1.0
     for ts in target_times or []:
-        ax.axvline(ts, color="tab:gray", lw=0.6, alpha=0.6)
+        if ts <= t_end:
+            ax.axvline(ts, color="tab:gray", lw=0.6, alpha=0.6)
+    ax.set_xlim(0.0, max(t_end, 1e-3))
     ax.set_xlabel("time [s]")
     ax.set_ylabel("distance to target [cm]")
-    ax.set_yscale("symlog", linthresh=max(threshold * 100.0 if threshold else 1.0, 1e-3))
+    ax.set_yscale("log")
     ax.set_title(f"tracking error ({result.mode})")
     ax.grid(True, alpha=0.3)
     ax.legend(loc="upper right", fontsize=8)

@@ -31,8 +31,9 @@ class Progress:
         if (step + 1) % self.every:
             return
         if self._bar is not None:
+            t = min(t, self.total)  # the bar's total is rounded; never overshoot it
             self._bar.update(round(t - self._last, 3))
-            self._last = t
+            self._last = round(self._last + round(t - self._last, 3), 3)
         else:
             wall = time.perf_counter() - self._t0
             self.stream.write(f"\r{self._desc}: {t:6.2f} / {self.total:.2f} s simulated ({wall:5.1f} s wall)")
