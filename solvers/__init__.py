@@ -1,0 +1,28 @@
+"""Optimal-control solvers on top of the dynamics layer.
+
+>>> from solvers import ShootingProblem, DDP
+>>> problem = ShootingProblem(model, x0, horizon=32, dt=0.01, running_cost=cost, terminal_cost=tcost)
+>>> res = DDP(problem, box=True).solve(max_iter=50, tol=1e-6)
+
+:class:`ILQR` (Gauss–Newton), :class:`DDP` (with second-order dynamics terms), :class:`FDDP`
+(feasibility-driven multiple shooting); costs in :mod:`solvers.costs`. See docs/solvers.md.
+"""
+
+from .box_qp import BoxQPResult, box_qp
+from .costs import (ComPositionCost, ControlCost, Cost, CostSum, CustomCost, FramePlacementCost, FramePositionCost,
+                    FrameRotationCost, JointLimitCost, ResidualCost, StateCost, as_cost, gravity_compensation)
+from .ddp import DDP
+from .discrete_dynamics import DiscreteDynamics, DynamicsDerivatives
+from .fddp import FDDP
+from .ilqr import ILQR
+from .problem import ProblemDerivatives, ShootingProblem
+from .result import SolverResult
+from .state_space import StateSpace
+
+SOLVERS = {"ilqr": ILQR, "ddp": DDP, "fddp": FDDP}
+
+__all__ = ["ShootingProblem", "ILQR", "DDP", "FDDP", "SolverResult", "SOLVERS", "ProblemDerivatives",
+           "DiscreteDynamics", "DynamicsDerivatives", "StateSpace", "box_qp", "BoxQPResult",
+           "Cost", "CostSum", "ResidualCost", "CustomCost", "as_cost", "StateCost", "ControlCost",
+           "FramePositionCost", "FrameRotationCost", "FramePlacementCost", "ComPositionCost", "JointLimitCost",
+           "gravity_compensation"]

@@ -1,0 +1,302 @@
+"""Cost interface: batched evaluation over knots, derivatives in tangent coordinates, weighted sums.
+
+A cost ``l(x, u)`` is evaluated for B knots at once: ``x`` (B, nx), ``u`` (B, nu) — or ``None``
+at the terminal knot — and ``knots`` (B,) integer knot indices ``0..N`` (N = terminal), used to
+look up time-varying references and weights. Derivatives are taken along the tangent
+perturbation ``l(x ⊕ dx, u + du)`` (docs/conventions.md), so ``lx`` has ndx = 2 nv entries.
+
+Per-knot data (references, weights) is either constant (shape ``(dim,)``/scalar) or given per
+knot with a leading axis covering the knots used: ``(K, dim)`` with ``K >= N`` for a running cost
+and ``K >= N + 1`` if the same array also serves the terminal knot.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from dynamics import RobotModel
+from dynamics.backend import Backend
+
+from ..state_space import StateSpace
+
+
+@dataclass
+class CostContext:
+    """What a cost sees: the robot, the backend, B knots of states/controls, and a small cache so
+    several costs on the same frame share one kinematics evaluation."""
+
+    model: RobotModel
+    backend: Backend
+    state: StateSpace
+    x: np.ndarray                  # (B, nx)
+    u: np.ndarray | None           # (B, nu), None at the terminal knot
+    knots: np.ndarray              # (B,) int
+    cache: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def q(self) -> np.ndarray:
+        return self.x[:, :self.model.nq]
+
+    @property
+    def v(self) -> np.ndarray:
+        return self.x[:, self.model.nq:]
+
+    @property
+    def batch(self) -> int:
+        return self.x.shape[0]
+
+    @property
+    def terminal(self) -> bool:
+        return self.u is None
+
+    def memo(self, key, fn):
+        if key not in self.cache:
+            self.cache[key] = fn()
+        return self.cache[key]
+
+    # shared kinematics
+    def frame_placement(self, frame: str):
+        return self.memo(("placement", frame), lambda: self.backend.frame_placement(self.model, self.q, frame))
+
+    def frame_jacobian(self, frame: str, reference: str):
+        return self.memo(("jacobian", frame, reference),
+                         lambda: self.backend.frame_jacobian(self.model, self.q, frame, reference))
+
+
+@dataclass
+class CostDerivatives:
+    """Value and derivatives of a cost at B knots: ``l`` (B,), ``lx`` (B, ndx), ``lu`` (B, nu),
+    ``lxx`` (B, ndx, ndx), ``lxu`` (B, ndx, nu), ``luu`` (B, nu, nu)."""
+
+    l: np.ndarray
+    lx: np.ndarray
+    lu: np.ndarray
+    lxx: np.ndarray
+    lxu: np.ndarray
+    luu: np.ndarray
+
+    @classmethod
+    def zeros(cls, B: int, ndx: int, nu: int) -> "CostDerivatives":
+        return cls(np.zeros(B), np.zeros((B, ndx)), np.zeros((B, nu)), np.zeros((B, ndx, ndx)),
+                   np.zeros((B, ndx, nu)), np.zeros((B, nu, nu)))
+
+    def add_scaled(self, other: "CostDerivatives", w: np.ndarray) -> None:
+        """``self += w * other`` with ``w`` (B,) per-knot weights."""
+        self.l += w * other.l
+        self.lx += w[:, None] * other.lx
+        self.lu += w[:, None] * other.lu
+        self.lxx += w[:, None, None] * other.lxx
+        self.lxu += w[:, None, None] * other.lxu
+        self.luu += w[:, None, None] * other.luu
+
+    def scaled(self, s: float) -> "CostDerivatives":
+        return CostDerivatives(s * self.l, s * self.lx, s * self.lu, s * self.lxx, s * self.lxu, s * self.luu)
+
+
+def per_knot(name: str, data: np.ndarray, knots: np.ndarray, tail: tuple[int, ...]) -> np.ndarray:
+    """Select per-knot rows of ``data`` (constant ``tail`` or ``(K,) + tail``) for ``knots``: (B,) + tail."""
+    if data.shape == tail:
+        return np.broadcast_to(data, knots.shape + tail)
+    K = data.shape[0]
+    if knots.size and knots.max() >= K:
+        raise IndexError(f"{name} is given for {K} knots but knot {int(knots.max())} was requested; give "
+                         f"horizon rows for a running cost or horizon + 1 rows to also cover the terminal knot")
+    return data[knots]
+
+
+def check_per_knot(name: str, value, tail: tuple[int, ...]) -> np.ndarray:
+    """Validate a constant ``tail``-shaped or per-knot ``(K,) + tail`` array of finite floats."""
+    arr = np.array(value, dtype=float)
+    if arr.shape != tail and not (arr.ndim == len(tail) + 1 and arr.shape[1:] == tail and arr.shape[0] > 0):
+        want = f"{tail} or (K, {', '.join(map(str, tail))})" if tail else "a scalar or (K,)"
+        raise ValueError(f"{name} has shape {arr.shape}; expected {want} (K = number of knots)")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} contains non-finite values (NaN or inf)")
+    arr.setflags(write=False)
+    return arr
+
+
+class Cost:
+    """A cost term. Subclasses implement :meth:`value` and :meth:`derivatives` on a
+    :class:`CostContext`. ``hessian`` says which second derivative :meth:`derivatives` returns:
+    ``"exact"`` or ``"gauss-newton"``. Costs combine with ``+`` and scalar ``*`` into a
+    :class:`CostSum`."""
+
+    hessian: str = "exact"
+    name: str = "cost"
+    uses_control: bool = False
+
+    def value(self, ctx: CostContext) -> np.ndarray:
+        raise NotImplementedError
+
+    def derivatives(self, ctx: CostContext) -> CostDerivatives:
+        raise NotImplementedError
+
+    def check_model(self, model: RobotModel) -> None:
+        """Raise if this cost was built for another robot."""
+        own = getattr(self, "model", None)
+        if own is not None and own is not model and (own.name != model.name or own.nq != model.nq):
+            raise ValueError(f"cost '{self.name}' was built for model '{own.name}', not '{model.name}'")
+
+    def _require_control(self, ctx: CostContext) -> np.ndarray:
+        if ctx.u is None:
+            raise ValueError(f"cost '{self.name}' depends on the control and cannot be part of a terminal cost")
+        return ctx.u
+
+    def __add__(self, other) -> "CostSum":
+        return CostSum.of(self) + other
+
+    def __radd__(self, other) -> "CostSum":
+        if isinstance(other, (int, float)) and other == 0:  # sum([...]) support
+            return CostSum.of(self)
+        return NotImplemented
+
+    def __mul__(self, w) -> "CostSum":
+        return CostSum({self.name: (self, w)})
+
+    __rmul__ = __mul__
+
+
+class ResidualCost(Cost):
+    """``l = ½ Σ_i w_i r_i²`` of a residual ``r(x, u)`` (B, nr) with diagonal weights ``w`` (nr,)
+    (or per knot (K, nr)). Gauss–Newton Hessian ``R^T W R``; it is exact when ``r`` is affine in
+    the tangent coordinates. Subclasses give :meth:`residual` and :meth:`residual_jacobian`."""
+
+    hessian = "gauss-newton"
+    nr: int = 0
+
+    def __init__(self, weights=None):
+        self.weights = np.ones(self.nr) if weights is None else weights
+
+    @property
+    def weights(self) -> np.ndarray:
+        return self._weights
+
+    @weights.setter
+    def weights(self, w) -> None:
+        w = np.broadcast_to(np.asarray(w, float), (self.nr,)) if np.ndim(w) == 0 else w
+        w = check_per_knot(f"{self.name} weights", w, (self.nr,))
+        if np.any(w < 0):
+            raise ValueError(f"{self.name} weights must be non-negative")
+        self._weights = w
+
+    def residual(self, ctx: CostContext) -> np.ndarray:
+        raise NotImplementedError
+
+    def residual_jacobian(self, ctx: CostContext) -> tuple[np.ndarray, np.ndarray | None]:
+        """``(Rx (B, nr, ndx), Ru (B, nr, nu) or None)``."""
+        raise NotImplementedError
+
+    def _w(self, ctx: CostContext) -> np.ndarray:
+        return per_knot(f"{self.name} weights", self._weights, ctx.knots, (self.nr,))
+
+    def value(self, ctx: CostContext) -> np.ndarray:
+        r = self.residual(ctx)
+        return 0.5 * np.sum(self._w(ctx) * r * r, axis=-1)
+
+    def derivatives(self, ctx: CostContext) -> CostDerivatives:
+        r = self.residual(ctx)
+        w = self._w(ctx)
+        Rx, Ru = self.residual_jacobian(ctx)
+        wr = w * r
+        B, nu = ctx.batch, ctx.model.nu
+        WRx = w[..., None] * Rx
+        lx = np.einsum("bri,br->bi", Rx, wr)
+        lxx = np.einsum("bri,brj->bij", Rx, WRx)
+        if Ru is None:
+            lu, lxu, luu = np.zeros((B, nu)), np.zeros((B, Rx.shape[-1], nu)), np.zeros((B, nu, nu))
+        else:
+            lu = np.einsum("bri,br->bi", Ru, wr)
+            lxu = np.einsum("bri,brj->bij", WRx, Ru)
+            luu = np.einsum("bri,brj->bij", Ru, w[..., None] * Ru)
+        return CostDerivatives(0.5 * np.sum(wr * r, axis=-1), lx, lu, lxx, lxu, luu)
+
+
+class CostSum(Cost):
+    """Weighted sum ``Σ_k w_k(t) l_k`` of named costs; a weight is a scalar or per knot (K,).
+
+    >>> total = CostSum({"ee": (ee_cost, 1e3), "reg": (state_cost, 1e-2)})
+    >>> total["ee"].reference = targets        # change a term's reference in place
+    >>> total.set_weight("ee", np.linspace(1, 10, N + 1))
+    """
+
+    name = "sum"
+
+    def __init__(self, terms: dict | None = None):
+        self.terms: dict[str, tuple[Cost, np.ndarray]] = {}
+        for name, item in (terms or {}).items():
+            cost, w = item if isinstance(item, tuple) else (item, 1.0)
+            self.add(name, cost, w)
+
+    @classmethod
+    def of(cls, cost: Cost) -> "CostSum":
+        return cost if isinstance(cost, CostSum) else cls({cost.name: (cost, 1.0)})
+
+    def add(self, name: str, cost, weight=1.0) -> "CostSum":
+        """Add (or replace) term ``name``. ``cost`` may be a :class:`Cost` or a plain-Python object
+        with ``value``/``residual`` methods (see :mod:`solvers.costs.custom`)."""
+        from .custom import as_cost
+        if not isinstance(name, str) or not name:
+            raise ValueError("cost term names must be non-empty strings")
+        self.terms[name] = (as_cost(cost, name=name), check_per_knot(f"weight of cost term '{name}'", weight, ()))
+        return self
+
+    def set_weight(self, name: str, weight) -> None:
+        cost = self[name]
+        self.terms[name] = (cost, check_per_knot(f"weight of cost term '{name}'", weight, ()))
+
+    def __getitem__(self, name: str) -> Cost:
+        if name not in self.terms:
+            raise KeyError(f"no cost term '{name}'; terms: {', '.join(self.terms) or '(none)'}")
+        return self.terms[name][0]
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.terms
+
+    def __mul__(self, w) -> "CostSum":
+        out = CostSum()
+        for name, (c, wk) in self.terms.items():
+            out.terms[name] = (c, check_per_knot(f"weight of cost term '{name}'", np.asarray(wk) * w, ()))
+        return out
+
+    __rmul__ = __mul__
+
+    def __add__(self, other) -> "CostSum":
+        out = CostSum()
+        out.terms.update(self.terms)
+        other = other if isinstance(other, CostSum) else CostSum.of(other)
+        for name, item in other.terms.items():
+            key, i = name, 2
+            while key in out.terms:          # keep both terms when names collide
+                key, i = f"{name}_{i}", i + 1
+            out.terms[key] = item
+        return out
+
+    @property
+    def uses_control(self) -> bool:  # type: ignore[override]
+        return any(c.uses_control for c, _ in self.terms.values())
+
+    @property
+    def hessian(self) -> str:  # type: ignore[override]
+        return "exact" if all(c.hessian == "exact" for c, _ in self.terms.values()) else "gauss-newton"
+
+    def check_model(self, model: RobotModel) -> None:
+        for c, _ in self.terms.values():
+            c.check_model(model)
+
+    def value(self, ctx: CostContext) -> np.ndarray:
+        total = np.zeros(ctx.batch)
+        for name, (c, w) in self.terms.items():
+            total += per_knot(f"weight of '{name}'", w, ctx.knots, ()) * c.value(ctx)
+        return total
+
+    def derivatives(self, ctx: CostContext) -> CostDerivatives:
+        out = CostDerivatives.zeros(ctx.batch, ctx.state.ndx, ctx.model.nu)
+        for name, (c, w) in self.terms.items():
+            out.add_scaled(c.derivatives(ctx), np.asarray(per_knot(f"weight of '{name}'", w, ctx.knots, ()), float))
+        return out
+
+    def __repr__(self) -> str:
+        return "CostSum(" + ", ".join(f"{n}: {type(c).__name__}" for n, (c, _) in self.terms.items()) + ")"

@@ -1,0 +1,42 @@
+"""Centre-of-mass tracking ``r = c(q) - c_target`` [m] with the backend's CoM Jacobian."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dynamics import RobotModel
+
+from .base import CostContext, ResidualCost, check_per_knot, per_knot
+
+
+class ComPositionCost(ResidualCost):
+    """Centre of mass of the moving links (3,) minus a target (3,) or per knot (K, 3).
+    Hessian: Gauss–Newton."""
+
+    name = "com_position"
+    nr = 3
+
+    def __init__(self, model: RobotModel, target, weights=None):
+        self.model = model
+        super().__init__(weights)
+        self.target = target
+
+    @property
+    def target(self) -> np.ndarray:
+        return self._target
+
+    @target.setter
+    def target(self, c) -> None:
+        self._target = check_per_knot(f"{self.name} target", c, (3,))
+
+    reference = target
+
+    def residual(self, ctx: CostContext) -> np.ndarray:
+        c = ctx.memo("com", lambda: ctx.backend.center_of_mass(self.model, ctx.q))
+        return c - per_knot(f"{self.name} target", self._target, ctx.knots, (3,))
+
+    def residual_jacobian(self, ctx: CostContext):
+        J = ctx.memo("com_jacobian", lambda: ctx.backend.com_jacobian(self.model, ctx.q))
+        Rx = np.zeros((ctx.batch, 3, ctx.state.ndx))
+        Rx[..., :self.model.nv] = J
+        return Rx, None

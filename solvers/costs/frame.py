@@ -1,0 +1,184 @@
+"""Frame (site or body) tracking: position, orientation and full placement.
+
+Jacobians come from the backend's ``frame_jacobian``: the position residual uses the
+``local_world_aligned`` Jacobian (rows 0-2 = velocity of the frame origin in world axes), the
+orientation/placement residuals use the ``local`` Jacobian composed with the inverse right
+Jacobian of the log map (Crocoddyl's ``ResidualModelFrameRotation``/``FramePlacement``).
+Hessians are Gauss–Newton (the residuals are nonlinear in q; their curvature is dropped).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dynamics import RobotModel, lie
+
+from .base import CostContext, ResidualCost, check_per_knot, per_knot
+
+
+class _FrameCost(ResidualCost):
+    def __init__(self, model: RobotModel, frame: str, weights=None):
+        model.frame(frame)  # raises KeyError naming the known sites/bodies
+        self.model, self.frame = model, frame
+        super().__init__(weights)
+
+
+def _bracket(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Lie bracket ``[a, b] = ad(a) b`` of motion vectors (linear, angular) (..., 6)."""
+    va, wa, vb, wb = a[..., :3], a[..., 3:], b[..., :3], b[..., 3:]
+    return np.concatenate([np.cross(wa, vb) - np.cross(wb, va), np.cross(wa, wb)], axis=-1)
+
+
+def frame_position_hessian(model: RobotModel, J_world: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """Hessian ``∂²p/∂δ_j∂δ_k`` of a frame origin under right perturbations of q, (B, 3, nv, nv).
+
+    J_world: (B, 6, nv) frame Jacobian in the ``world`` reference (column j = world twist of dof
+    j), p: (B, 3) frame position. Column j of the world Jacobian depends on dof k only if k's link
+    is j's link or an ancestor, with ``∂J_j/∂δ_k = [J_k, J_j]`` (Lie bracket); the point velocity
+    column is ``Jp_j = v_j + ω_j × p``, so ``∂Jp_j/∂δ_k = [J_k, J_j]_v + [J_k, J_j]_ω × p + ω_j × Jp_k``.
+    The Hessian is the symmetric part (the antisymmetric part is the bracket of the perturbations).
+    """
+    Jt = np.swapaxes(J_world, -1, -2)                         # (B, nv, 6): twist per dof
+    w = Jt[..., 3:]
+    Jp = Jt[..., :3] + np.cross(w, p[:, None, :])             # (B, nv, 3)
+    mask = model.link_ancestor[model.dof_link[:, None], model.dof_link[None, :]]   # [j, k]: k supports j
+    dJ = _bracket(Jt[:, None, :, :], Jt[:, :, None, :])       # [b, j, k] = [J_k, J_j]
+    dJ = dJ * mask[None, :, :, None]
+    T = dJ[..., :3] + np.cross(dJ[..., 3:], p[:, None, None, :]) + np.cross(w[:, :, None, :], Jp[:, None, :, :])
+    T = np.moveaxis(T, -1, 1)                                 # (B, 3, j, k)
+    return 0.5 * (T + np.swapaxes(T, -1, -2))
+
+
+class FramePositionCost(_FrameCost):
+    """``r = p_frame(q) - p_target`` [m] (3,). target: (3,) or per knot (K, 3); weights (3,).
+
+    hessian: ``"gauss-newton"`` (default, ``Jᵀ W J``) or ``"exact"`` (adds ``Σ w_i r_i ∇²p_i``
+    from :func:`frame_position_hessian`; what DDP needs for its quadratic convergence)."""
+
+    name = "frame_position"
+    nr = 3
+
+    def __init__(self, model: RobotModel, frame: str, target, weights=None, hessian: str = "gauss-newton"):
+        super().__init__(model, frame, weights)
+        if hessian not in ("gauss-newton", "exact"):
+            raise ValueError(f"hessian must be 'gauss-newton' or 'exact', got '{hessian}'")
+        self.hessian = hessian
+        self.target = target
+
+    @property
+    def target(self) -> np.ndarray:
+        return self._target
+
+    @target.setter
+    def target(self, p) -> None:
+        self._target = check_per_knot(f"{self.name} target", p, (3,))
+
+    reference = target  # alias used by tasks that move references generically
+
+    def residual(self, ctx: CostContext) -> np.ndarray:
+        _, p = ctx.frame_placement(self.frame)
+        return p - per_knot(f"{self.name} target", self._target, ctx.knots, (3,))
+
+    def residual_jacobian(self, ctx: CostContext):
+        J = ctx.frame_jacobian(self.frame, "local_world_aligned")
+        Rx = np.zeros((ctx.batch, 3, ctx.state.ndx))
+        Rx[..., :self.model.nv] = J[..., :3, :]
+        return Rx, None
+
+    def derivatives(self, ctx: CostContext):
+        d = super().derivatives(ctx)
+        if self.hessian == "exact":
+            wr = self._w(ctx) * self.residual(ctx)
+            _, p = ctx.frame_placement(self.frame)
+            H = frame_position_hessian(self.model, ctx.frame_jacobian(self.frame, "world"), p)
+            nv = self.model.nv
+            d.lxx[:, :nv, :nv] += np.einsum("bi,bijk->bjk", wr, H)
+        return d
+
+
+def _as_rotation(name: str, R) -> np.ndarray:
+    R = check_per_knot(name, R, (3, 3))
+    err = np.abs(np.swapaxes(R, -1, -2) @ R - np.eye(3)).max()
+    if err > 1e-6:
+        raise ValueError(f"{name} is not a rotation matrix (|R^T R - I| = {err:.2e})")
+    return R
+
+
+class FrameRotationCost(_FrameCost):
+    """``r = log(R_target^T R_frame(q))`` [rad] (3,). target: (3, 3) or per knot (K, 3, 3)."""
+
+    name = "frame_rotation"
+    nr = 3
+
+    def __init__(self, model: RobotModel, frame: str, target, weights=None):
+        super().__init__(model, frame, weights)
+        self.target = target
+
+    @property
+    def target(self) -> np.ndarray:
+        return self._target
+
+    @target.setter
+    def target(self, R) -> None:
+        self._target = _as_rotation(f"{self.name} target", R)
+
+    reference = target
+
+    def residual(self, ctx: CostContext) -> np.ndarray:
+        R, _ = ctx.frame_placement(self.frame)
+        Rref = per_knot(f"{self.name} target", self._target, ctx.knots, (3, 3))
+        return lie.so3_log(np.swapaxes(Rref, -1, -2) @ R)
+
+    def residual_jacobian(self, ctx: CostContext):
+        r = self.residual(ctx)
+        J = ctx.frame_jacobian(self.frame, "local")
+        Rx = np.zeros((ctx.batch, 3, ctx.state.ndx))
+        Rx[..., :self.model.nv] = lie.so3_right_jacobian_inverse(r) @ J[..., 3:, :]
+        return Rx, None
+
+
+class FramePlacementCost(_FrameCost):
+    """``r = log6(M_target^{-1} M_frame(q))`` (6,) = (linear [m], angular [rad]).
+
+    target: ``(R, p)`` with R (3, 3) or (K, 3, 3) and p (3,) or (K, 3), or homogeneous (4, 4) /
+    (K, 4, 4). weights (6,)."""
+
+    name = "frame_placement"
+    nr = 6
+
+    def __init__(self, model: RobotModel, frame: str, target, weights=None):
+        super().__init__(model, frame, weights)
+        self.target = target
+
+    @property
+    def target(self) -> tuple[np.ndarray, np.ndarray]:
+        return self._R, self._p
+
+    @target.setter
+    def target(self, M) -> None:
+        if isinstance(M, tuple) and len(M) == 2:
+            R, p = M
+        else:
+            M = np.asarray(M, float)
+            if M.shape[-2:] != (4, 4):
+                raise ValueError(f"{self.name} target must be (R, p) or a homogeneous (4, 4)/(K, 4, 4) matrix, "
+                                 f"got shape {M.shape}")
+            R, p = M[..., :3, :3], M[..., :3, 3]
+        self._R = _as_rotation(f"{self.name} target rotation", R)
+        self._p = check_per_knot(f"{self.name} target position", p, (3,))
+
+    reference = target
+
+    def residual(self, ctx: CostContext) -> np.ndarray:
+        R, p = ctx.frame_placement(self.frame)
+        Rref = per_knot(f"{self.name} target", self._R, ctx.knots, (3, 3))
+        pref = per_knot(f"{self.name} target", self._p, ctx.knots, (3,))
+        RrT = np.swapaxes(Rref, -1, -2)
+        return lie.se3_log(RrT @ R, (RrT @ (p - pref)[..., None])[..., 0])
+
+    def residual_jacobian(self, ctx: CostContext):
+        r = self.residual(ctx)
+        J = ctx.frame_jacobian(self.frame, "local")
+        Rx = np.zeros((ctx.batch, 6, ctx.state.ndx))
+        Rx[..., :self.model.nv] = lie.se3_right_jacobian_inverse(r) @ J
+        return Rx, None

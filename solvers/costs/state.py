@@ -1,0 +1,87 @@
+"""State and control regularisation: ``½ ||x ⊖ x_ref||²_W`` and ``½ ||u - u_ref||²_W``."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dynamics import RobotModel
+from dynamics.backend import Backend
+
+from ..state_space import StateSpace
+from .base import CostContext, ResidualCost, check_per_knot, per_knot
+
+
+class StateCost(ResidualCost):
+    """State tracking ``r = x ⊖ x_ref`` (ndx,) (Crocoddyl's ``ResidualModelState``).
+
+    reference: (nx,) or per knot (K, nx); default ``(model.neutral(), 0)``. weights (ndx,).
+    Jacobian ``∂(x ⊖ x_ref)/∂x`` from ``difference_jacobians``. Hessian: Gauss–Newton, which is
+    exact for hinge/slide-only robots (the residual is then affine)."""
+
+    name = "state"
+
+    def __init__(self, model: RobotModel, reference=None, weights=None):
+        self.model = model
+        self.state = StateSpace(model)
+        self.nr = self.state.ndx
+        self.hessian = "exact" if not (model.ball_adr or model.free_adr) else "gauss-newton"
+        super().__init__(weights)
+        self.reference = self.state.neutral() if reference is None else reference
+
+    @property
+    def reference(self) -> np.ndarray:
+        return self._reference
+
+    @reference.setter
+    def reference(self, x_ref) -> None:
+        self._reference = check_per_knot("state reference", x_ref, (self.state.nx,))
+
+    def _ref(self, ctx: CostContext) -> np.ndarray:
+        return per_knot("state reference", self._reference, ctx.knots, (self.state.nx,))
+
+    def residual(self, ctx: CostContext) -> np.ndarray:
+        return self.state.difference(self._ref(ctx), ctx.x)
+
+    def residual_jacobian(self, ctx: CostContext):
+        return self.state.difference_jacobians(self._ref(ctx), ctx.x)[1], None
+
+
+class ControlCost(ResidualCost):
+    """Control regularisation ``r = u - u_ref`` (nu,), exact Hessian.
+
+    reference: (nu,) or per knot (K, nu), default 0 — e.g. gravity compensation from
+    :func:`gravity_compensation`. weights (nu,)."""
+
+    name = "control"
+    hessian = "exact"
+    uses_control = True
+
+    def __init__(self, model: RobotModel, reference=None, weights=None):
+        self.model = model
+        self.nr = model.nu
+        super().__init__(weights)
+        self.reference = np.zeros(model.nu) if reference is None else reference
+
+    @property
+    def reference(self) -> np.ndarray:
+        return self._reference
+
+    @reference.setter
+    def reference(self, u_ref) -> None:
+        self._reference = check_per_knot("control reference", u_ref, (self.model.nu,))
+
+    def residual(self, ctx: CostContext) -> np.ndarray:
+        u = self._require_control(ctx)
+        return u - per_knot("control reference", self._reference, ctx.knots, (self.model.nu,))
+
+    def residual_jacobian(self, ctx: CostContext):
+        B, nu = ctx.batch, self.model.nu
+        return np.zeros((B, nu, ctx.state.ndx)), np.broadcast_to(np.eye(nu), (B, nu, nu))
+
+
+def gravity_compensation(model: RobotModel, backend: Backend, q) -> np.ndarray:
+    """Controls (..., nu) whose torques ``B u`` best match gravity ``g(q)`` (least squares; exact
+    for fully actuated robots, the actuated part only for floating-base robots)."""
+    g = backend.gravity_torques(model, q)
+    Bpinv = np.linalg.pinv(np.asarray(model.actuation_matrix, float))
+    return g @ Bpinv.T

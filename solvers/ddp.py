@@ -1,0 +1,36 @@
+"""Differential dynamic programming with the full second-order dynamics terms.
+
+Mayne 1966 / Jacobson & Mayne 1970; in the notation of Tassa, Erez & Todorov 2012, eq. (4):
+
+    Q_xx = l_xx + Fxᵀ V'_xx Fx + V'_x · f_xx
+    Q_ux = l_ux + Fuᵀ V'_xx Fx + V'_x · f_ux
+    Q_uu = l_uu + Fuᵀ V'_xx Fu + V'_x · f_uu
+
+iLQR (:mod:`solvers.ilqr`) drops the last column; that is what Crocoddyl and MuJoCo MPC do. Here
+``V'_x · f_zz`` is the second-order tensor ``F2`` of the discrete dynamics on the state manifold
+(:mod:`solvers.discrete_dynamics`: second-order forward-dynamics partials from the backend — seed
+004, FDSVA-SO — plus the SO(3)/SE(3) integration terms) contracted with the gradient of the
+value function at the next knot. The tensors for all N knots are computed in one batched call
+before the backward pass; only the cheap contraction happens inside the recursion. Everything
+else (box QP, regularisation, line search) is shared with iLQR. Near a minimum with small μ the
+iteration converges quadratically when the cost Hessians are exact.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .ilqr import ILQR
+from .problem import ProblemDerivatives
+
+
+class DDP(ILQR):
+    """Second-order DDP on a :class:`ShootingProblem` (same options as :class:`ILQR`). The source
+    of the second-order dynamics derivatives is the problem's ``second_order`` setting."""
+
+    name = "ddp"
+    uses_second_order = True
+
+    def _curvature(self, t: int, Vx_next: np.ndarray, derivs: ProblemDerivatives) -> np.ndarray:
+        """``V'_x · F2[t]`` over z = (dx, du): (ndx + nu, ndx + nu)."""
+        return np.tensordot(Vx_next, derivs.dynamics.F2[t], axes=(0, 0))

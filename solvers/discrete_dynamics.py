@@ -1,0 +1,344 @@
+"""Discrete-time robot dynamics ``x⁺ = f(x, u)`` on the state manifold, with exact tangent-space
+Jacobians and second-order tensors, all evaluated for a whole horizon in batched backend calls.
+
+Continuous dynamics: ``a = ABA(q, v, τ)`` with ``τ = B u + τ_passive(q, v)``, ``B`` the model's
+actuation matrix and ``τ_passive = -D v - K (q - q_spring)`` (joint damping ``D`` and hinge/slide
+stiffness ``K`` from the model, as MuJoCo applies them; friction loss is not modelled).
+
+Integrators (``x ⊕ dx`` as in :mod:`solvers.state_space`):
+
+* ``"euler"`` (default): semi-implicit (symplectic) Euler, ``v⁺ = v + dt a``,
+  ``q⁺ = q ⊕ (dt v⁺)`` — Crocoddyl's ``IntegratedActionModelEuler``.
+* ``"rk4"``: classical Runge–Kutta on the tangent space, stages ``x_i = x ⊕ c_i dt k_{i-1}``,
+  ``k_i = (v_i, a_i)``, ``x⁺ = x ⊕ dt/6 (k_1 + 2k_2 + 2k_3 + k_4)`` (Crocoddyl's
+  ``IntegratedActionModelRK`` on Lie groups).
+
+Derivatives are those of the tangent map ``F(dx, du) = f(x ⊕ dx, u + du) ⊖ f(x, u)`` at zero:
+``Fx = ∂F/∂dx`` (ndx, ndx), ``Fu = ∂F/∂du`` (ndx, nu) and the second-order tensor
+``F2[i, a, b] = ∂²F_i/∂z_a∂z_b`` over ``z = (dx, du)`` (ndx, nz, nz), ``nz = ndx + nu``.
+DDP contracts ``F2`` with the next value-function gradient ``V'_x`` (Tassa et al. 2012, eq. 4).
+
+First order: the backend's ``aba_derivatives`` over all knots in one call (seed 000, Algorithm 3)
+plus the model's ``integrate_jacobians``. Second order (Euler): the backend's
+``aba_second_derivatives`` over all knots in one call (FDSVA-SO, seed 004 eq. 46) — or the
+numerical provider ``dynamics.second_order_numerical`` — plus the exact second-order terms of the
+SO(3)/SE(3) integration, derived from the Baker–Campbell–Hausdorff formula (see
+:func:`_lie_integration_terms`); these vanish for hinge/slide-only robots. For RK4 the
+second-order tensor is obtained by central differences of the exact Jacobians (transported to the
+nominal tangent space), also in one batched call.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+from dynamics import RobotModel
+from dynamics.backend import Backend
+from dynamics.joints import JointType
+from dynamics.second_order_numerical import aba_second_derivatives_numerical
+from dynamics.spatial import motion_cross_matrix, skew
+
+from .state_space import StateSpace
+
+INTEGRATORS = ("euler", "rk4")
+SECOND_ORDER_MODES = ("auto", "analytical", "fd", "complex")
+
+
+@dataclass
+class DynamicsDerivatives:
+    """Derivatives of ``f`` at N knots. ``xnext`` (N, nx) = f(x, u); ``Fx`` (N, ndx, ndx);
+    ``Fu`` (N, ndx, nu); ``F2`` (N, ndx, nz, nz) or None when not requested."""
+
+    xnext: np.ndarray
+    Fx: np.ndarray
+    Fu: np.ndarray
+    F2: np.ndarray | None = None
+
+
+class DiscreteDynamics:
+    """``x⁺ = f(x, u)`` for one robot, integrator and time step; batched over leading dims."""
+
+    def __init__(self, model: RobotModel, backend: Backend, dt: float, integrator: str = "euler",
+                 second_order: str = "auto", passive_forces: bool = True):
+        if integrator not in INTEGRATORS:
+            raise ValueError(f"unknown integrator '{integrator}'; use one of {', '.join(INTEGRATORS)}")
+        if second_order not in SECOND_ORDER_MODES:
+            raise ValueError(f"unknown second_order '{second_order}'; use one of {', '.join(SECOND_ORDER_MODES)}")
+        if second_order == "analytical" and not backend.supports("aba_second_derivatives"):
+            raise ValueError(f"second_order='analytical' but backend '{backend.name}' does not implement "
+                             f"aba_second_derivatives; use second_order='auto' or 'fd'")
+        if second_order == "complex" and backend.name != "numpy":
+            raise ValueError(f"second_order='complex' needs the complex-capable 'numpy' backend, not "
+                             f"'{backend.name}'; use second_order='fd'")
+        if not (np.isfinite(dt) and dt > 0):
+            raise ValueError(f"time step dt must be a positive finite number of seconds, got {dt}")
+        self.model, self.backend, self.dt = model, backend, float(dt)
+        self.integrator, self.second_order = integrator, second_order
+        self.state = StateSpace(model)
+        nv = model.nv
+        self.B = np.asarray(model.actuation_matrix, dtype=float)
+        # passive generalised forces tau_p = -D v - K (q - q_spring) (hinge/slide stiffness only)
+        self.damping = np.asarray(model.dof_damping, float) if passive_forces else np.zeros(nv)
+        self.stiffness = np.zeros(nv)
+        self._spring_q = np.zeros(0, dtype=int)
+        if passive_forces:
+            scalar_links = np.flatnonzero(np.isin(model.link_type, (JointType.HINGE, JointType.SLIDE)))
+            other = np.setdiff1d(np.arange(model.nlinks), scalar_links)
+            if np.any(model.link_stiffness[other] != 0):
+                raise NotImplementedError("joint stiffness on ball/free joints is not modelled; remove it from the "
+                                          "model or pass passive_forces=False")
+            self.stiffness[model.link_dofadr[scalar_links]] = model.link_stiffness[scalar_links]
+            self._spring_links = scalar_links[model.link_stiffness[scalar_links] != 0]
+            if np.any(model.dof_frictionloss != 0):
+                warnings.warn(f"model '{model.name}' has joint friction loss; the solver's dynamics ignore it",
+                              stacklevel=3)
+        else:
+            self._spring_links = np.zeros(0, dtype=int)
+        self._has_passive = bool(np.any(self.damping) or np.any(self.stiffness))
+        # tangent blocks of ball/free joints (where integration has second-order terms)
+        self._lie_blocks = [(va, 3, "ball") for _, va in model.ball_adr] + [(va, 6, "free") for _, va in model.free_adr]
+
+    # ------------------------------------------------------------ sizes
+    @property
+    def nx(self) -> int:
+        return self.state.nx
+
+    @property
+    def ndx(self) -> int:
+        return self.state.ndx
+
+    @property
+    def nu(self) -> int:
+        return self.model.nu
+
+    # ------------------------------------------------------------ continuous dynamics
+    def torques(self, q: np.ndarray, v: np.ndarray, u: np.ndarray) -> np.ndarray:
+        """Generalised force ``τ = B u + τ_passive(q, v)`` (..., nv)."""
+        tau = u @ self.B.T
+        if self._has_passive:
+            tau = tau - self.damping * v
+            for li in self._spring_links:
+                qa, va = self.model.link_qadr[li], self.model.link_dofadr[li]
+                tau[..., va] -= self.stiffness[va] * (q[..., qa] - self.model.qpos_spring[qa])
+        return tau
+
+    def acceleration(self, x: np.ndarray, u: np.ndarray) -> np.ndarray:
+        q, v = self.state.split(x)
+        return self.backend.aba(self.model, q, v, self.torques(q, v, u))
+
+    # ------------------------------------------------------------ f(x, u)
+    def step(self, x: np.ndarray, u: np.ndarray) -> np.ndarray:
+        """``f(x, u)`` (..., nx) for x (..., nx), u (..., nu).
+
+        Rows whose result is not finite (a diverging rollout) come back as NaN rather than raising,
+        so a batched rollout can drop them."""
+        x = np.asarray(x, float)
+        u = np.asarray(u, float)
+        if self.integrator == "euler":
+            q, v = self.state.split(x)
+            vn = v + self.dt * self.acceleration(x, u)
+            return np.concatenate([self._safe(self.model.integrate, q, self.dt * vn), vn], axis=-1)
+        X, K = self._rk4_stages(x, u)
+        return self._safe(self.state.integrate, x, self.dt / 6.0 * (K[0] + 2 * K[1] + 2 * K[2] + K[3]))
+
+    @staticmethod
+    def _safe(integrate, a: np.ndarray, d: np.ndarray) -> np.ndarray:
+        """``integrate(a, d)`` with NaN rows where ``d`` is not finite (the model rejects NaN input)."""
+        bad = ~np.all(np.isfinite(d), axis=-1)
+        if not bad.any():
+            return integrate(a, d)
+        out = integrate(a, np.where(bad[..., None], 0.0, d))
+        out[bad] = np.nan
+        return out
+
+    def _rk4_stages(self, x, u):
+        """Stage states and stage tangents ``k_i = (v_i, a_i)`` (lists of 4)."""
+        c = (0.0, 0.5 * self.dt, 0.5 * self.dt, self.dt)
+        X, K = [], []
+        bad = np.zeros(x.shape[:-1], dtype=bool)
+        for i in range(4):
+            if i == 0:
+                xi = x
+            else:
+                d = c[i] * K[-1]
+                bad = bad | ~np.all(np.isfinite(d), axis=-1)   # diverged rows: keep the batch finite
+                xi = self.state.integrate(x, np.where(bad[..., None], 0.0, d))
+            ki = np.concatenate([xi[..., self.state.nq:], self.acceleration(xi, u)], axis=-1)
+            ki[bad] = np.nan
+            X.append(xi)
+            K.append(ki)
+        return X, K
+
+    # ------------------------------------------------------------ derivatives
+    def derivatives(self, x: np.ndarray, u: np.ndarray, second_order: bool = False) -> DynamicsDerivatives:
+        """First (and optionally second) derivatives at knots x (N, nx), u (N, nu)."""
+        x = np.asarray(x, float)
+        u = np.asarray(u, float)
+        if self.integrator == "euler":
+            return self._euler_derivatives(x, u, second_order)
+        xn, Fx, Fu = self._rk4_first_order(x, u)
+        F2 = self._second_order_by_differences(x, u, xn) if second_order else None
+        return DynamicsDerivatives(xn, Fx, Fu, F2)
+
+    def _accel_partials(self, q, v, tau):
+        """``(a, ∂a/∂dq, ∂a/∂v, ∂a/∂u, M^-1)`` including the passive-force terms, (N, nv[, nv|nu])."""
+        daq, dav, Minv = self.backend.aba_derivatives(self.model, q, v, tau)
+        a = self.backend.aba(self.model, q, v, tau)
+        if self._has_passive:
+            # τ depends on q and v through τ_passive: chain rule with ∂a/∂τ = M^-1
+            daq = daq - Minv * self.stiffness
+            dav = dav - Minv * self.damping
+        return a, daq, dav, Minv @ self.B, Minv
+
+    def _euler_derivatives(self, x, u, second_order):
+        m, dt, nv, nu = self.model, self.dt, self.model.nv, self.model.nu
+        q, v = self.state.split(x)
+        tau = self.torques(q, v, u)
+        a, Aq, Av, Au, _ = self._accel_partials(q, v, tau)
+        vn = v + dt * a
+        w = dt * vn
+        Jq, Jw = m.integrate_jacobians(q, w)
+        N = x.shape[0]
+        eye = np.eye(nv)
+        dvn = np.concatenate([dt * Aq, eye + dt * Av, dt * Au], axis=-1)   # ∂v⁺/∂z (N, nv, nz)
+        dq = Jw @ (dt * dvn)                                                # ∂q⁺/∂z through w = dt v⁺
+        dq[..., :nv] += Jq
+        Fz = np.concatenate([dq, dvn], axis=-2)                             # (N, ndx, nz)
+        xn = np.concatenate([m.integrate(q, w), vn], axis=-1)
+        Fx, Fu = Fz[..., :2 * nv], Fz[..., 2 * nv:]
+        if not second_order:
+            return DynamicsDerivatives(xn, Fx, Fu)
+        nz = 2 * nv + nu
+        Ha = self._acceleration_hessian(q, v, tau)                          # (N, nv, nz, nz)
+        F2 = np.empty((N, 2 * nv, nz, nz))
+        F2[:, nv:] = dt * Ha
+        # q⁺ = q ⊕ w with w = dt v⁺: first-order chain through w ...
+        F2[:, :nv] = np.einsum("nim,nmab->niab", Jw, dt * dt * Ha)
+        # ... plus the second-order terms of the SO(3)/SE(3) integration itself
+        if self._lie_blocks:
+            F2[:, :nv] += self._lie_integration_terms(q, w, Jq, Jw, dt * dvn)
+        return DynamicsDerivatives(xn, Fx, Fu, F2)
+
+    def _second_order_acceleration_tensors(self, q, v, tau):
+        mode = self.second_order
+        if mode == "auto":
+            mode = "analytical" if self.backend.supports("aba_second_derivatives") else "fd"
+        if mode == "analytical":
+            return self.backend.aba_second_derivatives(self.model, q, v, tau)
+        method = "central" if mode == "fd" else "complex"
+        return aba_second_derivatives_numerical(self.backend, self.model, q, v, tau, method=method)
+
+    def _acceleration_hessian(self, q, v, tau):
+        """Hessian of ``a(q ⊕ dq, v + dv, τ(q ⊕ dq, v + dv, u + du))`` over z, (N, nv, nz, nz).
+
+        The backend's ``d2a_dq2[i, j, k]`` differentiates along ``e_k`` then ``e_j`` (right
+        perturbations), which differs from the Hessian of ``dq -> a(q ⊕ dq)`` by an
+        antisymmetric Lie-bracket term; the Hessian is its symmetric part."""
+        nv, nu = self.model.nv, self.model.nu
+        a_qq, a_vv, a_qv, a_qt = self._second_order_acceleration_tensors(q, v, tau)
+        a_qq = 0.5 * (a_qq + np.swapaxes(a_qq, -1, -2))
+        if self._has_passive:
+            # τ_passive is linear with diagonal ∂τ/∂q = -K, ∂τ/∂v = -D, and ∂²a/∂τ², ∂²a/∂v∂τ vanish
+            kq = a_qt * (-self.stiffness)
+            a_qq = a_qq + kq + np.swapaxes(kq, -1, -2)
+            a_qv = a_qv + a_qt * (-self.damping)
+        a_qu = a_qt @ self.B
+        N = q.shape[0]
+        nz = 2 * nv + nu
+        H = np.zeros((N, nv, nz, nz))
+        H[..., :nv, :nv] = a_qq
+        H[..., :nv, nv:2 * nv] = a_qv
+        H[..., nv:2 * nv, :nv] = np.swapaxes(a_qv, -1, -2)
+        H[..., nv:2 * nv, nv:2 * nv] = a_vv
+        H[..., :nv, 2 * nv:] = a_qu
+        H[..., 2 * nv:, :nv] = np.swapaxes(a_qu, -1, -2)
+        return H
+
+    def _lie_integration_terms(self, q, w, Jq, Jw, W):
+        """Second-order terms of ``G(dq, w) = ((q ⊕ dq) ⊕ w) ⊖ (q ⊕ w₀)`` for ball/free joints,
+        mapped to z through ``w = w₀ + W z + …`` (W = ∂w/∂z, (N, nv, nz)).
+
+        With ``A = ∂G/∂dq`` (= Ad of exp(-w₀)) and ``Jr = ∂G/∂w`` (right Jacobian of exp), the
+        BCH formula ``log(exp(a) exp(b)) = a + b + ½[a, b] + …`` applied to
+        ``exp(-w₀) exp(dq) exp(w₀ + Δw) = exp(A dq) · exp(η(Δw))`` gives
+        ``∂²G/∂dq∂w = ½ [A e_j, Jr e_k]`` (Lie bracket: cross product on SO(3), ``ad`` on SE(3)),
+        ``∂²G/∂dq² = 0`` and ``∂²G/∂w² = sym(∂Jr/∂w)``; the derivative of the closed-form right
+        Jacobian is taken by complex step (exact to rounding). Returns (N, nv, nz, nz)."""
+        m = self.model
+        N, nv, nz = q.shape[0], m.nv, W.shape[-1]
+        lie_dofs = np.concatenate([np.arange(va, va + n) for va, n, _ in self._lie_blocks])
+        h = 1e-30
+        wc = np.repeat(w[:, None, :].astype(complex), lie_dofs.size, axis=1)
+        wc[:, np.arange(lie_dofs.size), lie_dofs] += 1j * h
+        _, Jw_c = m.integrate_jacobians(np.repeat(q[:, None, :], lie_dofs.size, axis=1), wc)
+        dJr = np.zeros((N, nv, nv, nv))                       # [n, i, j, k] = ∂Jr[i, j]/∂w_k
+        dJr[..., lie_dofs] = np.moveaxis(Jw_c.imag / h, 1, -1)
+        Gww = 0.5 * (dJr + np.swapaxes(dJr, -1, -2))
+        Gqw = np.zeros((N, nv, nv, nv))                       # [n, i, j, k] = ∂²G_i/∂dq_j∂w_k
+        for va, n, kind in self._lie_blocks:
+            sl = slice(va, va + n)
+            A = Jq[:, sl, sl]                                 # columns A e_j
+            J = Jw[:, sl, sl]                                 # columns Jr e_k
+            if kind == "ball":
+                # [x, y] = x × y ; out[n, :, j, k] = A[:, j] × J[:, k]
+                ad = skew(np.swapaxes(A, -1, -2))             # (N, j, 3, 3): ad(A e_j)
+            else:
+                ad = motion_cross_matrix(np.swapaxes(A, -1, -2))  # (N, j, 6, 6)
+            Gqw[:, sl, sl, sl] = 0.5 * np.einsum("njil,nlk->nijk", ad, J)
+        # G(dq, w(z)) with dq = E z, w = w0 + W z: Hessian over z (w's own curvature is handled by the caller)
+        GqwW = np.einsum("nijk,nkb->nijb", Gqw, W)            # (N, nv, nv(dq_j), nz)
+        cross = np.zeros((N, nv, nz, nz))
+        cross[:, :, :nv, :] = GqwW                            # E^T (Gqw W)
+        return cross + np.swapaxes(cross, -1, -2) + np.einsum("nja,nijk,nkb->niab", W, Gww, W)
+
+    def _rk4_first_order(self, x, u):
+        """RK4 Jacobians by the chain rule through the stages, one batched aba_derivatives call."""
+        ss, dt, nv, nu = self.state, self.dt, self.model.nv, self.model.nu
+        N = x.shape[0]
+        ndx, nz = 2 * nv, 2 * nv + nu
+        X, K = self._rk4_stages(x, u)
+        Xs = np.stack(X)                                       # (4, N, nx)
+        q, v = ss.split(Xs)
+        tau = self.torques(q, v, np.broadcast_to(u, (4,) + u.shape))
+        _, Aq, Av, Au, _ = self._accel_partials(q, v, tau)     # one call over 4N points
+        c = (0.0, 0.5 * dt, 0.5 * dt, dt)
+        I0 = np.zeros((ndx, nz))
+        I0[:, :ndx] = np.eye(ndx)
+        dK = []
+        for i in range(4):
+            if i == 0:
+                dXi = np.broadcast_to(I0, (N, ndx, nz))
+            else:
+                Jx, Jd = ss.integrate_jacobians(x, c[i] * K[i - 1])
+                dXi = Jx @ I0 + Jd @ (c[i] * dK[-1])
+            dk = np.zeros((N, ndx, nz))
+            dk[:, :nv] = dXi[:, nv:]                           # k_v = v_i
+            dk[:, nv:] = np.concatenate([Aq[i], Av[i]], axis=-1) @ dXi
+            dk[:, nv:, ndx:] += Au[i]
+            dK.append(dk)
+        s = dt / 6.0 * (K[0] + 2 * K[1] + 2 * K[2] + K[3])
+        Jx, Jd = ss.integrate_jacobians(x, s)
+        dS = dt / 6.0 * (dK[0] + 2 * dK[1] + 2 * dK[2] + dK[3])
+        Fz = Jx @ I0 + Jd @ dS
+        return ss.integrate(x, s), Fz[..., :ndx], Fz[..., ndx:]
+
+    def _second_order_by_differences(self, x, u, xn, h: float = 1e-5):
+        """``F2`` by central differences of the exact Jacobians of ``F(z) = f(x ⊕ dx, u + du) ⊖ f(x, u)``:
+        ``∂F/∂z (z) = Jd(f0, f(z)) [Fx(z) Jint(x, dx), Fu(z)]``, all perturbations in one batch."""
+        ss = self.state
+        N, ndx, nu = x.shape[0], self.ndx, self.nu
+        nz = ndx + nu
+        Z = np.concatenate([np.eye(nz) * h, -np.eye(nz) * h])           # (2nz, nz)
+        xp = ss.integrate(x[:, None, :], np.broadcast_to(Z[:, :ndx], (N, 2 * nz, ndx)))
+        up = u[:, None, :] + Z[:, ndx:]
+        xnp, Fx, Fu = self._rk4_first_order(xp.reshape(-1, self.nx), up.reshape(-1, nu))
+        _, Jint = ss.integrate_jacobians(np.repeat(x, 2 * nz, axis=0), np.tile(Z[:, :ndx], (N, 1)))
+        _, Jd = ss.difference_jacobians(np.repeat(xn, 2 * nz, axis=0), xnp)
+        Jz = Jd @ np.concatenate([Fx @ Jint, Fu], axis=-1)
+        Jz = Jz.reshape(N, 2 * nz, ndx, nz)
+        D = (Jz[:, :nz] - Jz[:, nz:]) / (2 * h)                          # [n, b, i, a] = ∂/∂z_b (∂F_i/∂z_a)
+        F2 = np.moveaxis(D, 1, -1)
+        return 0.5 * (F2 + np.swapaxes(F2, -1, -2))

@@ -1,0 +1,121 @@
+"""Feasibility-driven DDP (Mastalli et al. 2020, "Crocoddyl: An Efficient and Versatile Framework
+for Multi-Contact Optimal Control", Sec. IV; Crocoddyl's ``SolverFDDP``).
+
+A multiple-shooting variant of DDP: the trajectory may have *gaps*
+``f̄_0 = x0 ⊖ xs_0``, ``f̄_{t+1} = f(xs_t, us_t) ⊖ xs_{t+1}`` (an infeasible initial guess, e.g. a
+state interpolation). Differences to iLQR:
+
+* backward pass: the value gradient is taken at the end of each interval,
+  ``V_x ← V_x + V_xx f̄`` (eq. 11 of the paper);
+* forward pass: the gaps are closed gradually, ``x̂_t = f(x̂_{t-1}, û_{t-1}) ⊕ (α - 1) f̄_t``;
+  a full step (α = 1) closes every gap and the trajectory becomes feasible for good;
+* expected improvement with the gap terms (eq. 15–16, Crocoddyl's ``expectedImprovement``):
+  ``d1 = -Σ kᵀQ_u - Σ V_xᵀf̄ - Σ f̄ᵀV_xx(xs ⊖ x̂)``, ``d2 = -Σ kᵀQ_uu k + Σ f̄ᵀV_xx f̄ + 2 Σ f̄ᵀV_xx(xs ⊖ x̂)``,
+  ``ΔJ_exp(α) = α (d1 + ½ α d2)``. A step is accepted if ``ΔJ ≥ armijo·ΔJ_exp`` when
+  ``ΔJ_exp ≥ 0``, or — while gaps are being closed and an increase is predicted — if the increase
+  is at most twice the predicted one.
+
+``box=True`` uses the box-QP backward pass and clipped rollouts (Crocoddyl's ``SolverBoxFDDP``);
+``second_order=True`` adds the DDP curvature terms of :mod:`solvers.ddp`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .ilqr import ILQR
+from .line_search import line_search
+from .problem import ShootingProblem
+
+
+class FDDP(ILQR):
+    """Feasibility-driven DDP; accepts infeasible ``xs_init`` and closes the gaps."""
+
+    name = "fddp"
+    multiple_shooting = True
+
+    def __init__(self, problem: ShootingProblem, box: bool = True, second_order: bool = False, **options):
+        super().__init__(problem, box=box, **options)
+        self.uses_second_order = bool(second_order)
+        self.accept_increase = 2.0   # Crocoddyl's th_acceptnegstep
+
+    # ------------------------------------------------------------ initial guess and gaps
+    def _initial_trajectory(self, xs_init, us_init):
+        p = self.problem
+        if xs_init is None:
+            return super()._initial_trajectory(None, us_init)
+        xs = p.state.check(xs_init, "xs_init", "solve").copy()
+        if xs.shape != (p.horizon + 1, p.nx):
+            raise ValueError(f"xs_init must have shape ({p.horizon + 1}, {p.nx}) (horizon+1, nx), got {xs.shape}")
+        if us_init is None:
+            us = np.tile(p.gravity_compensation(), (p.horizon, 1))
+        else:
+            us = np.array(us_init, dtype=float)
+            if us.shape != (p.horizon, p.nu) or not np.all(np.isfinite(us)):
+                raise ValueError(f"us_init must be a finite ({p.horizon}, {p.nu}) array, got shape {us.shape}")
+        if self.box:
+            us = p.clip_controls(us)
+        self.feasible = False
+        return xs, us
+
+    def _start_states(self, alphas: np.ndarray, t: int, xnext: np.ndarray) -> np.ndarray:
+        if self.feasible:
+            return xnext
+        return self.problem.state.integrate(xnext, (alphas - 1.0)[:, None] * self.gaps[t])
+
+    def _rollout_open_loop(self, us):
+        was, self.feasible = self.feasible, True
+        try:
+            return super()._rollout_open_loop(us)
+        finally:
+            self.feasible = was
+
+    # ------------------------------------------------------------ step acceptance
+    def _expected_reduction(self, alpha: float, xs_try=None) -> float:
+        d1 = -float(np.sum(self.Qu * self.k))
+        d2 = -float(np.sum(self.k * self.Quuk))
+        if not self.feasible:
+            f = self.gaps
+            d1 -= float(np.einsum("ti,ti->", self.Vx, f))
+            d2 += float(np.einsum("ti,tij,tj->", f, self.Vxx, f))
+            if xs_try is not None:
+                dx = self.problem.state.difference(xs_try, self.xs)       # xs ⊖ x̂
+                dv = -float(np.einsum("ti,tij,tj->", f, self.Vxx, dx))
+                d1 += dv
+                d2 -= 2.0 * dv
+        return alpha * (d1 + 0.5 * alpha * d2)
+
+    def _accept(self, alpha: float, cost_try: float, xs_try) -> bool:
+        if self.feasible:
+            return super()._accept(alpha, cost_try, xs_try)
+        expected = self._expected_reduction(alpha, xs_try)
+        actual = self.cost - cost_try
+        if expected >= 0:
+            return actual >= self.armijo * expected
+        # closing gaps may raise the cost: allow an increase of at most accept_increase × predicted
+        return actual > self.accept_increase * expected
+
+    def _no_progress_possible(self) -> bool:
+        return self.feasible and super()._no_progress_possible()
+
+    def _line_search(self):
+        # FDDP closes gaps gradually: the ordinary step-size search also when infeasible
+        return line_search(self._rollout, self._accept_candidate, self.alphas, self.line_search)
+
+    def _accept_step(self, ls) -> None:
+        self.xs, self.us, self.cost = ls.xs, ls.us, ls.cost
+        if ls.alpha == 1.0 or self.feasible:   # a full step closes every gap
+            self.feasible = True
+            self.gaps[:] = 0.0
+
+    def _final_gap(self) -> float:
+        if not hasattr(self, "xs"):
+            return np.inf
+        p = self.problem
+        with self._timed("forward"), np.errstate(all="ignore"):
+            try:
+                xn = p.step(self.xs[:-1], self.us)
+                g = np.concatenate([p.state.difference(self.xs[:1], p.x0[None]), p.state.difference(self.xs[1:], xn)])
+            except ValueError:
+                return np.inf
+        return float(np.abs(g).max())

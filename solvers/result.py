@@ -1,0 +1,63 @@
+"""What a solve returns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+TIMING_KEYS = ("derivatives", "backward", "forward", "cost", "total")
+
+
+@dataclass
+class SolverResult:
+    """Outcome of ``solver.solve``.
+
+    xs (N+1, nx) states, us (N, nu) controls, K (N, nu, ndx) feedback gains on the tangent
+    deviation ``x ⊖ xs[t]`` and k (N, nu) feed-forward steps of the last backward pass
+    (``u = us[t] + K[t] (x ⊖ xs[t])`` is the locally optimal policy); cost (float);
+    cost_history (list: initial cost, then the cost after every accepted step); iterations;
+    converged and reason (str, always set; a failure says what happened); timings [s] with keys
+    derivatives / backward / forward / cost / total; gradient_norm: ∞-norm of the projected gradient
+    of J with respect to the controls at the returned trajectory (the stopping measure);
+    gap: largest dynamics gap ‖f(x_t, u_t) ⊖ x_{t+1}‖∞ (0 for a feasible trajectory);
+    regularization: final μ; step_sizes: accepted step size per iteration (0 = rejected);
+    gauss_newton_fallbacks: backward passes where DDP's curvature made ``Q_uu`` indefinite and the
+    Gauss–Newton pass was used instead.
+    """
+
+    xs: np.ndarray
+    us: np.ndarray
+    K: np.ndarray
+    k: np.ndarray
+    cost: float
+    cost_history: list
+    iterations: int
+    converged: bool
+    reason: str
+    timings: dict
+    solver: str = ""
+    gradient_norm: float = np.inf
+    gap: float = 0.0
+    regularization: float = 0.0
+    step_sizes: list = field(default_factory=list)
+    gauss_newton_fallbacks: int = 0
+
+    def shifted(self, n: int = 1) -> tuple[np.ndarray, np.ndarray]:
+        """``(xs, us)`` moved ``n`` knots earlier, the last state/control repeated to fill the end:
+        the usual warm start for the next receding-horizon solve."""
+        if int(n) != n or n < 0:
+            raise ValueError(f"shift n must be a non-negative integer, got {n}")
+        n = int(n)
+        N = self.us.shape[0]
+        m = min(n, N)
+        xs = np.concatenate([self.xs[m:], np.repeat(self.xs[-1:], m, axis=0)])
+        us = np.concatenate([self.us[m:], np.repeat(self.us[-1:], m, axis=0)])
+        return xs, us
+
+    def summary(self) -> str:
+        t = self.timings
+        return (f"{self.solver}: cost {self.cost:.6g} after {self.iterations} iterations, "
+                f"{'converged' if self.converged else 'NOT converged'} ({self.reason}); "
+                f"|grad| {self.gradient_norm:.2e}, gap {self.gap:.1e}; "
+                f"time {t.get('total', 0) * 1e3:.1f} ms")

@@ -1,0 +1,79 @@
+"""The state manifold ``x = (q, v)`` of a robot and its tangent space (size ``ndx = 2 nv``).
+
+``x ⊕ dx = (q ⊕ dq, v + dv)`` with the right (local) perturbations of docs/conventions.md, and
+``x1 ⊖ x0 = (q1 ⊖ q0, v1 - v0)``. Jacobians are in tangent coordinates (rows = output,
+columns = variable), block-diagonal: the configuration block comes from
+``RobotModel.integrate_jacobians`` / ``difference_jacobians``, the velocity block is the identity.
+Every function takes leading batch dimensions ``(..., nx)`` / ``(..., ndx)``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dynamics import RobotModel
+
+
+class StateSpace:
+    """Operations on ``x = (q, v)`` (nx = nq + nv) with tangent vectors ``dx = (dq, dv)`` (ndx = 2 nv)."""
+
+    def __init__(self, model: RobotModel):
+        if not isinstance(model, RobotModel):
+            raise TypeError(f"StateSpace: expected a RobotModel (dynamics.load_model), got {type(model).__name__}")
+        self.model = model
+        self.nq, self.nv = model.nq, model.nv
+        self.nx, self.ndx = model.nq + model.nv, 2 * model.nv
+
+    # ------------------------------------------------------------ helpers
+    def check(self, x, name: str = "x", func: str = "state") -> np.ndarray:
+        """``x`` as a float64 array (..., nx), with a clear error for a wrong shape or NaN/inf."""
+        x = np.asarray(x, dtype=float)
+        if x.ndim < 1 or x.shape[-1] != self.nx:
+            raise ValueError(f"{func}: {name} has shape {x.shape}, expected (..., {self.nx}) = (..., nq + nv) "
+                             f"for model '{self.model.name}' (nq={self.nq}, nv={self.nv})")
+        if not np.all(np.isfinite(x)):
+            raise ValueError(f"{func}: {name} contains non-finite values (NaN or inf)")
+        return x
+
+    def split(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return x[..., :self.nq], x[..., self.nq:]
+
+    def neutral(self) -> np.ndarray:
+        """``(model.neutral(), 0)`` (nx,)."""
+        return np.concatenate([self.model.neutral(), np.zeros(self.nv)])
+
+    # ------------------------------------------------------------ group operations
+    def integrate(self, x: np.ndarray, dx: np.ndarray) -> np.ndarray:
+        """``x ⊕ dx`` (..., nx)."""
+        q, v = x[..., :self.nq], x[..., self.nq:]
+        qn = self.model.integrate(q, dx[..., :self.nv])
+        vn = v + dx[..., self.nv:]
+        shape = np.broadcast_shapes(qn.shape[:-1], vn.shape[:-1])
+        return np.concatenate([np.broadcast_to(qn, shape + (self.nq,)), np.broadcast_to(vn, shape + (self.nv,))],
+                              axis=-1)
+
+    def difference(self, x0: np.ndarray, x1: np.ndarray) -> np.ndarray:
+        """``x1 ⊖ x0`` (..., ndx)."""
+        dq = self.model.difference(x0[..., :self.nq], x1[..., :self.nq])
+        dv = x1[..., self.nq:] - x0[..., self.nq:]
+        shape = np.broadcast_shapes(dq.shape[:-1], dv.shape[:-1])
+        return np.concatenate([np.broadcast_to(dq, shape + (self.nv,)), np.broadcast_to(dv, shape + (self.nv,))],
+                              axis=-1)
+
+    def integrate_jacobians(self, x: np.ndarray, dx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(∂(x⊕dx)/∂x, ∂(x⊕dx)/∂dx)``, each (..., ndx, ndx)."""
+        Jq, Jv = self.model.integrate_jacobians(x[..., :self.nq], dx[..., :self.nv])
+        return self._blockdiag(Jq), self._blockdiag(Jv)
+
+    def difference_jacobians(self, x0: np.ndarray, x1: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(∂(x1⊖x0)/∂x0, ∂(x1⊖x0)/∂x1)``, each (..., ndx, ndx)."""
+        J0, J1 = self.model.difference_jacobians(x0[..., :self.nq], x1[..., :self.nq])
+        return self._blockdiag(J0, -1.0), self._blockdiag(J1)
+
+    def _blockdiag(self, Jq: np.ndarray, vel_sign: float = 1.0) -> np.ndarray:
+        nv = self.nv
+        out = np.zeros(Jq.shape[:-2] + (2 * nv, 2 * nv), dtype=Jq.dtype)
+        out[..., :nv, :nv] = Jq
+        idx = np.arange(nv, 2 * nv)
+        out[..., idx, idx] = vel_sign
+        return out
