@@ -12,7 +12,9 @@ Summary fields (times in s unless the key says ms; forces in N m):
 * constraints — ``torque_limit`` (physics steps whose command had to be clipped, largest excess,
   per actuator) and ``joint_limit`` (steps with a joint outside its range, largest excess);
 * tracking — each metric of ``task.metrics`` (mean / max / final), per-target results when the
-  task reports ``target_index`` and ``reach_times`` (reach time, final and best error);
+  task reports ``target_index`` and ``reach_times`` (time to reach, best error, median error from
+  reaching to the next switch — the controller starts for the next target when it enters the
+  horizon, so the error at the very end of a segment says little);
 * ``evaluation`` (the task's own success criteria) and ``success``.
 
 JSON has no infinity: a target never reached has ``time_to_reach_s: null``.
@@ -146,8 +148,11 @@ def _targets(task, result: SimResult, metrics: dict, evaluation: dict) -> list[d
                "t_start_s": float(result.t[seg[0]]) if seg.size else None,
                "time_to_reach_s": reach[i] if i < len(reach) else None,
                "success": bool(reached[i]) if i < len(reached) else None,
-               "final_error_m": float(err[seg[-1]]) if seg.size else None,
-               "min_error_m": float(err[seg].min()) if seg.size else None}
+               "min_error_m": float(err[seg].min()) if seg.size else None,
+               "median_error_after_reach_m": None}
+        if seg.size and i < len(reach) and reach[i] is not None and math.isfinite(reach[i]):
+            after = seg[result.t[seg] >= result.t[seg[0]] + reach[i]]
+            row["median_error_after_reach_m"] = float(np.median(err[after])) if after.size else None
         rows.append(row)
     return rows
 
@@ -243,12 +248,14 @@ def format_summary(summary: dict) -> str:
         lines.append(f"  {k:<17} mean {_fmt(st['mean'], '.4f')}, max {_fmt(st['max'], '.4f')}, final {_fmt(st['final'], '.4f')}")
     rows = summary.get("targets")
     if rows:
-        lines.append("  target  position [m]           time to reach  final error  best error  success")
+        lines.append("  target  position [m]           time to reach  best error  median error after reach  success")
         for r in rows:
             pos = "(" + ", ".join(f"{p:.2f}" for p in r["position_m"]) + ")" if r["position_m"] else "-"
             ttr = _fmt(r["time_to_reach_s"], '.3f', ' s', none="never" if r["t_start_s"] is not None else "not run")
-            lines.append(f"  {r['index']:<7} {pos:<22} {ttr:<14} {_fmt(r['final_error_m'] and r['final_error_m'] * 100, '.2f', ' cm'):<12} "
-                         f"{_fmt(r['min_error_m'] and r['min_error_m'] * 100, '.2f', ' cm'):<11} "
+            best = r["min_error_m"]
+            med = r["median_error_after_reach_m"]
+            lines.append(f"  {r['index']:<7} {pos:<22} {ttr:<14} {_fmt(None if best is None else best * 100, '.2f', ' cm'):<11} "
+                         f"{_fmt(None if med is None else med * 100, '.2f', ' cm'):<25} "
                          f"{'yes' if r['success'] else 'NO'}")
     crit = summary.get("criteria")
     verdict = "SUCCESS" if summary.get("success") else "FAILED"
