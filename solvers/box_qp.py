@@ -3,7 +3,8 @@
 
     minimise  ½ xᵀ H x + gᵀ x   subject to   lower <= x <= upper.
 
-Each iteration: find the clamped set (at a bound with the gradient pushing outwards), take a
+If ``H`` is positive definite and the unconstrained minimiser lies in the box, that is the answer
+(one Cholesky solve). Otherwise each iteration: find the clamped set (at a bound with the gradient pushing outwards), take a
 Newton step in the free subspace, project it onto the box and backtrack with an Armijo test.
 The Cholesky factor of the free block ``H_ff`` is returned: the control-limited DDP gains are
 ``K_f = -H_ff⁻¹ Q_ux,f`` on the free rows and zero on the clamped rows.
@@ -24,7 +25,8 @@ MAX_LINESEARCH = 2
 NO_IMPROVEMENT = 4
 SMALL_GRADIENT = 5
 ALL_CLAMPED = 6
-MESSAGES = {HESSIAN_NOT_PD: "Hessian is not positive definite", NO_DESCENT: "no descent direction found",
+INTERIOR = 7
+MESSAGES = {INTERIOR: "the unconstrained minimiser lies inside the box", HESSIAN_NOT_PD: "Hessian is not positive definite", NO_DESCENT: "no descent direction found",
             MAX_ITER: "maximum number of iterations", MAX_LINESEARCH: "maximum line-search iterations",
             NO_IMPROVEMENT: "improvement smaller than tolerance", SMALL_GRADIENT: "gradient norm below tolerance",
             ALL_CLAMPED: "all dimensions are clamped"}
@@ -58,6 +60,15 @@ def box_qp(H: np.ndarray, g: np.ndarray, lower: np.ndarray, upper: np.ndarray, x
     n = g.shape[0]
     lower = np.asarray(lower, float)
     upper = np.asarray(upper, float)
+    # fast path (the common case in DDP): a convex QP whose unconstrained minimiser is feasible
+    try:
+        chol = sla.cho_factor(H, lower=False, check_finite=False)
+        if np.all(np.isfinite(chol[0])) and np.all(np.diag(chol[0]) > 0):
+            x = -sla.cho_solve(chol, g, check_finite=False)
+            if np.all(x >= lower) and np.all(x <= upper):
+                return BoxQPResult(x, np.ones(n, dtype=bool), chol, INTERIOR, 0)
+    except np.linalg.LinAlgError:
+        pass  # not positive definite: the projected-Newton loop reports it if it matters
     if x0 is None:
         both = np.isfinite(lower) & np.isfinite(upper)
         x0 = np.where(both, 0.5 * (np.where(both, lower, 0.0) + np.where(both, upper, 0.0)), 0.0)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy.optimize import lsq_linear
 
-from solvers.box_qp import ALL_CLAMPED, HESSIAN_NOT_PD, box_qp
+from solvers.box_qp import ALL_CLAMPED, HESSIAN_NOT_PD, INTERIOR, box_qp
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -43,3 +43,12 @@ def test_box_qp_all_clamped_and_not_pd():
     assert res.status == ALL_CLAMPED and np.allclose(res.x, [-1, 1, -1])
     res = box_qp(-np.eye(3), np.ones(3), -np.ones(3) * np.inf, np.ones(3) * np.inf)
     assert res.status == HESSIAN_NOT_PD and not res.ok
+
+
+def test_box_qp_interior_fast_path():
+    rng = np.random.default_rng(9)
+    A = rng.normal(size=(6, 5))
+    H, g = A.T @ A + np.eye(5), rng.normal(size=5)
+    res = box_qp(H, g, -np.full(5, 1e3), np.full(5, 1e3))
+    assert res.status == INTERIOR and res.free.all()
+    assert np.allclose(res.x, np.linalg.solve(H, -g), atol=1e-12)
