@@ -1,0 +1,240 @@
+"""The ``numba`` backend: compiled CPU kernels, parallel over the batch (seed 000's CPU design).
+
+* Each state (knot point) is computed by one compiled function with preallocated scratch and
+  structured spatial algebra (:mod:`.spatial`): no interpreter work per state.
+* Batches are split into one contiguous slice per worker thread of numba's persistent thread pool
+  (``numba.prange``); a single state (or a one-thread setting) runs a non-parallel compiled variant,
+  so it never wakes the pool.
+* Kernels are compiled on first use (or by :meth:`NumbaBackend.warmup`) and cached on disk
+  (``cache=True``); the model is passed as flat float64/int64 arrays (:mod:`.packing`), so one
+  compilation serves every robot. Importing this package imports neither numba nor the kernels.
+
+Usage::
+
+    be = dynamics.get_backend("numba")   # or NumbaBackend(threads=2)
+    be.set_threads(2)
+    be.warmup(model)                     # compile / load the kernels now rather than on first call
+    da_dq, da_dv, da_dtau = be.aba_derivatives(model, q, v, tau)
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from types import SimpleNamespace
+
+import numpy as np
+
+from ..backend import Backend
+from ..model import RobotModel
+from .packing import frame_arrays, packed
+
+if importlib.util.find_spec("numba") is None:  # reported by dynamics.available_backends()
+    raise ModuleNotFoundError("the numba backend needs the 'numba' package (pip install numba)")
+
+_REFERENCES = {"local": 0, "world": 1, "local_world_aligned": 2}
+_kernels: SimpleNamespace | None = None
+
+
+def _k() -> SimpleNamespace:
+    """The compiled-kernel modules, imported on first use (importing numba takes ~0.4 s)."""
+    global _kernels
+    if _kernels is None:
+        import numba
+
+        from . import aba, aba_derivatives, crba, kinematics, minv, rnea, rnea_derivatives
+        _kernels = SimpleNamespace(numba=numba, rnea=rnea, crba=crba, minv=minv, aba=aba,
+                                   rnea_derivatives=rnea_derivatives, aba_derivatives=aba_derivatives,
+                                   kinematics=kinematics)
+    return _kernels
+
+
+def _f64(x: np.ndarray) -> np.ndarray:
+    """float64, C-contiguous: the one array type the kernels are compiled for."""
+    if x.dtype == np.float64 and x.flags.c_contiguous:
+        return x
+    if x.dtype.kind == "c":
+        raise TypeError("numba backend: complex inputs (complex-step differentiation) are not supported; "
+                        "use the 'numpy' backend for complex-step derivatives")
+    return np.ascontiguousarray(x, dtype=np.float64)
+
+
+class NumbaBackend(Backend):
+    """Compiled CPU backend. ``threads``: worker threads for batched calls (``None``: numba's
+    default, i.e. all cores or ``NUMBA_NUM_THREADS``)."""
+
+    name = "numba"
+
+    def __init__(self, threads: int | None = None):
+        self._threads: int | None = None
+        if threads is not None:
+            self.set_threads(threads)
+
+    # ------------------------------------------------------------ threads
+    def set_threads(self, n: int | None) -> None:
+        """Use ``n`` worker threads for batched calls (applied with ``numba.set_num_threads`` before
+        each parallel call); ``None`` restores numba's default. ``n`` must be between 1 and
+        ``numba.config.NUMBA_NUM_THREADS``."""
+        if n is None:
+            self._threads = None
+            return
+        top = _k().numba.config.NUMBA_NUM_THREADS
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 1 <= n <= top:
+            raise ValueError(f"numba backend: threads must be an integer between 1 and {top} "
+                             f"(NUMBA_NUM_THREADS), got {n!r}")
+        self._threads = int(n)
+
+    @property
+    def threads(self) -> int:
+        """Number of worker threads batched calls use."""
+        return self._threads if self._threads is not None else _k().numba.config.NUMBA_NUM_THREADS
+
+    def _run(self, serial, parallel, B: int, *args) -> None:
+        """Run a kernel on a batch of ``B`` states: one slice per thread; a single state (or one
+        thread) runs the serial variant on the calling thread, without waking the thread pool."""
+        nt = self.threads
+        if nt <= 1 or B <= 1:
+            serial(*args, 0, B)
+            return
+        numba = _k().numba
+        if numba.get_num_threads() != nt:  # numba's setting is per calling thread: set it here
+            numba.set_num_threads(nt)
+        parallel(*args, min(nt, B))
+
+    # ------------------------------------------------------------ compilation
+    def warmup(self, model: RobotModel) -> None:
+        """Compile (first run on this machine) or load from numba's on-disk cache every kernel, in its
+        serial and parallel variant, by running each once on ``model``'s neutral configuration."""
+        import numba
+        q = model.neutral()
+        z = np.zeros(model.nv)
+        frame = next((n for n in model.site_names if n), None) or next((n for n in model.body_names[1:] if n), None)
+        saved = self._threads
+        try:
+            for threads in sorted({1, min(2, numba.config.NUMBA_NUM_THREADS)}):
+                self._threads = threads
+                qb, zb = np.stack([q] * threads), np.stack([z] * threads)
+                self._rnea(model, qb, zb, zb, None)
+                self._crba(model, qb)
+                Mi = self._minv(model, qb)
+                self._aba(model, qb, zb, zb, None)
+                self._rnea_derivatives(model, qb, zb, zb, None)
+                self._aba_derivatives(model, qb, zb, zb, None, Mi)
+                self._body_placements(model, qb)
+                if frame is not None:
+                    self._frame_jacobian_time_variation(model, qb, zb, frame, "local")
+                self._com_jacobian(model, qb)
+        finally:
+            self._threads = saved
+
+    # ------------------------------------------------------------ dynamics kernels
+    def _rnea(self, model, q, v, a, fext):
+        pm = packed(model)
+        k = _k().rnea
+        tau = np.empty((q.shape[0], pm.nv))
+        fe = pm.no_fext if fext is None else _f64(fext)
+        self._run(k.rnea_range, k.rnea_parallel, q.shape[0], pm.li, pm.lf, pm.gv, pm.bl, pm.bf, _f64(q), _f64(v),
+                  _f64(a), fe, tau)
+        return tau
+
+    def _crba(self, model, q):
+        pm = packed(model)
+        k = _k().crba
+        M = np.empty((q.shape[0], pm.nv, pm.nv))
+        self._run(k.crba_range, k.crba_parallel, q.shape[0], pm.li, pm.lf, _f64(q), M)
+        return M
+
+    def _minv(self, model, q):
+        pm = packed(model)
+        k = _k().minv
+        Mi = np.empty((q.shape[0], pm.nv, pm.nv))
+        self._run(k.minv_range, k.minv_parallel, q.shape[0], pm.li, pm.lf, _f64(q), Mi)
+        return Mi
+
+    def _aba(self, model, q, v, tau, fext):
+        pm = packed(model)
+        k = _k().aba
+        qdd = np.empty((q.shape[0], pm.nv))
+        fe = pm.no_fext if fext is None else _f64(fext)
+        self._run(k.aba_range, k.aba_parallel, q.shape[0], pm.li, pm.lf, pm.gv, pm.bl, pm.bf, _f64(q), _f64(v),
+                  _f64(tau), fe, qdd)
+        return qdd
+
+    def _rnea_derivatives(self, model, q, v, a, fext):
+        pm = packed(model)
+        k = _k().rnea_derivatives
+        B, nv = q.shape[0], pm.nv
+        out = np.empty((2, B, nv, nv))
+        fe = pm.no_fext if fext is None else _f64(fext)
+        self._run(k.rnea_derivatives_range, k.rnea_derivatives_parallel, B, pm.li, pm.lf, pm.gv, pm.bl, pm.bf,
+                  _f64(q), _f64(v), _f64(a), fe, out)
+        return out[0], out[1]
+
+    def _aba_derivatives(self, model, q, v, tau, fext, minv):
+        pm = packed(model)
+        k = _k().aba_derivatives
+        B, nv = q.shape[0], pm.nv
+        out = np.empty((3, B, nv, nv))
+        fe = pm.no_fext if fext is None else _f64(fext)
+        mi = pm.no_minv if minv is None else _f64(minv)
+        self._run(k.aba_derivatives_range, k.aba_derivatives_parallel, B, pm.li, pm.lf, pm.gv, pm.bl, pm.bf,
+                  _f64(q), _f64(v), _f64(tau), fe, mi, out)
+        return out[0], out[1], out[2]
+
+    # ------------------------------------------------------------ kinematics kernels
+    def _placements(self, model, q, flink, ff):
+        k = _k().kinematics
+        pm = packed(model)
+        B, nf = q.shape[0], flink.shape[0]
+        R = np.empty((B, nf, 3, 3))
+        p = np.empty((B, nf, 3))
+        self._run(k.placements_range, k.placements_parallel, B, pm.li, pm.lf, _f64(q), flink, ff, R, p)
+        return R, p
+
+    def _frame_placement(self, model, q, frame):
+        flink, ff = frame_arrays(model, packed(model), frame)
+        R, p = self._placements(model, q, flink, ff)
+        return R[:, 0], p[:, 0]
+
+    def _body_placements(self, model, q):
+        pm = packed(model)
+        return self._placements(model, q, pm.bl, pm.bf)
+
+    def _site_placements(self, model, q):
+        pm = packed(model)
+        return self._placements(model, q, pm.site_link, pm.site_frames)
+
+    def _jacobians(self, model, q, v, frame, reference, with_dJ):
+        if reference not in _REFERENCES:
+            raise ValueError(f"unknown reference frame '{reference}'; use one of {', '.join(_REFERENCES)}")
+        pm = packed(model)
+        flink, ff = frame_arrays(model, pm, frame)
+        k = _k().kinematics
+        B, nv = q.shape[0], pm.nv
+        J = np.empty((B, 6, nv))
+        dJ = np.empty((B, 6, nv)) if with_dJ else np.empty((0, 6, nv))
+        vv = _f64(v) if with_dJ else np.zeros((1, nv))
+        self._run(k.frame_jacobian_range, k.frame_jacobian_parallel, B, pm.li, pm.lf, _f64(q), vv, flink, ff,
+                  _REFERENCES[reference], J, dJ)
+        return J, dJ
+
+    def _frame_jacobian(self, model, q, frame, reference):
+        return self._jacobians(model, q, None, frame, reference, False)[0]
+
+    def _frame_jacobian_time_variation(self, model, q, v, frame, reference):
+        return self._jacobians(model, q, v, frame, reference, True)
+
+    def _com(self, model, q, with_J):
+        pm = packed(model)
+        k = _k().kinematics
+        B, nv = q.shape[0], pm.nv
+        com = np.empty((B, 3))
+        J = np.empty((B, 3, nv)) if with_J else np.empty((0, 3, nv))
+        self._run(k.com_range, k.com_parallel, B, pm.li, pm.lf, pm.gv, _f64(q), com, J)
+        return com, J
+
+    def _center_of_mass(self, model, q):
+        return self._com(model, q, False)[0]
+
+    def _com_jacobian(self, model, q):
+        com, J = self._com(model, q, True)
+        return J, com

@@ -1,0 +1,190 @@
+"""Compiled Articulated Body Algorithm (Featherstone RBDA Table 7.1) in world coordinates, joint
+armature added to the joint-space inertia ``D`` as MuJoCo does.
+
+With every quantity expressed at the world origin (:mod:`.world`), the recursions need no spatial
+transforms: ``I^A_λ += I^A_i - U_i D_i^-1 U_i^T``, ``p^A_λ += p^a_i`` and ``a'_i = a_λ + c_i``.
+The passes are shared with the analytical ``M^-1`` (:mod:`.minv`) and the fused forward-dynamics
+derivatives (:mod:`.aba_derivatives`): the articulated inertias depend on ``q`` only.
+
+Per-link joint matrices are stored with one 6-vector per joint dof: ``U[i, k] = I^A_i J_d``
+(d = dofadr_i + k), ``UD[i, k] = (U_i D_i^-1)[:, k]``, ``Dinv[i]`` (nd x nd block of a 6x6).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from . import cache as _cache  # noqa: F401  (first: package-wide stamp for numba's on-disk cache)
+
+from .packing import LF_ARM, LI_DOFADR, LI_NV, LI_PARENT
+from .rnea import link_external_forces
+from .scratch import view1, view2, view3
+from .spatial import dense_inertia, force_cross, force_to_parent, inertia_mul, mot_cross, spd_inverse
+from .world import world_inertias, world_kinematics
+
+
+@njit(cache=True)
+def articulated_inertias(li, lf, oY, J, IA, U, UD, Dinv, tmp66, chol):
+    """Backward inertia pass from the world rigid-body inertias ``oY``: articulated inertias ``IA``
+    (L, 6, 6), ``U``, ``U D^-1`` (L, 6, 6) and ``D^-1`` (L, 6, 6)."""
+    L = li.shape[0]
+    for i in range(L):
+        dense_inertia(oY, i, IA[i])
+    for i in range(L - 1, -1, -1):
+        d0 = li[i, LI_DOFADR]
+        nd = li[i, LI_NV]
+        for k in range(nd):
+            for r in range(6):
+                s = 0.0
+                for c in range(6):
+                    s += IA[i, r, c] * J[d0 + k, c]
+                U[i, k, r] = s
+        for k in range(nd):          # D = J^T U + armature
+            for k2 in range(nd):
+                s = 0.0
+                for r in range(6):
+                    s += J[d0 + k2, r] * U[i, k, r]
+                tmp66[k2, k] = s
+            tmp66[k, k] += lf[i, LF_ARM + k]
+        spd_inverse(tmp66, nd, chol, Dinv[i])
+        for k in range(nd):
+            for r in range(6):
+                s = 0.0
+                for j in range(nd):
+                    s += U[i, j, r] * Dinv[i, j, k]
+                UD[i, k, r] = s
+        lam = li[i, LI_PARENT]
+        if lam >= 0:
+            for r in range(6):
+                for c in range(6):
+                    s = IA[i, r, c]
+                    for k in range(nd):
+                        s -= UD[i, k, r] * U[i, k, c]
+                    IA[lam, r, c] += s
+
+
+@njit(cache=True)
+def bias_forces(li, oY, ov, vJ, has_fext, fl, oR, op, cb, pA, tmp):
+    """Velocity-product accelerations ``c_i = ov_i x vJ_i`` and bias forces
+    ``p^A_i = ov_i x* (oY_i ov_i) - f_ext,i`` (world, (L, 6))."""
+    h = tmp[0]
+    t = tmp[1]
+    for i in range(li.shape[0]):
+        mot_cross(ov[i], vJ[i], cb[i])
+        inertia_mul(oY, i, ov[i], h)
+        force_cross(ov[i], h, pA[i])
+        if has_fext:
+            force_to_parent(oR[i], op[i], fl[i], t)
+            for r in range(6):
+                pA[i, r] -= t[r]
+
+
+@njit(cache=True)
+def aba_bias_pass(li, J, tau, IA, U, UD, cb, pA, u):
+    """Backward bias pass: ``u_i = tau_i - J_i^T p^A_i``;
+    ``p^A_λ += p^A_i + I^A_i c_i + U_i D_i^-1 (u_i - U_i^T c_i)``."""
+    w = np.empty(6)
+    for i in range(li.shape[0] - 1, -1, -1):
+        d0 = li[i, LI_DOFADR]
+        nd = li[i, LI_NV]
+        for k in range(nd):
+            s = 0.0
+            for r in range(6):
+                s += J[d0 + k, r] * pA[i, r]
+            u[d0 + k] = tau[d0 + k] - s
+        lam = li[i, LI_PARENT]
+        if lam >= 0:
+            for k in range(nd):
+                s = u[d0 + k]
+                for r in range(6):
+                    s -= U[i, k, r] * cb[i, r]
+                w[k] = s
+            for r in range(6):
+                s = pA[i, r]
+                for c in range(6):
+                    s += IA[i, r, c] * cb[i, c]
+                for k in range(nd):
+                    s += UD[i, k, r] * w[k]
+                pA[lam, r] += s
+
+
+@njit(cache=True)
+def aba_acceleration_pass(li, gv, J, U, Dinv, cb, u, qdd, oa):
+    """Forward pass: ``a'_i = a_λ + c_i`` (``a_λ = -g`` at the root), ``qdd_i = D_i^-1 (u_i - U_i^T a'_i)``,
+    ``a_i = a'_i + J_i qdd_i`` (world accelerations ``oa`` (L, 6), gravity included)."""
+    w = np.empty(6)
+    for i in range(li.shape[0]):
+        lam = li[i, LI_PARENT]
+        d0 = li[i, LI_DOFADR]
+        nd = li[i, LI_NV]
+        if lam < 0:
+            for r in range(3):
+                oa[i, r] = cb[i, r] - gv[r]
+                oa[i, 3 + r] = cb[i, 3 + r]
+        else:
+            for r in range(6):
+                oa[i, r] = oa[lam, r] + cb[i, r]
+        for k in range(nd):
+            s = u[d0 + k]
+            for r in range(6):
+                s -= U[i, k, r] * oa[i, r]
+            w[k] = s
+        for k in range(nd):
+            s = 0.0
+            for j in range(nd):
+                s += Dinv[i, k, j] * w[j]
+            qdd[d0 + k] = s
+        for r in range(6):
+            s = 0.0
+            for k in range(nd):
+                s += J[d0 + k, r] * qdd[d0 + k]
+            oa[i, r] += s
+
+
+@njit(cache=True)
+def aba_range(li, lf, gv, bl, bf, q, v, tau, fext, qdd, start, stop):
+    """``qdd`` (B, nv) for q (B, nq), v, tau (B, nv); fext (B, nbody, 6) or (0, nbody, 6) for none.
+    States ``start`` to ``stop - 1``, on the calling thread."""
+    L = li.shape[0]
+    nv = tau.shape[1]
+    buf = np.empty(217 * L + 7 * nv + 105)
+    R, o = view3(buf, 0, L, 3, 3)
+    p, o = view2(buf, o, L, 3)
+    oR, o = view3(buf, o, L, 3, 3)
+    op, o = view2(buf, o, L, 3)
+    RJ, o = view2(buf, o, 3, 3)
+    J, o = view2(buf, o, nv, 6)
+    ov, o = view2(buf, o, L, 6)
+    vJ, o = view2(buf, o, L, 6)
+    oY, o = view2(buf, o, L, 13)
+    IA, o = view3(buf, o, L, 6, 6)
+    U, o = view3(buf, o, L, 6, 6)
+    UD, o = view3(buf, o, L, 6, 6)
+    Dinv, o = view3(buf, o, L, 6, 6)
+    tmp66, o = view2(buf, o, 6, 6)
+    chol, o = view2(buf, o, 6, 6)
+    cb, o = view2(buf, o, L, 6)
+    pA, o = view2(buf, o, L, 6)
+    oa, o = view2(buf, o, L, 6)
+    u, o = view1(buf, o, nv)
+    fl, o = view2(buf, o, L, 6)
+    tmp, o = view2(buf, o, 4, 6)
+    has_fext = fext.shape[0] > 0
+    for b in range(start, stop):
+        if has_fext:
+            link_external_forces(bl, bf, fext[b], fl)
+        world_kinematics(li, lf, q[b], v[b], RJ, R, p, oR, op, J, ov, vJ, tmp[0])
+        world_inertias(li, lf, oR, op, oY)
+        bias_forces(li, oY, ov, vJ, has_fext, fl, oR, op, cb, pA, tmp)
+        articulated_inertias(li, lf, oY, J, IA, U, UD, Dinv, tmp66, chol)
+        aba_bias_pass(li, J, tau[b], IA, U, UD, cb, pA, u)
+        aba_acceleration_pass(li, gv, J, U, Dinv, cb, u, qdd[b], oa)
+
+
+@njit(cache=True, parallel=True)
+def aba_parallel(li, lf, gv, bl, bf, q, v, tau, fext, qdd, nt):
+    """As :func:`aba_range` on the whole batch, in ``nt`` slices on the worker threads."""
+    B = q.shape[0]
+    for c in prange(nt):
+        aba_range(li, lf, gv, bl, bf, q, v, tau, fext, qdd, c * B // nt, (c + 1) * B // nt)

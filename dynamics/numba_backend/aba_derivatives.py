@@ -1,0 +1,107 @@
+"""Compiled first-order partial derivatives of forward dynamics, fused per state (seed 000
+Algorithm 3, completely fused as in seed 000 Sec. IV-B): ABA gives ``qdd``; the analytical
+``M^-1`` reuses ABA's articulated inertias; ∇RNEA is evaluated with ``qdd`` as input, reusing
+ABA's world kinematics and accelerations (:mod:`.rnea_derivatives`); then
+``∂a/∂q = -M^-1 ∂τ/∂q``, ``∂a/∂v = -M^-1 ∂τ/∂v``, ``∂a/∂τ = M^-1``.
+With ``M^-1`` given, its computation is skipped (Dadu-RBD's ΔiFD, seed 001 Table I).
+
+The two dense products are the only O(nv^3) step; they go to BLAS (``np.dot``, single-threaded for
+these sizes) rather than a hand-written loop, which is several times slower.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from . import cache as _cache  # noqa: F401  (first: package-wide stamp for numba's on-disk cache)
+
+from .aba import aba_acceleration_pass, aba_bias_pass, articulated_inertias, bias_forces
+from .minv import minv_backward, minv_forward
+from .rnea import link_external_forces
+from .rnea_derivatives import rnea_derivatives_pass
+from .scratch import view1, view2, view3
+from .world import world_inertias, world_kinematics
+
+
+@njit(cache=True)
+def neg_product(Mi, X, out):
+    """``out = -Mi X`` (all (nv, nv), C-contiguous)."""
+    np.dot(Mi, X, out)
+    n = out.shape[0]
+    for r in range(n):
+        for c in range(n):
+            out[r, c] = -out[r, c]
+
+
+@njit(cache=True)
+def aba_derivatives_range(li, lf, gv, bl, bf, q, v, tau, fext, minv_in, out, start, stop):
+    """``out[0] = ∂a/∂q``, ``out[1] = ∂a/∂v``, ``out[2] = ∂a/∂τ`` (3, B, nv, nv) for q (B, nq),
+    v, tau (B, nv); fext (B, nbody, 6) or (0, nbody, 6) for none; minv_in (B, nv, nv), or
+    (0, nv, nv) to compute ``M^-1``. States ``start`` to ``stop - 1``, on the calling thread."""
+    L = li.shape[0]
+    nv = v.shape[1]
+    buf = np.empty(253 * L + 56 * nv + 12 * L * nv + 2 * nv * nv + 105)
+    R, o = view3(buf, 0, L, 3, 3)
+    p, o = view2(buf, o, L, 3)
+    oR, o = view3(buf, o, L, 3, 3)
+    op, o = view2(buf, o, L, 3)
+    RJ, o = view2(buf, o, 3, 3)
+    J, o = view2(buf, o, nv, 6)
+    ov, o = view2(buf, o, L, 6)
+    vJ, o = view2(buf, o, L, 6)
+    oY, o = view2(buf, o, L, 13)
+    IA, o = view3(buf, o, L, 6, 6)
+    U, o = view3(buf, o, L, 6, 6)
+    UD, o = view3(buf, o, L, 6, 6)
+    Dinv, o = view3(buf, o, L, 6, 6)
+    tmp66, o = view2(buf, o, 6, 6)
+    chol, o = view2(buf, o, 6, 6)
+    cb, o = view2(buf, o, L, 6)
+    pA, o = view2(buf, o, L, 6)
+    oa, o = view2(buf, o, L, 6)
+    u, o = view1(buf, o, nv)
+    qdd, o = view1(buf, o, nv)
+    F, o = view3(buf, o, L, nv, 6)
+    P, o = view3(buf, o, L, nv, 6)
+    ws, o = view3(buf, o, 4, L, 6)
+    dY, o = view2(buf, o, L, 12)
+    cols, o = view3(buf, o, 8, nv, 6)
+    dtq, o = view2(buf, o, nv, nv)
+    dtv, o = view2(buf, o, nv, nv)
+    tmp, o = view2(buf, o, 4, 6)
+    fl, o = view2(buf, o, L, 6)
+    has_fext = fext.shape[0] > 0
+    has_minv = minv_in.shape[0] > 0
+    for b in range(start, stop):
+        if has_fext:
+            link_external_forces(bl, bf, fext[b], fl)
+        world_kinematics(li, lf, q[b], v[b], RJ, R, p, oR, op, J, ov, vJ, tmp[0])
+        world_inertias(li, lf, oR, op, oY)
+        bias_forces(li, oY, ov, vJ, has_fext, fl, oR, op, cb, pA, tmp)
+        articulated_inertias(li, lf, oY, J, IA, U, UD, Dinv, tmp66, chol)
+        aba_bias_pass(li, J, tau[b], IA, U, UD, cb, pA, u)
+        aba_acceleration_pass(li, gv, J, U, Dinv, cb, u, qdd, oa)
+        Mi = out[2, b]
+        if has_minv:
+            for r in range(nv):
+                for c in range(nv):
+                    Mi[r, c] = minv_in[b, r, c]
+        else:
+            for r in range(nv):
+                for c in range(nv):
+                    Mi[r, c] = 0.0
+            minv_backward(li, J, UD, Dinv, F, Mi)
+            minv_forward(li, J, U, Dinv, P, Mi)
+        # ∇RNEA at (q, v, qdd); oY becomes the composite inertias
+        rnea_derivatives_pass(li, gv, J, ov, oa, oY, has_fext, fl, oR, op, ws, dY, cols, dtq, dtv)
+        neg_product(Mi, dtq, out[0, b])
+        neg_product(Mi, dtv, out[1, b])
+
+
+@njit(cache=True, parallel=True)
+def aba_derivatives_parallel(li, lf, gv, bl, bf, q, v, tau, fext, minv_in, out, nt):
+    """As :func:`aba_derivatives_range` on the whole batch, in ``nt`` slices on the worker threads."""
+    B = q.shape[0]
+    for c in prange(nt):
+        aba_derivatives_range(li, lf, gv, bl, bf, q, v, tau, fext, minv_in, out, c * B // nt, (c + 1) * B // nt)

@@ -1,0 +1,78 @@
+"""Compiled Composite Rigid Body Algorithm (Featherstone RBDA Table 6.2) in world coordinates,
+armature on the diagonal.
+
+Composite inertias are accumulated at the world origin in compact rigid-body form (13 additions per
+link, :mod:`.world`); the column ``F_d = I^c_i J_d`` of each dof is computed once, and
+``M[d, c] = J_d^T F_c`` for the dofs ``c`` of the subtree of link ``i`` (every other entry of the
+rows of ``i`` is zero).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from . import cache as _cache  # noqa: F401  (first: package-wide stamp for numba's on-disk cache)
+
+from .packing import LF_ARM, LI_DOFADR, LI_NV, LI_PARENT, LI_SUBEND
+from .scratch import view1, view2, view3
+from .spatial import inertia_mul
+from .world import world_inertias, world_kinematics
+
+
+@njit(cache=True)
+def crba_pass(li, lf, oY, J, F, M):
+    """``M`` (nv, nv) from the world inertias ``oY`` (turned into composite inertias) and columns
+    ``J``; ``F`` is (nv, 6) scratch."""
+    nv = M.shape[0]
+    for r in range(nv):
+        for c in range(nv):
+            M[r, c] = 0.0
+    for i in range(li.shape[0] - 1, -1, -1):
+        d0 = li[i, LI_DOFADR]
+        nd = li[i, LI_NV]
+        for k in range(nd):
+            inertia_mul(oY, i, J[d0 + k], F[d0 + k])
+        for k in range(nd):
+            d = d0 + k
+            for c in range(d, li[i, LI_SUBEND]):
+                s = 0.0
+                for r in range(6):
+                    s += J[d, r] * F[c, r]
+                M[d, c] = s
+                M[c, d] = s
+            M[d, d] += lf[i, LF_ARM + k]
+        lam = li[i, LI_PARENT]
+        if lam >= 0:
+            for k in range(13):
+                oY[lam, k] += oY[i, k]
+
+
+@njit(cache=True)
+def crba_range(li, lf, q, M, start, stop):
+    """``M`` (B, nv, nv) for q (B, nq). States ``start`` to ``stop - 1``, on the calling thread."""
+    L = li.shape[0]
+    nv = M.shape[1]
+    buf = np.empty(37 * L + 12 * nv + 15)
+    R, o = view3(buf, 0, L, 3, 3)
+    p, o = view2(buf, o, L, 3)
+    oR, o = view3(buf, o, L, 3, 3)
+    op, o = view2(buf, o, L, 3)
+    RJ, o = view2(buf, o, 3, 3)
+    J, o = view2(buf, o, nv, 6)
+    F, o = view2(buf, o, nv, 6)
+    oY, o = view2(buf, o, L, 13)
+    t, o = view1(buf, o, 6)
+    no_v = buf[:0]
+    for b in range(start, stop):
+        world_kinematics(li, lf, q[b], no_v, RJ, R, p, oR, op, J, oY, oY, t)  # (no velocities)
+        world_inertias(li, lf, oR, op, oY)
+        crba_pass(li, lf, oY, J, F, M[b])
+
+
+@njit(cache=True, parallel=True)
+def crba_parallel(li, lf, q, M, nt):
+    """As :func:`crba_range` on the whole batch, in ``nt`` slices on the worker threads."""
+    B = q.shape[0]
+    for c in prange(nt):
+        crba_range(li, lf, q, M, c * B // nt, (c + 1) * B // nt)

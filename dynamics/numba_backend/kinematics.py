@@ -1,0 +1,274 @@
+"""Compiled forward kinematics, frame Jacobians and their time variation, centre of mass; the same
+definitions as :mod:`dynamics.numpy_backend.kinematics` (Pinocchio's reference frames).
+
+A *frame* is given as a link index (``-1`` for frames fixed to the world) and its placement row
+``(R row-major, p)`` in that link's frame (:mod:`.packing`). Reference frame codes:
+``0`` local, ``1`` world, ``2`` local_world_aligned. Jacobian columns are only computed for the
+dofs that move the frame (its link's supported dofs); every other column is zero.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from . import cache as _cache  # noqa: F401  (first: package-wide stamp for numba's on-disk cache)
+
+from .joints import all_placements, world_placements
+from .packing import FR_P, FR_R, LF_COM, LF_MASS, LF_ST, LI_DOFADR, LI_NSUP, LI_NV, LI_PARENT, LI_SUP
+from .scratch import view1, view2, view3
+from .spatial import mot_cross, mot_to_child, mot_to_parent
+
+REF_LOCAL, REF_WORLD, REF_LWA = 0, 1, 2
+
+
+@njit(cache=True)
+def frame_world(oR, op, link, ff, f, oRf, opf):
+    """World placement ``(oRf, opf)`` of frame row ``ff[f]`` attached to ``link``."""
+    if link < 0:
+        for r in range(3):
+            opf[r] = ff[f, FR_P + r]
+            for c in range(3):
+                oRf[r, c] = ff[f, FR_R + 3 * r + c]
+        return
+    for r in range(3):
+        opf[r] = op[link, r] + (oR[link, r, 0] * ff[f, FR_P] + oR[link, r, 1] * ff[f, FR_P + 1]
+                                + oR[link, r, 2] * ff[f, FR_P + 2])
+        for c in range(3):
+            oRf[r, c] = (oR[link, r, 0] * ff[f, FR_R + c] + oR[link, r, 1] * ff[f, FR_R + 3 + c]
+                         + oR[link, r, 2] * ff[f, FR_R + 6 + c])
+
+
+@njit(cache=True)
+def placements_range(li, lf, q, flink, ff, oRf, opf, start, stop):
+    """World placements ``oRf`` (B, nf, 3, 3), ``opf`` (B, nf, 3) of the frames ``flink`` (nf,),
+    ``ff`` (nf, 12) for q (B, nq). Runs states ``start`` to ``stop - 1`` on the calling thread."""
+    L = li.shape[0]
+    buf = np.empty(24 * L + 9)
+    R, o = view3(buf, 0, L, 3, 3)
+    p, o = view2(buf, o, L, 3)
+    oR, o = view3(buf, o, L, 3, 3)
+    op, o = view2(buf, o, L, 3)
+    RJ, o = view2(buf, o, 3, 3)
+    for b in range(start, stop):
+        all_placements(li, lf, q[b], RJ, R, p)
+        world_placements(li, R, p, oR, op)
+        for f in range(flink.shape[0]):
+            frame_world(oR, op, flink[f], ff, f, oRf[b, f], opf[b, f])
+
+
+@njit(cache=True, parallel=True)
+def placements_parallel(li, lf, q, flink, ff, oRf, opf, nt):
+    """As :func:`placements_range`, in ``nt`` slices on the worker threads."""
+    B = q.shape[0]
+    for c in prange(nt):
+        placements_range(li, lf, q, flink, ff, oRf, opf, c * B // nt, (c + 1) * B // nt)
+
+
+@njit(cache=True)
+def _world_columns(li, lf, oR, op, link, Jw, t):
+    """World Jacobian columns ``Jw[d] = Ad(oM_link(d)) S_d`` (nv, 6) of the dofs supporting ``link``."""
+    j = link
+    while j >= 0:
+        d0 = li[j, LI_DOFADR]
+        for k in range(li[j, LI_NV]):
+            for r in range(6):
+                t[r] = lf[j, LF_ST + 6 * k + r]
+            mot_to_parent(oR[j], op[j], t, Jw[d0 + k])
+        j = li[j, LI_PARENT]
+
+
+@njit(cache=True)
+def _world_column_rates(li, link, v, Jw, dJw, chain, ov, t):
+    """``dJw[d] = ov_link(d) x Jw[d]`` with ``ov_l`` the world spatial velocity of link ``l``."""
+    n = 0
+    j = link
+    while j >= 0:
+        chain[n] = j
+        n += 1
+        j = li[j, LI_PARENT]
+    for r in range(6):
+        ov[r] = 0.0
+    for m in range(n - 1, -1, -1):   # root first
+        j = chain[m]
+        d0 = li[j, LI_DOFADR]
+        nd = li[j, LI_NV]
+        for k in range(nd):
+            for r in range(6):
+                ov[r] += Jw[d0 + k, r] * v[d0 + k]
+        for k in range(nd):
+            mot_cross(ov, Jw[d0 + k], dJw[d0 + k])
+
+
+@njit(cache=True)
+def frame_jacobian_knot(li, lf, oR, op, link, ff, v, ref, with_dJ, Jw, dJw, chain, oRf, opf, tmp, J, dJ):
+    """Frame Jacobian ``J`` (6, nv) in reference ``ref`` and, if ``with_dJ``, its time variation
+    ``dJ`` (6, nv) along ``v``."""
+    nv = J.shape[1]
+    for r in range(6):
+        for c in range(nv):
+            J[r, c] = 0.0
+            if with_dJ:
+                dJ[r, c] = 0.0
+    if link < 0:
+        return
+    frame_world(oR, op, link, ff, link - link, oRf, opf)  # row 0 (a non-literal index: one compilation)
+    t = tmp[0]
+    vf = tmp[1]
+    x = tmp[2]
+    _world_columns(li, lf, oR, op, link, Jw, t)
+    if with_dJ:
+        _world_column_rates(li, link, v, Jw, dJw, chain, tmp[3], t)
+    nsup = li[link, LI_NSUP]
+    if ref == REF_LOCAL:
+        for s in range(nsup):
+            d = li[link, LI_SUP + s]
+            mot_to_child(oRf, opf, Jw[d], t)
+            for r in range(6):
+                J[r, d] = t[r]
+        if with_dJ:
+            for r in range(6):
+                vf[r] = 0.0
+                for s in range(nsup):
+                    d = li[link, LI_SUP + s]
+                    vf[r] += J[r, d] * v[d]
+            for s in range(nsup):
+                d = li[link, LI_SUP + s]
+                mot_to_child(oRf, opf, dJw[d], t)
+                for r in range(6):
+                    x[r] = J[r, d]
+                mot_cross(vf, x, x)
+                for r in range(6):
+                    dJ[r, d] = t[r] - x[r]
+    elif ref == REF_WORLD:
+        for s in range(nsup):
+            d = li[link, LI_SUP + s]
+            for r in range(6):
+                J[r, d] = Jw[d, r]
+                if with_dJ:
+                    dJ[r, d] = dJw[d, r]
+    else:
+        # local_world_aligned: linear part taken at the frame origin, [1, -[opf]x; 0, 1] Jw
+        for s in range(nsup):
+            d = li[link, LI_SUP + s]
+            J[0, d] = Jw[d, 0] - (opf[1] * Jw[d, 5] - opf[2] * Jw[d, 4])
+            J[1, d] = Jw[d, 1] - (opf[2] * Jw[d, 3] - opf[0] * Jw[d, 5])
+            J[2, d] = Jw[d, 2] - (opf[0] * Jw[d, 4] - opf[1] * Jw[d, 3])
+            for r in range(3, 6):
+                J[r, d] = Jw[d, r]
+        if with_dJ:
+            pd0 = 0.0
+            pd1 = 0.0
+            pd2 = 0.0
+            for s in range(nsup):
+                d = li[link, LI_SUP + s]
+                pd0 += J[0, d] * v[d]
+                pd1 += J[1, d] * v[d]
+                pd2 += J[2, d] * v[d]
+            for s in range(nsup):
+                d = li[link, LI_SUP + s]
+                # transform of dJw, then minus pdot x Jw_angular
+                dJ[0, d] = dJw[d, 0] - (opf[1] * dJw[d, 5] - opf[2] * dJw[d, 4]) - (pd1 * Jw[d, 5] - pd2 * Jw[d, 4])
+                dJ[1, d] = dJw[d, 1] - (opf[2] * dJw[d, 3] - opf[0] * dJw[d, 5]) - (pd2 * Jw[d, 3] - pd0 * Jw[d, 5])
+                dJ[2, d] = dJw[d, 2] - (opf[0] * dJw[d, 4] - opf[1] * dJw[d, 3]) - (pd0 * Jw[d, 4] - pd1 * Jw[d, 3])
+                for r in range(3, 6):
+                    dJ[r, d] = dJw[d, r]
+
+
+@njit(cache=True)
+def frame_jacobian_range(li, lf, q, v, flink, ff, ref, J, dJ, start, stop):
+    """Jacobian ``J`` (B, 6, nv) of the frame ``flink`` (1,), ``ff`` (1, 12) in reference ``ref``; if
+    ``dJ`` is (B, 6, nv) also its time variation along ``v`` (B, nv) (pass (0, 6, nv) and any
+    (>=1, nv) ``v`` for the Jacobian alone). Runs states ``start`` to ``stop - 1`` on the calling thread."""
+    L = li.shape[0]
+    nv = J.shape[2]
+    buf = np.empty(24 * L + 12 * nv + 45)
+    R, o = view3(buf, 0, L, 3, 3)
+    p, o = view2(buf, o, L, 3)
+    oR, o = view3(buf, o, L, 3, 3)
+    op, o = view2(buf, o, L, 3)
+    RJ, o = view2(buf, o, 3, 3)
+    Jw, o = view2(buf, o, nv, 6)
+    dJw, o = view2(buf, o, nv, 6)
+    oRf, o = view2(buf, o, 3, 3)
+    opf, o = view1(buf, o, 3)
+    tmp, o = view2(buf, o, 4, 6)
+    chain = np.empty(L, dtype=np.int64)
+    with_dJ = dJ.shape[0] > 0
+    link = flink[0]
+    for b in range(start, stop):
+        all_placements(li, lf, q[b], RJ, R, p)
+        world_placements(li, R, p, oR, op)
+        # without dJ, J[b] stands in for dJ and v[0] for v (neither is touched)
+        frame_jacobian_knot(li, lf, oR, op, link, ff, v[b if with_dJ else 0], ref, with_dJ, Jw, dJw, chain, oRf,
+                            opf, tmp, J[b], dJ[b] if with_dJ else J[b])
+
+
+@njit(cache=True, parallel=True)
+def frame_jacobian_parallel(li, lf, q, v, flink, ff, ref, J, dJ, nt):
+    """As :func:`frame_jacobian_range`, in ``nt`` slices on the worker threads."""
+    B = q.shape[0]
+    for c in prange(nt):
+        frame_jacobian_range(li, lf, q, v, flink, ff, ref, J, dJ, c * B // nt, (c + 1) * B // nt)
+
+
+@njit(cache=True)
+def com_range(li, lf, gv, q, com, J, start, stop):
+    """Centre of mass ``com`` (B, 3) and, if ``J`` is (B, 3, nv), its Jacobian (pass (0, 3, nv) for
+    the centre of mass alone). Runs states ``start`` to ``stop - 1`` on the calling thread."""
+    L = li.shape[0]
+    buf = np.empty(31 * L + 21)
+    R, o = view3(buf, 0, L, 3, 3)
+    p, o = view2(buf, o, L, 3)
+    oR, o = view3(buf, o, L, 3, 3)
+    op, o = view2(buf, o, L, 3)
+    RJ, o = view2(buf, o, 3, 3)
+    x, o = view2(buf, o, L, 3)
+    msub, o = view1(buf, o, L)
+    mx, o = view2(buf, o, L, 3)
+    t, o = view1(buf, o, 6)
+    jc, o = view1(buf, o, 6)
+    with_J = J.shape[0] > 0
+    M = gv[3]
+    for b in range(start, stop):
+        all_placements(li, lf, q[b], RJ, R, p)
+        world_placements(li, R, p, oR, op)
+        for i in range(L):
+            for r in range(3):
+                x[i, r] = op[i, r] + (oR[i, r, 0] * lf[i, LF_COM] + oR[i, r, 1] * lf[i, LF_COM + 1]
+                                      + oR[i, r, 2] * lf[i, LF_COM + 2])
+        for r in range(3):
+            s = 0.0
+            for i in range(L):
+                s += lf[i, LF_MASS] * x[i, r]
+            com[b, r] = s / M
+        if not with_J:
+            continue
+        for i in range(L):
+            msub[i] = lf[i, LF_MASS]
+            for r in range(3):
+                mx[i, r] = lf[i, LF_MASS] * x[i, r]
+        for i in range(L - 1, -1, -1):
+            lam = li[i, LI_PARENT]
+            if lam >= 0:
+                msub[lam] += msub[i]
+                for r in range(3):
+                    mx[lam, r] += mx[i, r]
+        for i in range(L):
+            d0 = li[i, LI_DOFADR]
+            for k in range(li[i, LI_NV]):
+                for r in range(6):
+                    t[r] = lf[i, LF_ST + 6 * k + r]
+                mot_to_parent(oR[i], op[i], t, jc)
+                # msub v_lin + w x (m x)_subtree
+                J[b, 0, d0 + k] = (msub[i] * jc[0] + (jc[4] * mx[i, 2] - jc[5] * mx[i, 1])) / M
+                J[b, 1, d0 + k] = (msub[i] * jc[1] + (jc[5] * mx[i, 0] - jc[3] * mx[i, 2])) / M
+                J[b, 2, d0 + k] = (msub[i] * jc[2] + (jc[3] * mx[i, 1] - jc[4] * mx[i, 0])) / M
+
+
+@njit(cache=True, parallel=True)
+def com_parallel(li, lf, gv, q, com, J, nt):
+    """As :func:`com_range`, in ``nt`` slices on the worker threads."""
+    B = q.shape[0]
+    for c in prange(nt):
+        com_range(li, lf, gv, q, com, J, c * B // nt, (c + 1) * B // nt)
