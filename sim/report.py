@@ -190,7 +190,8 @@ def write_summary(summary: dict, path: Path) -> Path:
 def write_trajectory(result: SimResult, path: Path, metrics: dict | None = None) -> Path:
     """``.npz`` with per-step arrays ``t, q, v, x, u, u_cmd, plan_age``, per-update arrays
     ``update_t, update_t_applied`` (NaN: never applied), ``update_latency``,
-    ``update_<stage>`` (solver stage times), ``update_iterations``, ``update_cost``, and
+    ``update_time_<stage>`` (solver stage times), ``update_iterations``, ``update_cost`` (the
+    solver's final cost), and
     ``metric_<name>`` per task metric. Times in s."""
     m = result.model
     ups = result.updates
@@ -202,7 +203,7 @@ def write_trajectory(result: SimResult, path: Path, metrics: dict | None = None)
               "update_iterations": np.array([u.info.get("iterations", -1) for u in ups]),
               "update_cost": np.array([u.info.get("cost", np.nan) for u in ups], dtype=float)}
     for s in STAGES:
-        arrays[f"update_{s}"] = np.array([float(u.info.get("timings", {}).get(s, np.nan)) for u in ups])
+        arrays[f"update_time_{s}"] = np.array([float(u.info.get("timings", {}).get(s, np.nan)) for u in ups])
     for k, v in (metrics or {}).items():
         arrays[f"metric_{k}"] = np.asarray(v)
     path = Path(path)

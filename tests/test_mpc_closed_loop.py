@@ -59,6 +59,8 @@ def test_lockstep_reaching_succeeds_and_reports(tmp_path):
     assert json.loads(path.read_text())["timing"]["updates"] == len(r.updates)
     npz = np.load(report.write_trajectory(r, tmp_path / "traj.npz", metrics))
     np.testing.assert_array_equal(npz["x"], r.x)
+    np.testing.assert_array_equal(npz["update_cost"], [rec.cost for rec in ctrl.records])
+    np.testing.assert_array_equal(npz["update_time_cost"], [rec.timings["cost"] for rec in ctrl.records])
     pytest.importorskip("matplotlib", reason="plots need the optional matplotlib (the 'plot' extra)")
     from sim import plots
     for f in (plots.plot_tracking(r, metrics, tmp_path / "tracking.png", threshold=task.reach_tolerance),
