@@ -265,5 +265,8 @@ def format_summary(summary: dict) -> str:
     if crit:
         verdict += (f" (criteria: each target within {crit.get('reach_tolerance', 0) * 100:g} cm in at most "
                     f"{crit.get('reach_time')} s, no torque-limit violation)")
+    not_run = [r["index"] for r in rows or [] if r["t_start_s"] is None]
+    if not_run:
+        verdict += f"; targets {', '.join(map(str, not_run))} not run (the duration is shorter than the task's)"
     lines.append(verdict)
     return "\n".join(lines)
