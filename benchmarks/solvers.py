@@ -2,7 +2,8 @@
 (derivatives / backward pass / forward pass / cost), on the iiwa reaching problem for horizons
 N ∈ {16, 32, 64, 128}; and, in the same run when ``crocoddyl`` is importable, Crocoddyl's
 ``SolverFDDP`` on the identical problem (same MJCF, armature, costs, weights, symplectic Euler;
-joint damping off on both sides since Crocoddyl's free dynamics has none), with the ratio
+joint damping off on both sides since Crocoddyl's free dynamics has none; control bounds off on
+both sides, or on both with ``--box``: ``SolverBoxFDDP``), with the ratio
 ``ours / crocoddyl`` per iteration (below 1: we are faster).
 
 Per-iteration time = (time of a K-iteration solve − time of a 0-iteration solve) / K, both from
@@ -62,6 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--backends", default="numpy", help="comma-separated dynamics backends (default numpy)")
     ap.add_argument("--solvers", default="ilqr,ddp", help="comma-separated: ilqr, ddp (default both)")
     ap.add_argument("--line-search", default="backtracking", choices=("backtracking", "parallel"))
+    ap.add_argument("--box", action="store_true",
+                    help="control bounds on: our solvers with box=True vs Crocoddyl's SolverBoxFDDP (default:\n"
+                         "box=False vs SolverFDDP; the bounds are inactive at the optimum either way)")
     ap.add_argument("--no-crocoddyl", action="store_true", help="skip Crocoddyl even if it is importable")
     ap.add_argument("--crocoddyl-threads", type=int, default=1,
                     help="Crocoddyl's ShootingProblem.nthreads (default 1: single thread, like our solvers; its\n"
@@ -95,9 +99,9 @@ def make_problem(N: int, dt: float, backend: str):
     return task.build_problem(task.initial_state(), N, dt, backend=backend, passive_forces=False)
 
 
-def time_ours(problem, solver_cls, K: int, repeats: int, line_search: str) -> dict[str, Any]:
+def time_ours(problem, solver_cls, K: int, repeats: int, line_search: str, box: bool) -> dict[str, Any]:
     xs0, us0 = problem.initial_guess()
-    solver = solver_cls(problem, refresh_gains=False, line_search=line_search)
+    solver = solver_cls(problem, refresh_gains=False, line_search=line_search, box=box)
     runs: dict[int, list[dict]] = {0: [], K: []}
 
     def solve(k):
@@ -115,15 +119,15 @@ def time_ours(problem, solver_cls, K: int, repeats: int, line_search: str) -> di
             "solve_s": t_k.seconds, "setup_s": t_0.seconds}
 
 
-def time_crocoddyl(problem, K: int, repeats: int, threads: int) -> dict[str, Any]:
+def time_crocoddyl(problem, K: int, repeats: int, threads: int, box: bool) -> dict[str, Any]:
     import crocoddyl
 
     from solvers.crocoddyl_problem import build_crocoddyl_problem
-    cp = build_crocoddyl_problem(problem)
+    cp = build_crocoddyl_problem(problem, bounds=box)
     cp.nthreads = threads        # its OpenMP loop over knots; our solvers run on one thread
     xs0, us0 = problem.initial_guess()
     xs0, us0 = list(xs0), list(us0)
-    solver = crocoddyl.SolverFDDP(cp)
+    solver = crocoddyl.SolverBoxFDDP(cp) if box else crocoddyl.SolverFDDP(cp)
     solver.th_stop = 1e-300   # (must be > 0) never stop early: K full iterations
     info = {}
 
@@ -136,7 +140,7 @@ def time_crocoddyl(problem, K: int, repeats: int, threads: int) -> dict[str, Any
     iters = max(int(info[K][0]), 1)
     return {"per_iteration_s": (t_k.seconds - t_0.seconds) / iters, "iterations": iters,
             "cost_after": float(info[K][1]), "solve_s": t_k.seconds, "setup_s": t_0.seconds,
-            "solver": "crocoddyl.SolverFDDP", "version": getattr(crocoddyl, "__version__", "?"),
+            "solver": "crocoddyl." + type(solver).__name__, "version": getattr(crocoddyl, "__version__", "?"),
             "threads": int(cp.nthreads)}
 
 
@@ -162,31 +166,32 @@ def run(args) -> dict[str, Any]:
         croc = None
         if have_croc:
             print(f"[solvers benchmark] N={N} crocoddyl", file=sys.stderr)
-            croc = time_crocoddyl(make_problem(N, args.dt, "numpy"), K, repeats, args.crocoddyl_threads)
-            entries.append({"horizon": N, "solver": "crocoddyl-fddp", "backend": "crocoddyl", **croc})
+            croc = time_crocoddyl(make_problem(N, args.dt, "numpy"), K, repeats, args.crocoddyl_threads, args.box)
+            entries.append({"horizon": N, "backend": "crocoddyl", **croc})
         for be in backends:
             dynamics.get_backend(be).warmup(dynamics.load_model("iiwa"))
             problem = make_problem(N, args.dt, be)
             for s in solver_names:
                 print(f"[solvers benchmark] N={N} {s} ({be})", file=sys.stderr)
-                e = {"horizon": N, "solver": s, "backend": be, "line_search": args.line_search,
-                     **time_ours(problem, SOLVERS[s], K, repeats, args.line_search)}
+                e = {"horizon": N, "solver": s, "backend": be, "line_search": args.line_search, "box": args.box,
+                     **time_ours(problem, SOLVERS[s], K, repeats, args.line_search, args.box)}
                 e["ratio_vs_crocoddyl"] = (e["per_iteration_s"] / croc["per_iteration_s"]) if croc else None
                 entries.append(e)
     return {"benchmark": "solvers", "problem": {"task": "iiwa-reach", "dt": args.dt, "passive_forces": False,
-                                                "integrator": "euler", "initial_guess": "gravity compensation"},
+                                                "integrator": "euler", "initial_guess": "gravity compensation",
+                                                "control_bounds": args.box},
             "iterations_per_timed_solve": K, "repeats": repeats, "crocoddyl_available": have_croc,
             "results": entries, "machine": machine_info(), "wall_s": time.perf_counter() - t_start}
 
 
 def format_table(result: dict[str, Any]) -> str:
-    lines = [f"{'N':>4} {'solver':<15} {'backend':<9} {'ms/iter':>9} {'deriv':>8} {'backward':>9} {'forward':>9} "
+    lines = [f"{'N':>4} {'solver':<24} {'backend':<9} {'ms/iter':>9} {'deriv':>8} {'backward':>9} {'forward':>9} "
              f"{'cost':>7} {'vs croc':>8}"]
     for e in result["results"]:
         st = e.get("per_iteration_stage_s", {})
         ms = lambda k: f"{1e3 * st[k]:8.2f}" if k in st else f"{'':>8}"  # noqa: E731
         ratio = f"{e['ratio_vs_crocoddyl']:8.1f}" if e.get("ratio_vs_crocoddyl") else f"{'':>8}"
-        lines.append(f"{e['horizon']:>4} {e['solver']:<15} {e['backend']:<9} {1e3 * e['per_iteration_s']:9.2f} "
+        lines.append(f"{e['horizon']:>4} {e['solver']:<24} {e['backend']:<9} {1e3 * e['per_iteration_s']:9.2f} "
                      f"{ms('derivatives')} {ms('backward'):>9} {ms('forward'):>9} {ms('cost'):>7} {ratio}")
     return "\n".join(lines)
 
