@@ -13,10 +13,9 @@ Per-link joint matrices are stored with one 6-vector per joint dof: ``U[i, k] = 
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
-from . import cache as _cache  # noqa: F401  (first: package-wide stamp for numba's on-disk cache)
-
+from .jit import jit, jit_parallel
 from .packing import LF_ARM, LI_DOFADR, LI_NV, LI_PARENT
 from .rnea import link_external_forces
 from .scratch import view1, view2, view3
@@ -24,7 +23,7 @@ from .spatial import dense_inertia, force_cross, force_to_parent, inertia_mul, m
 from .world import world_inertias, world_kinematics
 
 
-@njit(cache=True)
+@jit
 def articulated_inertias(li, lf, oY, J, IA, U, UD, Dinv, tmp66, chol):
     """Backward inertia pass from the world rigid-body inertias ``oY``: articulated inertias ``IA``
     (L, 6, 6), ``U``, ``U D^-1`` (L, 6, 6) and ``D^-1`` (L, 6, 6)."""
@@ -34,6 +33,23 @@ def articulated_inertias(li, lf, oY, J, IA, U, UD, Dinv, tmp66, chol):
     for i in range(L - 1, -1, -1):
         d0 = li[i, LI_DOFADR]
         nd = li[i, LI_NV]
+        lam = li[i, LI_PARENT]
+        if nd == 1:  # hinge/slide: scalar D, operands in registers
+            j0, j1, j2, j3, j4, j5 = J[d0, 0], J[d0, 1], J[d0, 2], J[d0, 3], J[d0, 4], J[d0, 5]
+            for r in range(6):
+                U[i, 0, r] = (IA[i, r, 0] * j0 + IA[i, r, 1] * j1 + IA[i, r, 2] * j2 + IA[i, r, 3] * j3
+                              + IA[i, r, 4] * j4 + IA[i, r, 5] * j5)
+            di = 1.0 / (j0 * U[i, 0, 0] + j1 * U[i, 0, 1] + j2 * U[i, 0, 2] + j3 * U[i, 0, 3] + j4 * U[i, 0, 4]
+                        + j5 * U[i, 0, 5] + lf[i, LF_ARM])
+            Dinv[i, 0, 0] = di
+            for r in range(6):
+                UD[i, 0, r] = U[i, 0, r] * di
+            if lam >= 0:
+                for r in range(6):
+                    ur = UD[i, 0, r]
+                    for c in range(6):
+                        IA[lam, r, c] += IA[i, r, c] - ur * U[i, 0, c]
+            continue
         for k in range(nd):
             for r in range(6):
                 s = 0.0
@@ -54,7 +70,6 @@ def articulated_inertias(li, lf, oY, J, IA, U, UD, Dinv, tmp66, chol):
                 for j in range(nd):
                     s += U[i, j, r] * Dinv[i, j, k]
                 UD[i, k, r] = s
-        lam = li[i, LI_PARENT]
         if lam >= 0:
             for r in range(6):
                 for c in range(6):
@@ -64,7 +79,7 @@ def articulated_inertias(li, lf, oY, J, IA, U, UD, Dinv, tmp66, chol):
                     IA[lam, r, c] += s
 
 
-@njit(cache=True)
+@jit
 def bias_forces(li, oY, ov, vJ, has_fext, fl, oR, op, cb, pA, tmp):
     """Velocity-product accelerations ``c_i = ov_i x vJ_i`` and bias forces
     ``p^A_i = ov_i x* (oY_i ov_i) - f_ext,i`` (world, (L, 6))."""
@@ -80,7 +95,7 @@ def bias_forces(li, oY, ov, vJ, has_fext, fl, oR, op, cb, pA, tmp):
                 pA[i, r] -= t[r]
 
 
-@njit(cache=True)
+@jit
 def aba_bias_pass(li, J, tau, IA, U, UD, cb, pA, u):
     """Backward bias pass: ``u_i = tau_i - J_i^T p^A_i``;
     ``p^A_λ += p^A_i + I^A_i c_i + U_i D_i^-1 (u_i - U_i^T c_i)``."""
@@ -109,7 +124,7 @@ def aba_bias_pass(li, J, tau, IA, U, UD, cb, pA, u):
                 pA[lam, r] += s
 
 
-@njit(cache=True)
+@jit
 def aba_acceleration_pass(li, gv, J, U, Dinv, cb, u, qdd, oa):
     """Forward pass: ``a'_i = a_λ + c_i`` (``a_λ = -g`` at the root), ``qdd_i = D_i^-1 (u_i - U_i^T a'_i)``,
     ``a_i = a'_i + J_i qdd_i`` (world accelerations ``oa`` (L, 6), gravity included)."""
@@ -142,7 +157,7 @@ def aba_acceleration_pass(li, gv, J, U, Dinv, cb, u, qdd, oa):
             oa[i, r] += s
 
 
-@njit(cache=True)
+@jit
 def aba_range(li, lf, gv, bl, bf, q, v, tau, fext, qdd, start, stop):
     """``qdd`` (B, nv) for q (B, nq), v, tau (B, nv); fext (B, nbody, 6) or (0, nbody, 6) for none.
     States ``start`` to ``stop - 1``, on the calling thread."""
@@ -182,7 +197,7 @@ def aba_range(li, lf, gv, bl, bf, q, v, tau, fext, qdd, start, stop):
         aba_acceleration_pass(li, gv, J, U, Dinv, cb, u, qdd[b], oa)
 
 
-@njit(cache=True, parallel=True)
+@jit_parallel
 def aba_parallel(li, lf, gv, bl, bf, q, v, tau, fext, qdd, nt):
     """As :func:`aba_range` on the whole batch, in ``nt`` slices on the worker threads."""
     B = q.shape[0]

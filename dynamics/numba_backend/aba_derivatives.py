@@ -12,10 +12,9 @@ these sizes) rather than a hand-written loop, which is several times slower.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
-from . import cache as _cache  # noqa: F401  (first: package-wide stamp for numba's on-disk cache)
-
+from .jit import jit, jit_parallel
 from .aba import aba_acceleration_pass, aba_bias_pass, articulated_inertias, bias_forces
 from .minv import minv_backward, minv_forward
 from .rnea import link_external_forces
@@ -24,7 +23,7 @@ from .scratch import view1, view2, view3
 from .world import world_inertias, world_kinematics
 
 
-@njit(cache=True)
+@jit
 def neg_product(Mi, X, out):
     """``out = -Mi X`` (all (nv, nv), C-contiguous)."""
     np.dot(Mi, X, out)
@@ -34,7 +33,7 @@ def neg_product(Mi, X, out):
             out[r, c] = -out[r, c]
 
 
-@njit(cache=True)
+@jit
 def aba_derivatives_range(li, lf, gv, bl, bf, q, v, tau, fext, minv_in, out, start, stop):
     """``out[0] = ∂a/∂q``, ``out[1] = ∂a/∂v``, ``out[2] = ∂a/∂τ`` (3, B, nv, nv) for q (B, nq),
     v, tau (B, nv); fext (B, nbody, 6) or (0, nbody, 6) for none; minv_in (B, nv, nv), or
@@ -99,7 +98,7 @@ def aba_derivatives_range(li, lf, gv, bl, bf, q, v, tau, fext, minv_in, out, sta
         neg_product(Mi, dtv, out[1, b])
 
 
-@njit(cache=True, parallel=True)
+@jit_parallel
 def aba_derivatives_parallel(li, lf, gv, bl, bf, q, v, tau, fext, minv_in, out, nt):
     """As :func:`aba_derivatives_range` on the whole batch, in ``nt`` slices on the worker threads."""
     B = q.shape[0]

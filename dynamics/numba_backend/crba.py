@@ -10,17 +10,16 @@ rows of ``i`` is zero).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
-from . import cache as _cache  # noqa: F401  (first: package-wide stamp for numba's on-disk cache)
-
+from .jit import jit, jit_parallel
 from .packing import LF_ARM, LI_DOFADR, LI_NV, LI_PARENT, LI_SUBEND
 from .scratch import view1, view2, view3
 from .spatial import inertia_mul
 from .world import world_inertias, world_kinematics
 
 
-@njit(cache=True)
+@jit
 def crba_pass(li, lf, oY, J, F, M):
     """``M`` (nv, nv) from the world inertias ``oY`` (turned into composite inertias) and columns
     ``J``; ``F`` is (nv, 6) scratch."""
@@ -48,7 +47,7 @@ def crba_pass(li, lf, oY, J, F, M):
                 oY[lam, k] += oY[i, k]
 
 
-@njit(cache=True)
+@jit
 def crba_range(li, lf, q, M, start, stop):
     """``M`` (B, nv, nv) for q (B, nq). States ``start`` to ``stop - 1``, on the calling thread."""
     L = li.shape[0]
@@ -70,7 +69,7 @@ def crba_range(li, lf, q, M, start, stop):
         crba_pass(li, lf, oY, J, F, M[b])
 
 
-@njit(cache=True, parallel=True)
+@jit_parallel
 def crba_parallel(li, lf, q, M, nt):
     """As :func:`crba_range` on the whole batch, in ``nt`` slices on the worker threads."""
     B = q.shape[0]

@@ -16,17 +16,15 @@ The arithmetic follows :mod:`dynamics.lie` operation by operation (same Taylor-s
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
-from . import cache as _cache  # noqa: F401  (first: package-wide stamp for numba's on-disk cache)
-
+from .jit import jit
 from .packing import (J_BALL, J_FREE, J_HINGE, LF_ANCHOR, LF_AXIS, LF_P0, LF_QPOS0, LF_R0, LI_QADR,
                       LI_TYPE)
 
 _SMALL = 1e-6  # dynamics.lie._SMALL
 
 
-@njit(cache=True)
+@jit
 def _quat_rotation(q, a, RJ):
     """Rotation of the quaternion ``q[a:a+4]`` (w, x, y, z), normalised first (lie.quat_to_rotation)."""
     n = np.sqrt(q[a] * q[a] + q[a + 1] * q[a + 1] + q[a + 2] * q[a + 2] + q[a + 3] * q[a + 3])
@@ -45,7 +43,7 @@ def _quat_rotation(q, a, RJ):
     RJ[2, 2] = 1 - 2 * (x * x + y * y)
 
 
-@njit(cache=True)
+@jit
 def _rodrigues(w0, w1, w2, RJ):
     """``exp([w]x) = 1 + sinc(θ) [w]x + (1 - cos θ)/θ² [w]x²`` (lie.so3_exp)."""
     t2 = w0 * w0 + w1 * w1 + w2 * w2
@@ -68,7 +66,7 @@ def _rodrigues(w0, w1, w2, RJ):
     RJ[2, 1] = sc * w0 + cc * (w1 * w2)
 
 
-@njit(cache=True)
+@jit
 def link_placement(li, lf, i, q, RJ, R, p):
     """Placement ``(R, p)`` (3, 3), (3,) of link ``i`` in its parent link frame at configuration ``q``
     (nq,); ``RJ`` is (3, 3) scratch for the joint rotation."""
@@ -111,14 +109,14 @@ def link_placement(li, lf, i, q, RJ, R, p):
         p[r] = lf[i, LF_P0 + r] + (a0 * pj0 + a1 * pj1 + a2 * pj2)
 
 
-@njit(cache=True)
+@jit
 def all_placements(li, lf, q, RJ, R, p):
     """Placements of every link in its parent: ``R`` (L, 3, 3), ``p`` (L, 3)."""
     for i in range(li.shape[0]):
         link_placement(li, lf, i, q, RJ, R[i], p[i])
 
 
-@njit(cache=True)
+@jit
 def world_placements(li, R, p, oR, op):
     """World placements ``oR`` (L, 3, 3), ``op`` (L, 3) of every link from the parent placements."""
     for i in range(li.shape[0]):

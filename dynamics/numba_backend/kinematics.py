@@ -10,10 +10,9 @@ dofs that move the frame (its link's supported dofs); every other column is zero
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
-from . import cache as _cache  # noqa: F401  (first: package-wide stamp for numba's on-disk cache)
-
+from .jit import jit, jit_parallel
 from .joints import all_placements, world_placements
 from .packing import FR_P, FR_R, LF_COM, LF_MASS, LF_ST, LI_DOFADR, LI_NSUP, LI_NV, LI_PARENT, LI_SUP
 from .scratch import view1, view2, view3
@@ -22,7 +21,7 @@ from .spatial import mot_cross, mot_to_child, mot_to_parent
 REF_LOCAL, REF_WORLD, REF_LWA = 0, 1, 2
 
 
-@njit(cache=True)
+@jit
 def frame_world(oR, op, link, ff, f, oRf, opf):
     """World placement ``(oRf, opf)`` of frame row ``ff[f]`` attached to ``link``."""
     if link < 0:
@@ -39,7 +38,7 @@ def frame_world(oR, op, link, ff, f, oRf, opf):
                          + oR[link, r, 2] * ff[f, FR_R + 6 + c])
 
 
-@njit(cache=True)
+@jit
 def placements_range(li, lf, q, flink, ff, oRf, opf, start, stop):
     """World placements ``oRf`` (B, nf, 3, 3), ``opf`` (B, nf, 3) of the frames ``flink`` (nf,),
     ``ff`` (nf, 12) for q (B, nq). Runs states ``start`` to ``stop - 1`` on the calling thread."""
@@ -57,7 +56,7 @@ def placements_range(li, lf, q, flink, ff, oRf, opf, start, stop):
             frame_world(oR, op, flink[f], ff, f, oRf[b, f], opf[b, f])
 
 
-@njit(cache=True, parallel=True)
+@jit_parallel
 def placements_parallel(li, lf, q, flink, ff, oRf, opf, nt):
     """As :func:`placements_range`, in ``nt`` slices on the worker threads."""
     B = q.shape[0]
@@ -65,7 +64,7 @@ def placements_parallel(li, lf, q, flink, ff, oRf, opf, nt):
         placements_range(li, lf, q, flink, ff, oRf, opf, c * B // nt, (c + 1) * B // nt)
 
 
-@njit(cache=True)
+@jit
 def _world_columns(li, lf, oR, op, link, Jw, t):
     """World Jacobian columns ``Jw[d] = Ad(oM_link(d)) S_d`` (nv, 6) of the dofs supporting ``link``."""
     j = link
@@ -78,7 +77,7 @@ def _world_columns(li, lf, oR, op, link, Jw, t):
         j = li[j, LI_PARENT]
 
 
-@njit(cache=True)
+@jit
 def _world_column_rates(li, link, v, Jw, dJw, chain, ov, t):
     """``dJw[d] = ov_link(d) x Jw[d]`` with ``ov_l`` the world spatial velocity of link ``l``."""
     n = 0
@@ -100,7 +99,7 @@ def _world_column_rates(li, link, v, Jw, dJw, chain, ov, t):
             mot_cross(ov, Jw[d0 + k], dJw[d0 + k])
 
 
-@njit(cache=True)
+@jit
 def frame_jacobian_knot(li, lf, oR, op, link, ff, v, ref, with_dJ, Jw, dJw, chain, oRf, opf, tmp, J, dJ):
     """Frame Jacobian ``J`` (6, nv) in reference ``ref`` and, if ``with_dJ``, its time variation
     ``dJ`` (6, nv) along ``v``."""
@@ -175,7 +174,7 @@ def frame_jacobian_knot(li, lf, oR, op, link, ff, v, ref, with_dJ, Jw, dJw, chai
                     dJ[r, d] = dJw[d, r]
 
 
-@njit(cache=True)
+@jit
 def frame_jacobian_range(li, lf, q, v, flink, ff, ref, J, dJ, start, stop):
     """Jacobian ``J`` (B, 6, nv) of the frame ``flink`` (1,), ``ff`` (1, 12) in reference ``ref``; if
     ``dJ`` is (B, 6, nv) also its time variation along ``v`` (B, nv) (pass (0, 6, nv) and any
@@ -204,7 +203,7 @@ def frame_jacobian_range(li, lf, q, v, flink, ff, ref, J, dJ, start, stop):
                             opf, tmp, J[b], dJ[b] if with_dJ else J[b])
 
 
-@njit(cache=True, parallel=True)
+@jit_parallel
 def frame_jacobian_parallel(li, lf, q, v, flink, ff, ref, J, dJ, nt):
     """As :func:`frame_jacobian_range`, in ``nt`` slices on the worker threads."""
     B = q.shape[0]
@@ -212,7 +211,7 @@ def frame_jacobian_parallel(li, lf, q, v, flink, ff, ref, J, dJ, nt):
         frame_jacobian_range(li, lf, q, v, flink, ff, ref, J, dJ, c * B // nt, (c + 1) * B // nt)
 
 
-@njit(cache=True)
+@jit
 def com_range(li, lf, gv, q, com, J, start, stop):
     """Centre of mass ``com`` (B, 3) and, if ``J`` is (B, 3, nv), its Jacobian (pass (0, 3, nv) for
     the centre of mass alone). Runs states ``start`` to ``stop - 1`` on the calling thread."""
@@ -266,7 +265,7 @@ def com_range(li, lf, gv, q, com, J, start, stop):
                 J[b, 2, d0 + k] = (msub[i] * jc[2] + (jc[3] * mx[i, 1] - jc[4] * mx[i, 0])) / M
 
 
-@njit(cache=True, parallel=True)
+@jit_parallel
 def com_parallel(li, lf, gv, q, com, J, nt):
     """As :func:`com_range`, in ``nt`` slices on the worker threads."""
     B = q.shape[0]

@@ -14,17 +14,16 @@ Per-dof spatial columns are stored as (L, nv, 6) arrays (column ``c`` of link ``
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
-from . import cache as _cache  # noqa: F401  (first: package-wide stamp for numba's on-disk cache)
-
+from .jit import jit, jit_parallel
 from .aba import articulated_inertias
 from .packing import LI_DOFADR, LI_NV, LI_PARENT, LI_SUBEND
 from .scratch import view1, view2, view3
 from .world import world_inertias, world_kinematics
 
 
-@njit(cache=True)
+@jit
 def minv_backward(li, J, UD, Dinv, F, Mi):
     """Unit-torque backward pass: rows ``D_i^-1 (E_i - J_i^T F_i)`` of ``M^-1`` on the subtree columns,
     and ``F_λ += F_i + U_i D_i^-1 (E_i - J_i^T F_i)``. ``Mi`` must be zero on entry."""
@@ -74,7 +73,7 @@ def minv_backward(li, J, UD, Dinv, F, Mi):
                     F[lam, c, r] += s
 
 
-@njit(cache=True)
+@jit
 def minv_forward(li, J, U, Dinv, P, Mi):
     """Forward pass on the columns ``c >= dofadr_i``: ``M^-1_i -= D_i^-1 U_i^T P_λ``,
     ``P_i = P_λ + J_i M^-1_i``; then the lower triangle is filled by symmetry."""
@@ -135,7 +134,7 @@ def minv_forward(li, J, U, Dinv, P, Mi):
                 Mi[d0 + k, c] = Mi[c, d0 + k]
 
 
-@njit(cache=True)
+@jit
 def minv_range(li, lf, q, Mi, start, stop):
     """``M^-1`` (B, nv, nv) for q (B, nq). States ``start`` to ``stop - 1``, on the calling thread."""
     L = li.shape[0]
@@ -170,7 +169,7 @@ def minv_range(li, lf, q, Mi, start, stop):
         minv_forward(li, J, U, Dinv, P, Mb)
 
 
-@njit(cache=True, parallel=True)
+@jit_parallel
 def minv_parallel(li, lf, q, Mi, nt):
     """As :func:`minv_range` on the whole batch, in ``nt`` slices on the worker threads."""
     B = q.shape[0]

@@ -13,17 +13,16 @@ so that each function is compiled exactly once.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
-from . import cache as _cache  # noqa: F401  (first: package-wide stamp for numba's on-disk cache)
-
+from .jit import jit, jit_parallel
 from .joints import all_placements
 from .packing import FR_P, FR_R, LF_ARM, LF_ST, LI_DOFADR, LI_NV, LI_PARENT
 from .scratch import view2, view3
 from .spatial import force_cross, force_to_parent, inertia_mul, mot_cross_add, mot_to_child
 
 
-@njit(cache=True)
+@jit
 def link_external_forces(bl, bf, fext, fl):
     """Per-link external forces ``fl`` (L, 6) in link frames from per-body forces ``fext``
     (nbody, 6) in body frames (row 0, the world, and bodies welded to the world are ignored)."""
@@ -51,7 +50,7 @@ def link_external_forces(bl, bf, fext, fl):
         fl[lk, 5] += n2 + px * f1 - py * f0
 
 
-@njit(cache=True)
+@jit
 def joint_motion(lf, i, d0, nd, x, out):
     """``out = S_i x[d0:d0+nd]`` (6,): a joint velocity/acceleration as a spatial motion vector."""
     for r in range(6):
@@ -62,7 +61,7 @@ def joint_motion(lf, i, d0, nd, x, out):
             out[r] += lf[i, LF_ST + 6 * k + r] * xk
 
 
-@njit(cache=True)
+@jit
 def rnea_forward(li, lf, gv, v, a, has_fext, fl, R, p, vel, acc, f, tmp):
     """Forward sweep: link velocities ``vel``, accelerations ``acc`` (gravity included) and the
     net forces ``f = I a + v x* I v - f_ext`` (L, 6), given the link placements ``R``, ``p``."""
@@ -102,7 +101,7 @@ def rnea_forward(li, lf, gv, v, a, has_fext, fl, R, p, vel, acc, f, tmp):
                 f[i, r] -= fl[i, r]
 
 
-@njit(cache=True)
+@jit
 def rnea_backward(li, lf, a, R, p, f, tmp, tau):
     """Backward sweep: ``tau_i = S_i^T f_i + armature a_i``, ``f_λ += X_i^T f_i`` (f becomes the
     force transmitted by each joint)."""
@@ -122,7 +121,7 @@ def rnea_backward(li, lf, a, R, p, f, tmp, tau):
                 f[lam, r] += t[r]
 
 
-@njit(cache=True)
+@jit
 def rnea_range(li, lf, gv, bl, bf, q, v, a, fext, tau, start, stop):
     """``tau`` (B, nv) for q (B, nq), v, a (B, nv); fext (B, nbody, 6), or (0, nbody, 6) for none.
     States ``start`` to ``stop - 1``, on the calling thread."""
@@ -145,7 +144,7 @@ def rnea_range(li, lf, gv, bl, bf, q, v, a, fext, tau, start, stop):
         rnea_backward(li, lf, a[b], R, p, f, tmp, tau[b])
 
 
-@njit(cache=True, parallel=True)
+@jit_parallel
 def rnea_parallel(li, lf, gv, bl, bf, q, v, a, fext, tau, nt):
     """As :func:`rnea_range`, in ``nt`` slices on the worker threads."""
     B = q.shape[0]

@@ -26,10 +26,9 @@ first and second moment of ``oY``, ``ha`` angular momentum). ``doY`` is linear i
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
-from . import cache as _cache  # noqa: F401  (first: package-wide stamp for numba's on-disk cache)
-
+from .jit import jit, jit_parallel
 from .packing import LI_DOFADR, LI_NV, LI_PARENT, LI_SUBEND
 from .rnea import link_external_forces
 from .spatial import force_cross_add, force_to_parent, inertia_mul, mot_cross
@@ -37,7 +36,7 @@ from .scratch import view1, view2, view3
 from .world import world_accelerations, world_inertias, world_kinematics
 
 
-@njit(cache=True)
+@jit
 def _doY_mul(dY, i, y, out):
     """``out = doY_i y = (-2 hl x y_a, K y_a)`` with ``dY[i] = (hl (3), K (3x3 row-major))``."""
     out[0] = -2.0 * (dY[i, 1] * y[5] - dY[i, 2] * y[4])
@@ -47,7 +46,7 @@ def _doY_mul(dY, i, y, out):
         out[3 + r] = dY[i, 3 + 3 * r] * y[3] + dY[i, 4 + 3 * r] * y[4] + dY[i, 5 + 3 * r] * y[5]
 
 
-@njit(cache=True)
+@jit
 def _inertia_rate(oY, i, ov, oh, dY):
     """``dY[i] = (hl, K)`` of the inertia-rate operator of ``oY[i]`` at velocity ``ov`` (6,), with
     momentum ``oh`` (6,)."""
@@ -77,7 +76,7 @@ def _inertia_rate(oY, i, ov, oh, dY):
     dY[i, 3 + 7] -= oh[3]
 
 
-@njit(cache=True)
+@jit
 def rnea_derivatives_pass(li, gv, J, ov, oa, oY, has_fext, fl, oR, op, ws, dY, cols, dtau_dq, dtau_dv):
     """``(∂τ/∂q, ∂τ/∂v)`` (nv, nv) each from the world kinematics of :mod:`.world`: columns ``J``,
     velocities ``ov``, accelerations ``oa`` (gravity included) and rigid
@@ -199,7 +198,7 @@ def rnea_derivatives_pass(li, gv, J, ov, oa, oY, has_fext, fl, oR, op, ws, dY, c
                 of[lam, r] += of[i, r]
 
 
-@njit(cache=True)
+@jit
 def rnea_derivatives_range(li, lf, gv, bl, bf, q, v, a, fext, out, start, stop):
     """``out[0] = ∂τ/∂q``, ``out[1] = ∂τ/∂v`` (2, B, nv, nv) for q (B, nq), v, a (B, nv); fext
     (B, nbody, 6) or (0, nbody, 6) for none. States ``start`` to ``stop - 1``, on the calling thread."""
@@ -231,7 +230,7 @@ def rnea_derivatives_range(li, lf, gv, bl, bf, q, v, a, fext, out, start, stop):
         rnea_derivatives_pass(li, gv, J, ov, oa, oY, has_fext, fl, oR, op, ws, dY, cols, out[0, b], out[1, b])
 
 
-@njit(cache=True, parallel=True)
+@jit_parallel
 def rnea_derivatives_parallel(li, lf, gv, bl, bf, q, v, a, fext, out, nt):
     """As :func:`rnea_derivatives_range` on the whole batch, in ``nt`` slices on the worker threads."""
     B = q.shape[0]

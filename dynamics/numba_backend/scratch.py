@@ -7,25 +7,23 @@ allocation instead of one per work array.
 
 from __future__ import annotations
 
-from numba import njit
-
-from . import cache as _cache  # noqa: F401  (first: package-wide stamp for numba's on-disk cache)
+from .jit import jit
 
 
-@njit(cache=True)
+@jit
 def view1(buf, o, n0):
     """``buf[o:o+n0]`` and the next free offset."""
     return buf[o:o + n0], o + n0
 
 
-@njit(cache=True)
+@jit
 def view2(buf, o, n0, n1):
     """``buf[o:...]`` as a (n0, n1) array and the next free offset."""
     n = n0 * n1
     return buf[o:o + n].reshape((n0, n1)), o + n
 
 
-@njit(cache=True)
+@jit
 def view3(buf, o, n0, n1, n2):
     """``buf[o:...]`` as a (n0, n1, n2) array and the next free offset."""
     n = n0 * n1 * n2

@@ -16,12 +16,11 @@ may alias an input. Rotations are (3, 3) arrays, vectors 1-D arrays of length >=
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
-from . import cache as _cache  # noqa: F401  (first: package-wide stamp for numba's on-disk cache)
+from .jit import jit
 
 
-@njit(cache=True)
+@jit
 def mot_to_child(R, p, y, out):
     """``X y``: motion vector from parent to child coordinates, ``(R^T (y_l - p x y_a), R^T y_a)``."""
     l0 = y[0] - (p[1] * y[5] - p[2] * y[4])
@@ -36,7 +35,7 @@ def mot_to_child(R, p, y, out):
     out[5] = R[0, 2] * a0 + R[1, 2] * a1 + R[2, 2] * a2
 
 
-@njit(cache=True)
+@jit
 def mot_to_parent(R, p, y, out):
     """``X^-1 y`` (adjoint): motion vector from child to parent coordinates, ``(R y_l + p x R y_a, R y_a)``."""
     a0 = R[0, 0] * y[3] + R[0, 1] * y[4] + R[0, 2] * y[5]
@@ -53,7 +52,7 @@ def mot_to_parent(R, p, y, out):
     out[5] = a2
 
 
-@njit(cache=True)
+@jit
 def force_to_parent(R, p, f, out):
     """``X^T f``: force vector from child to parent coordinates, ``(R f_l, R f_a + p x R f_l)``."""
     l0 = R[0, 0] * f[0] + R[0, 1] * f[1] + R[0, 2] * f[2]
@@ -70,7 +69,7 @@ def force_to_parent(R, p, f, out):
     out[5] = a2 + p[0] * l1 - p[1] * l0
 
 
-@njit(cache=True)
+@jit
 def mot_cross(v, m, out):
     """``v x m`` (motion on motion): ``(v_a x m_l + v_l x m_a, v_a x m_a)``."""
     l0 = v[4] * m[2] - v[5] * m[1] + v[1] * m[5] - v[2] * m[4]
@@ -87,7 +86,7 @@ def mot_cross(v, m, out):
     out[5] = a2
 
 
-@njit(cache=True)
+@jit
 def mot_cross_add(v, m, out):
     """``out += v x m``."""
     l0 = v[4] * m[2] - v[5] * m[1] + v[1] * m[5] - v[2] * m[4]
@@ -104,7 +103,7 @@ def mot_cross_add(v, m, out):
     out[5] += a2
 
 
-@njit(cache=True)
+@jit
 def force_cross(v, f, out):
     """``v x* f`` (motion on force): ``(v_a x f_l, v_l x f_l + v_a x f_a)``."""
     l0 = v[4] * f[2] - v[5] * f[1]
@@ -121,7 +120,7 @@ def force_cross(v, f, out):
     out[5] = a2
 
 
-@njit(cache=True)
+@jit
 def force_cross_add(v, f, out):
     """``out += v x* f``."""
     l0 = v[4] * f[2] - v[5] * f[1]
@@ -138,7 +137,7 @@ def force_cross_add(v, f, out):
     out[5] += a2
 
 
-@njit(cache=True)
+@jit
 def inertia_mul(Y, r, y, out):
     """``I y`` for the compact inertia stored in row ``r`` of ``Y`` (``Y[r] = (m, h, Io row-major)``):
     ``(m y_l + y_a x h, h x y_l + Io y_a)``."""
@@ -160,7 +159,7 @@ def inertia_mul(Y, r, y, out):
     out[5] = a2
 
 
-@njit(cache=True)
+@jit
 def inertia_to_parent_add(Y, r, R, p, Yout, ro):
     """``Yout[ro] += X^T I X``: the compact inertia ``Y[r]`` given in a child frame, expressed in the
     parent frame (placement ``(R, p)`` of the child): ``m' = m``, ``h' = m p + R h``,
@@ -191,7 +190,7 @@ def inertia_to_parent_add(Y, r, R, p, Yout, ro):
             Yout[ro, 4 + 3 * a + b] += val
 
 
-@njit(cache=True)
+@jit
 def dense_inertia(Y, r, out):
     """The 6x6 matrix ``[[m 1, -[h]x], [[h]x, Io]]`` of the compact inertia ``Y[r]``."""
     for a in range(6):
@@ -218,7 +217,7 @@ def dense_inertia(Y, r, out):
     out[2, 4] = -h0
 
 
-@njit(cache=True)
+@jit
 def congruence_to_parent_add(R, p, A, tmp, out):
     """``out += X^T A X`` for a symmetric 6x6 ``A`` (an articulated inertia in the child frame):
     two passes of the structured force transform ``X^T``, on the columns of ``A`` and then on the
@@ -251,7 +250,7 @@ def congruence_to_parent_add(R, p, A, tmp, out):
         out[r, 5] += a2 + p[0] * l1 - p[1] * l0
 
 
-@njit(cache=True)
+@jit
 def spd_inverse(A, n, chol, out):
     """Inverse of the leading ``n x n`` block of a symmetric positive-definite ``A`` (n <= 6) by
     Cholesky factorisation, written to ``out[:n, :n]`` (the joint-space articulated inertia ``D``

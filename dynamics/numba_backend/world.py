@@ -18,16 +18,14 @@ Arrays: ``J`` (nv, 6) world motion-subspace columns; ``ov`` (L, 6) world spatial
 
 from __future__ import annotations
 
-from numba import njit
 
-from . import cache as _cache  # noqa: F401  (first: package-wide stamp for numba's on-disk cache)
-
+from .jit import jit
 from .joints import all_placements, world_placements
 from .packing import LF_ST, LI_DOFADR, LI_NV, LI_PARENT
 from .spatial import inertia_to_parent_add, mot_cross, mot_to_parent
 
 
-@njit(cache=True)
+@jit
 def world_kinematics(li, lf, q, v, RJ, R, p, oR, op, J, ov, vJ, t):
     """Link placements (parent ``R``, ``p``; world-aligned ``oR``, ``op`` relative to the origin of link
     0), world columns ``J`` and, for
@@ -61,7 +59,7 @@ def world_kinematics(li, lf, q, v, RJ, R, p, oR, op, J, ov, vJ, t):
                 ov[i, r] = s if lam < 0 else ov[lam, r] + s
 
 
-@njit(cache=True)
+@jit
 def world_inertias(li, lf, oR, op, oY):
     """World rigid-body inertias ``oY`` (L, 13), compact form, about the world origin."""
     for i in range(li.shape[0]):
@@ -70,7 +68,7 @@ def world_inertias(li, lf, oR, op, oY):
         inertia_to_parent_add(lf, i, oR[i], op[i], oY, i)
 
 
-@njit(cache=True)
+@jit
 def world_accelerations(li, gv, J, a, ov, vJ, oa, t):
     """World spatial accelerations ``oa`` (L, 6) for joint accelerations ``a``, gravity included as
     the base acceleration ``-g``: ``oa_i = oa_λ + J_i a_i + ov_λ x vJ_i``."""

@@ -1,12 +1,16 @@
-"""Invalidate numba's on-disk cache of every kernel of this package when any of its sources changes.
+"""Compilation options of every kernel of this package, and its on-disk cache policy.
 
-numba stamps a cached function with a hash of *its own* source file only, but a cached kernel
+``jit`` compiles a kernel with numba's on-disk cache and FMA contraction (``fastmath={"contract"}``:
+fused multiply-adds only; no reassociation, and NaN/inf semantics are kept); ``jit_parallel`` is
+the same with ``parallel=True`` for the ``prange`` batch drivers.
+
+Cache invalidation: numba stamps a cached function with a hash of *its own* source file only, but a cached kernel
 contains the compiled code of every function it calls from the other modules of this package;
 after an edit (or a package upgrade) touching only a callee's module, numba would load a stale
 kernel. This module registers a cache locator for the functions defined in this package that keeps
 numba's usual cache location (``__pycache__`` next to the sources, or ``NUMBA_CACHE_DIR``) and adds a
-hash of all the package's sources to the stamp. It must be imported before any ``@njit(cache=True)``
-of the package is decorated (every kernel module imports it first).
+hash of all the package's sources to the stamp. It is installed when this module is imported, i.e. before any kernel of the package is decorated
+with :data:`jit` or :data:`jit_parallel`.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import functools
 import hashlib
 from pathlib import Path
 
+from numba import njit
 from numba.core import caching
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
@@ -67,3 +72,9 @@ class PackageStampLocator(caching._CacheLocator):
 
 if PackageStampLocator not in caching.CacheImpl._locator_classes:
     caching.CacheImpl._locator_classes.insert(0, PackageStampLocator)
+
+
+#: decorator of every serial kernel: cached on disk, FMA contraction allowed
+jit = njit(cache=True, fastmath={"contract"})
+#: decorator of the batch drivers that split a batch over the worker threads with ``numba.prange``
+jit_parallel = njit(cache=True, parallel=True)
