@@ -22,7 +22,11 @@ leave ≥ 200× margin, while a 1e-3 relative error in ``∂²a/∂q²`` moves t
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -56,9 +60,8 @@ class SpyBackend(NumpyBackend):
         return a_qq * self.scale, a_vv, a_qv, a_qt
 
 
-@pytest.fixture
-def numerical_calls(monkeypatch) -> Counter:
-    """Counts calls of the numerical provider as used by the discrete dynamics, by method."""
+def _spy_on_numerical_provider(mp: pytest.MonkeyPatch) -> Counter:
+    """Wrap the numerical provider as the discrete dynamics call it; count calls by method."""
     calls: Counter = Counter()
     original = discrete_dynamics.aba_second_derivatives_numerical
 
@@ -66,8 +69,13 @@ def numerical_calls(monkeypatch) -> Counter:
         calls[method] += 1
         return original(backend, model, q, v, tau, fext, method=method, eps=eps)
 
-    monkeypatch.setattr(discrete_dynamics, "aba_second_derivatives_numerical", recording)
+    mp.setattr(discrete_dynamics, "aba_second_derivatives_numerical", recording)
     return calls
+
+
+@pytest.fixture
+def numerical_calls(monkeypatch) -> Counter:
+    return _spy_on_numerical_provider(monkeypatch)
 
 
 class RecordingDDP(DDP):
@@ -132,13 +140,8 @@ def _iiwa_problem(second_order: str | None, backend) -> ShootingProblem:
 def iiwa_analytical():
     """The analytical-tensor DDP run on iiwa, shared by the tests below (the spy proves the path)."""
     be = SpyBackend()
-    calls: Counter = Counter()
-    original = discrete_dynamics.aba_second_derivatives_numerical
     with pytest.MonkeyPatch.context() as mp:
-        def recording(*a, **k):
-            calls[k.get("method", "central")] += 1
-            return original(*a, **k)
-        mp.setattr(discrete_dynamics, "aba_second_derivatives_numerical", recording)
+        calls = _spy_on_numerical_provider(mp)
         res, its = _run(_iiwa_problem("analytical", be), ITERS_IIWA)
     assert be.calls["aba_second_derivatives"] >= ITERS_IIWA + 1   # one per derivative evaluation
     assert sum(calls.values()) == 0                                # the numerical provider never ran
@@ -211,3 +214,26 @@ def test_hyq_ddp_iterates_analytical_vs_numerical(numerical_calls):
         _assert_same_run(ref, ref_its, res, its, tol)
     ilqr, _ = _run(_hyq_problem("analytical", "numpy"), ITERS_HYQ, solver=ILQR)
     assert _rel(ref.us, ilqr.us) > 1e3 * TOL_FD        # the curvature changes the iterates
+
+
+# ----------------------------------------------------------------------------------------- benchmark
+def test_second_order_ddp_benchmark_quick_runs():
+    """benchmarks/second_order_ddp.py --quick (iiwa only) runs and prints its JSON; the timings are
+    not checked (speed is never asserted), the providers' runs must agree."""
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.run([sys.executable, str(root / "benchmarks" / "second_order_ddp.py"), "--quick", "--robots",
+                           "iiwa"], capture_output=True, text=True, cwd=root, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = json.loads(proc.stdout)
+    assert out["benchmark"] == "second_order_ddp" and out["solver"]["gauss_newton_fallback"] is False
+    entries = {(e["robot"], e["horizon"], e["provider"]): e for e in out["results"]}
+    assert set(entries) == {("iiwa", 16, p) for p in ("analytical", "fd", "complex")}
+    for (_, _, prov), e in entries.items():
+        assert e["per_iteration_s"] > 0 and e["tensor_s"] > 0 and e["derivative_stage_s"] > 0
+        assert e["gauss_newton_fallbacks"] == 0
+        if prov == "analytical":
+            assert e["ratio_analytical_over_this"] is None
+        else:
+            assert set(e["ratio_analytical_over_this"]) == {"per_iteration_s", "derivative_stage_s", "tensor_s"}
+            assert e["agreement"]["same_step_sizes"]
+            assert e["agreement"]["final_cost_rel_diff_vs_analytical"] < TOL_FD

@@ -1,0 +1,279 @@
+"""DDP with analytical vs numerical second-order dynamics tensors: time per DDP iteration and of the
+derivative stage, for each provider of ``∂²a`` (``ShootingProblem(second_order=...)``):
+
+* ``analytical`` — the backend's ``aba_second_derivatives`` (FDSVA-SO, seed 004 eq. 46), one
+  batched call over the N knots;
+* ``fd`` — ``dynamics.second_order_numerical`` with central differences of the analytical
+  first-order derivatives (seed 004's "Finite-Diff-2"), also one batched call;
+* ``complex`` — the same with complex step (numpy backend only).
+
+Problems: the iiwa reaching task (``tasks.get_task("iiwa-reach")``, default options) for horizons
+N ∈ {16, 32, 64}, and a free-base HyQ problem without contacts (state regularisation towards
+"standing" + CoM height + small control cost; it falls, but the tensors are what is timed) for
+N ∈ {16}. Every provider runs on the same problem from the same initial guess (gravity
+compensation rolled out from x0), so the iterates agree (``tests/test_ddp_second_order_provider.py``)
+and the runs differ only in the tensor provider; ``agreement`` in each entry records the relative
+difference of the final cost to the analytical run as a check.
+
+Measurements (``benchmarks/timing.py``, median of ``--repeats``):
+
+* ``per_iteration_s`` = (time of a K-iteration DDP solve − time of a 0-iteration solve) / K, as in
+  ``benchmarks/solvers.py`` (the 0-iteration solve — initial rollout, one derivative evaluation and
+  backward pass — removes the set-up); ``per_iteration_stage_s`` splits it by the solver's stage
+  timers (derivatives / backward / forward / cost). DDP runs with ``gauss_newton_fallback=False``
+  (unless ``--gauss-newton-fallback``) so every backward pass contains ``V'_x · F2``;
+* ``derivative_stage_s``: ``problem.derivatives(xs, us, second_order=True)`` at the initial guess
+  (cost derivatives, ``Fx``, ``Fu`` and ``F2`` of all N knots); ``first_order_stage_s`` the same
+  with ``second_order=False`` (what iLQR needs), so their difference is the second-order cost;
+* ``tensor_s``: the ``∂²a`` tensors alone on the N knots (``backend.aba_second_derivatives`` or
+  ``aba_second_derivatives_numerical``);
+* ``second_order_assembly_s`` = derivative stage − first-order stage − tensors: the rest of the
+  second-order work (assembling ``F2`` from ``∂²a``, the passive-force chain rule and, for
+  ball/free joints, the SO(3)/SE(3) integration terms). It is a difference of medians, so it can
+  be slightly negative when it is small and the machine is noisy.
+
+Ratios ``analytical / fd`` and ``analytical / complex`` of each quantity (below 1: analytical is
+faster) are computed from the same run. Output: JSON on stdout (``--table``: a text table on
+stderr). Speed is never asserted in tests; see benchmarks/README.md for the environment.
+
+    python benchmarks/second_order_ddp.py                 # iiwa N = 16, 32, 64 and hyq N = 16
+    python benchmarks/second_order_ddp.py --quick         # smoke run: iiwa N = 16, hyq N = 4, K = 2, 1 repeat
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+_HERE = Path(__file__).resolve().parent
+_ROOT = _HERE.parent
+if __name__ == "__main__":
+    # as a script this folder is sys.path[0]; import the project from the repository root
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+    sys.path.insert(0, str(_ROOT))
+
+import numpy as np  # noqa: E402
+
+import dynamics  # noqa: E402
+import tasks  # noqa: E402
+from dynamics.second_order_numerical import aba_second_derivatives_numerical  # noqa: E402
+from solvers import DDP, ShootingProblem  # noqa: E402
+from solvers.costs import ComPositionCost, ControlCost, CostSum, StateCost  # noqa: E402
+
+try:  # the shared timing helper lives next to this file
+    from benchmarks.timing import measure  # noqa: E402
+except ModuleNotFoundError:  # pragma: no cover - run from an unusual working directory
+    sys.path.insert(0, str(_HERE))
+    from timing import measure  # type: ignore  # noqa: E402
+
+PROVIDERS = ("analytical", "fd", "complex")
+ROBOTS = ("iiwa", "hyq")
+STAGES = ("derivatives", "backward", "forward", "cost", "total")
+RATIO_KEYS = ("per_iteration_s", "derivative_stage_s", "tensor_s")
+
+
+def _int_list(name: str, text: str) -> list[int]:
+    try:
+        vals = [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        raise SystemExit(f"--{name}: expected comma-separated positive integers, got '{text}'") from None
+    if not vals or min(vals) < 1:
+        raise SystemExit(f"--{name}: expected comma-separated positive integers, got '{text}'")
+    return vals
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--robots", default="iiwa,hyq", help="comma-separated: iiwa (reaching task), hyq (free base,\n"
+                                                         "no contacts) (default both)")
+    ap.add_argument("--horizons", default="16,32,64", help="iiwa horizons N (default 16,32,64)")
+    ap.add_argument("--hyq-horizons", default="16", help="hyq horizons N (default 16; the numerical providers\n"
+                                                         "cost ~0.3 s per derivative evaluation there)")
+    ap.add_argument("--providers", default=",".join(PROVIDERS),
+                    help="comma-separated second-order providers (default analytical,fd,complex)")
+    ap.add_argument("--dt", type=float, default=0.02, help="knot spacing [s] (default 0.02)")
+    ap.add_argument("--iterations", type=int, default=4, help="DDP iterations K per timed solve (default 4)")
+    ap.add_argument("--repeats", type=int, default=3, help="timed repeats, median reported (default 3)")
+    ap.add_argument("--gauss-newton-fallback", action="store_true",
+                    help="DDP's default fallback: a backward pass whose Q_uu the curvature makes indefinite is\n"
+                         "redone without it (default here: off, so every pass uses the tensors; far from the\n"
+                         "optimum, e.g. from the gravity-compensation guess, most passes would fall back)")
+    ap.add_argument("--quick", action="store_true", help="smoke run: iiwa N = 16, hyq N = 4, K = 2, 1 repeat")
+    ap.add_argument("--out", help="also write the JSON to this file")
+    ap.add_argument("--table", action="store_true", help="print a text table on stderr")
+    return ap
+
+
+def machine_info() -> dict[str, Any]:
+    versions = {"python": platform.python_version(), "numpy": np.__version__}
+    for mod in ("scipy", "pinocchio", "mujoco"):
+        try:
+            versions[mod] = getattr(__import__(mod), "__version__", "?")
+        except Exception:  # optional packages: absent is fine
+            versions[mod] = None
+    try:
+        load = list(os.getloadavg())
+    except OSError:
+        load = None
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=_ROOT,
+                                timeout=10).stdout.strip() or None
+    except Exception:  # not a checkout / no git: not essential
+        commit = None
+    return {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
+            "cpu_count": os.cpu_count(), "versions": versions, "load_average_1_5_15min": load,
+            "threads": {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+                                                        "NUMBA_NUM_THREADS")},
+            "git_commit": commit, "utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
+
+
+# ------------------------------------------------------------------------------------------ problems
+def iiwa_problem(N: int, dt: float, second_order: str) -> ShootingProblem:
+    """The iiwa reaching task's problem (default task options)."""
+    task = tasks.get_task("iiwa-reach")
+    return task.build_problem(task.initial_state(), N, dt, second_order=second_order)
+
+
+def hyq_problem(N: int, dt: float, second_order: str) -> ShootingProblem:
+    """HyQ standing-regularisation problem, free base, no contacts (5 cm above "standing", at rest)."""
+    m = dynamics.load_model("hyq")
+    x_ref = np.concatenate([m.keyframe("standing"), np.zeros(m.nv)])
+    x0 = x_ref.copy()
+    x0[2] += 0.05
+    running = CostSum({"x": (StateCost(m, x_ref, np.r_[np.full(6, 10.0), np.ones(12), np.full(18, 0.1)]), 1.0),
+                       "u": (ControlCost(m), 1e-4),
+                       "com": (ComPositionCost(m, [0.0, 0.0, 0.6]), 1.0)})
+    terminal = CostSum({"x": (StateCost(m, x_ref, np.full(2 * m.nv, 10.0)), 1.0)})
+    return ShootingProblem(m, x0, N, dt, running, terminal, second_order=second_order)
+
+
+PROBLEMS: dict[str, Callable[[int, float, str], ShootingProblem]] = {"iiwa": iiwa_problem, "hyq": hyq_problem}
+
+
+# ------------------------------------------------------------------------------------------ timing
+def tensor_call(problem: ShootingProblem, provider: str, xs: np.ndarray, us: np.ndarray) -> Callable[[], Any]:
+    """The ``∂²a`` tensors alone at the N knots of (xs, us), as the given provider computes them."""
+    dyn = problem.dynamics
+    q, v = problem.state.split(xs[:-1])
+    tau = dyn.torques(q, v, us)
+    if provider == "analytical":
+        return lambda: problem.backend.aba_second_derivatives(problem.model, q, v, tau)
+    method = "central" if provider == "fd" else "complex"
+    return lambda: aba_second_derivatives_numerical(problem.backend, problem.model, q, v, tau, method=method)
+
+
+def time_provider(problem: ShootingProblem, provider: str, K: int, repeats: int,
+                  gauss_newton_fallback: bool = False) -> dict[str, Any]:
+    xs0, us0 = problem.initial_guess()
+    solver = DDP(problem, refresh_gains=False, gauss_newton_fallback=gauss_newton_fallback)
+    runs: dict[int, list[dict]] = {0: [], K: []}
+
+    def solve(k: int):
+        r = solver.solve(us_init=us0, max_iter=k, tol=0.0)
+        runs[k].append(dict(r.timings, iterations=r.iterations, final_cost=r.cost, steps=r.step_sizes,
+                            fallbacks=r.gauss_newton_fallbacks))
+        return r
+
+    t_k = measure(lambda: solve(K), repeats=repeats, min_time=0.0)
+    t_0 = measure(lambda: solve(0), repeats=repeats, min_time=0.0)
+    stage = {s: (statistics.median(r[s] for r in runs[K]) - statistics.median(r[s] for r in runs[0])) / K
+             for s in STAGES}
+    t_d2 = measure(lambda: problem.derivatives(xs0, us0, second_order=True), repeats=repeats)
+    t_d1 = measure(lambda: problem.derivatives(xs0, us0, second_order=False), repeats=repeats)
+    t_t = measure(tensor_call(problem, provider, xs0, us0), repeats=repeats)
+    last = runs[K][-1]
+    return {"per_iteration_s": (t_k.seconds - t_0.seconds) / K, "per_iteration_stage_s": stage,
+            "derivative_stage_s": t_d2.seconds, "first_order_stage_s": t_d1.seconds, "tensor_s": t_t.seconds,
+            "second_order_assembly_s": t_d2.seconds - t_d1.seconds - t_t.seconds,
+            "iterations": last["iterations"], "final_cost": last["final_cost"], "step_sizes": last["steps"],
+            "gauss_newton_fallbacks": last["fallbacks"], "solve_s": t_k.seconds, "setup_s": t_0.seconds,
+            "repeats": {"solve": t_k.repeats, "derivative_stage": t_d2.repeats, "tensor": t_t.repeats}}
+
+
+def run(args) -> dict[str, Any]:
+    robots = [r.strip() for r in args.robots.split(",") if r.strip()]
+    for r in robots:
+        if r not in ROBOTS:
+            raise SystemExit(f"unknown robot '{r}'; choose from {', '.join(ROBOTS)}")
+    providers = [p.strip() for p in args.providers.split(",") if p.strip()]
+    for p in providers:
+        if p not in PROVIDERS:
+            raise SystemExit(f"unknown provider '{p}'; choose from {', '.join(PROVIDERS)}")
+    if not (np.isfinite(args.dt) and args.dt > 0):
+        raise SystemExit(f"--dt must be a positive number of seconds, got {args.dt}")
+    if args.iterations < 1 or args.repeats < 1:
+        raise SystemExit("--iterations and --repeats must be >= 1")
+    horizons = {"iiwa": [16] if args.quick else _int_list("horizons", args.horizons),
+                "hyq": [4] if args.quick else _int_list("hyq-horizons", args.hyq_horizons)}
+    K = 2 if args.quick else args.iterations
+    repeats = 1 if args.quick else args.repeats
+    load_start = machine_info()["load_average_1_5_15min"]
+    t_start = time.perf_counter()
+    entries = []
+    for robot in robots:
+        for N in horizons[robot]:
+            group = {}
+            for prov in providers:
+                print(f"[second-order DDP benchmark] {robot} N={N} {prov}", file=sys.stderr)
+                problem = PROBLEMS[robot](N, args.dt, prov)
+                e = {"robot": robot, "horizon": N, "provider": prov, **time_provider(problem, prov, K, repeats,
+                                                                      args.gauss_newton_fallback)}
+                group[prov] = e
+                entries.append(e)
+            ref = group.get("analytical")
+            for prov, e in group.items():
+                e["ratio_analytical_over_this"] = (
+                    {k: ref[k] / e[k] for k in RATIO_KEYS} if ref is not None and prov != "analytical" else None)
+                e["agreement"] = ({"final_cost_rel_diff_vs_analytical":
+                                   abs(e["final_cost"] - ref["final_cost"]) / abs(ref["final_cost"]),
+                                   "same_step_sizes": e["step_sizes"] == ref["step_sizes"]}
+                                  if ref is not None else None)
+    info = machine_info()
+    info["load_average_1_5_15min"] = {"start": load_start, "end": info["load_average_1_5_15min"]}
+    return {"benchmark": "second_order_ddp",
+            "problems": {"iiwa": "tasks iiwa-reach, default options", "hyq": "free base, no contacts, "
+                         "state regularisation + CoM height + control cost, x0 5 cm above 'standing'"},
+            "dt": args.dt, "integrator": "euler", "backend": "numpy", "initial_guess": "gravity compensation",
+            "solver": {"class": "DDP", "refresh_gains": False, "gauss_newton_fallback": args.gauss_newton_fallback,
+                       "tol": 0.0},
+            "iterations_per_timed_solve": K, "repeats": repeats, "results": entries, "machine": info,
+            "wall_s": time.perf_counter() - t_start}
+
+
+def format_table(result: dict[str, Any]) -> str:
+    lines = [f"{'robot':<5} {'N':>3} {'provider':<10} {'ms/iter':>9} {'deriv/iter':>10} {'deriv stage':>11} "
+             f"{'1st-order':>9} {'tensors':>9} {'assembly':>9} {'an/this iter':>12} {'an/this deriv':>13} {'an/this tens':>12}"]
+    for e in result["results"]:
+        r = e["ratio_analytical_over_this"]
+        rat = (f"{r['per_iteration_s']:12.2f} {r['derivative_stage_s']:13.2f} {r['tensor_s']:12.2f}" if r
+               else f"{'':>12} {'':>13} {'':>12}")
+        lines.append(f"{e['robot']:<5} {e['horizon']:>3} {e['provider']:<10} {1e3 * e['per_iteration_s']:9.1f} "
+                     f"{1e3 * e['per_iteration_stage_s']['derivatives']:10.1f} {1e3 * e['derivative_stage_s']:11.1f} "
+                     f"{1e3 * e['first_order_stage_s']:9.1f} {1e3 * e['tensor_s']:9.1f} "
+                     f"{1e3 * e['second_order_assembly_s']:9.1f} {rat}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    args = build_parser().parse_args(argv)
+    result = run(args)
+    text = json.dumps(result, indent=2)
+    print(text)
+    if args.out:
+        Path(args.out).write_text(text + "\n")
+    if args.table:
+        print(format_table(result), file=sys.stderr)
+    return result
+
+
+if __name__ == "__main__":
+    main()
