@@ -29,7 +29,9 @@ class UpdateRecord:
     """Bookkeeping of one solve. Times in s: ``t`` (sim time of the measured state), ``wall``
     (wall-clock time of the whole update, problem set-up and warm start included), ``timings``
     (solver stage split: derivatives, backward, forward, cost, total), ``iterations`` (solver
-    iterations run), ``cost`` (final cost), ``converged``, ``reason`` (solver's stop reason)."""
+    iterations run), ``cost`` (final cost), ``converged``, ``reason`` (solver's stop reason),
+    ``fallback`` (the solve failed before its first iteration or returned non-finite values, so
+    the previous plan was kept)."""
 
     t: float
     wall: float
@@ -38,6 +40,7 @@ class UpdateRecord:
     cost: float = float("nan")
     converged: bool = False
     reason: str = ""
+    fallback: bool = False
 
 
 def _solver_class(name: str):
@@ -137,12 +140,21 @@ class MPC:
                 if res.converged or int(res.iterations) == 0 or elapsed + per_iter > budget:
                     break
                 xs_init, us_init = res.xs, res.us
-        K = np.asarray(res.K, float) if self.feedback else None
         wall = time.perf_counter() - w0
+        failed = (not res.converged and iterations == 0 and max_iter > 0) or not (
+            np.all(np.isfinite(res.xs)) and np.all(np.isfinite(res.us)) and np.all(np.isfinite(res.K)))
         rec = UpdateRecord(t=float(t), wall=wall, timings=timings, iterations=iterations, cost=float(res.cost),
-                           converged=bool(res.converged), reason=str(getattr(res, "reason", "")))
-        plan = Plan(self.model, float(t), self.dt, np.asarray(res.xs, float), np.asarray(res.us, float), K,
-                    info=asdict(rec))
+                           converged=bool(res.converged), reason=str(getattr(res, "reason", "")),
+                           fallback=bool(failed and self.plan is not None))
+        if rec.fallback:
+            # the solver could not even start (or produced non-finite values): its gains are not
+            # valid, so keep applying the previous, time-indexed plan
+            old = self.plan
+            plan = Plan(self.model, old.t0, old.dt, old.xs, old.us, old.K, info=asdict(rec))
+        else:
+            K = np.asarray(res.K, float) if self.feedback else None
+            plan = Plan(self.model, float(t), self.dt, np.asarray(res.xs, float), np.asarray(res.us, float), K,
+                        info=asdict(rec))
         return plan, rec
 
     @staticmethod

@@ -7,8 +7,9 @@ Summary fields (times in s unless the key says ms; forces in N m):
   each update), ``stage_ms`` (median per solver stage: derivatives, backward, forward, cost, and
   ``other`` = latency not inside the solver: problem set-up, warm start), ``stage_fraction``
   (share of the total update time), ``iterations_per_update``, ``real_time_factor`` (simulated /
-  wall time), ``initial_solve_s``, ``warmup_s``; in real-time mode ``plan_delay_ms`` (time from
-  the measured state to applying its plan);
+  wall time), ``initial_solve_s``, ``warmup_s``, ``fallback_updates`` (solves that failed before
+  their first iteration, so the previous plan was kept); in real-time mode ``plan_delay_ms``
+  (time from the measured state to applying its plan);
 * constraints — ``torque_limit`` (physics steps whose command had to be clipped, largest excess,
   per actuator) and ``joint_limit`` (steps with a joint outside its range, largest excess);
 * tracking — each metric of ``task.metrics`` (mean / max / final), per-target results when the
@@ -95,6 +96,7 @@ def _timing(result: SimResult, warmup_s: float | None) -> dict:
     out["stage_fraction"] = {s: float(a.sum() / total) if total > 0 else None for s, a in stage.items()}
     its = [u.info.get("iterations") for u in ups if u.info.get("iterations") is not None]
     out["iterations_per_update"] = float(np.mean(its)) if its else None
+    out["fallback_updates"] = int(sum(bool(u.info.get("fallback", False)) for u in ups))
     conv = [u.info.get("converged") for u in ups if "converged" in u.info]
     if conv:
         out["converged_fraction"] = float(np.mean(conv))
@@ -241,6 +243,9 @@ def format_summary(summary: dict) -> str:
     if "plan_delay_ms" in tm:
         extra += f"; plans applied {_fmt(tm['plan_delay_ms']['median'], '.1f', ' ms')} (median) after their state"
     lines.append(f"  set-up            {extra}")
+    if tm.get("fallback_updates"):
+        lines.append(f"  solver failures   {tm['fallback_updates']} updates failed before their first iteration "
+                     f"(the previous plan was kept)")
     c = summary["constraints"]
     lines.append(f"  constraints       torque-limit violations {c['torque_limit']['violation_steps']} steps "
                  f"(max excess {c['torque_limit']['max_excess_Nm']:.3g} N m); joint-limit violations "

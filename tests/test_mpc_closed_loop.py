@@ -142,3 +142,32 @@ def test_time_budget_limits_iterations():
     ctrl2.update(0.02, x2)
     rec = ctrl2.records[-1]
     assert rec.iterations == 3 or (rec.converged and rec.iterations >= 1)
+
+
+def test_failed_solve_keeps_the_previous_plan():
+    """A solve that fails before its first iteration (its gains are not valid) must not replace
+    the plan in use; a later successful solve does."""
+    from solvers import SolverResult
+
+    task = _task(n_targets=1)
+    ctrl = MPC(task, solver="ilqr", horizon=8, dt=0.02)
+    x = task.initial_state()
+    first = ctrl.start(0.0, x)
+    real_solve = ctrl.solver.solve
+
+    def failing_solve(xs_init=None, us_init=None, max_iter=1, tol=1e-6):
+        N, nu = first.us.shape
+        return SolverResult(xs=np.full_like(first.xs, np.nan), us=np.zeros((N, nu)), K=np.zeros_like(first.K),
+                            k=np.zeros((N, nu)), cost=np.nan, cost_history=[], iterations=0, converged=False,
+                            reason="the initial rollout diverged", timings={"total": 1e-4})
+
+    ctrl.solver.solve = failing_solve
+    p = ctrl.update(0.02, x)
+    rec = ctrl.records[-1]
+    assert rec.fallback and not rec.converged and "diverged" in rec.reason
+    assert p.t0 == first.t0
+    np.testing.assert_array_equal(p.us, first.us)
+    np.testing.assert_array_equal(p.K, first.K)
+    ctrl.solver.solve = real_solve
+    p2 = ctrl.update(0.04, x)
+    assert not ctrl.records[-1].fallback and p2.t0 == 0.04
