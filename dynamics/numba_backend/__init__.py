@@ -58,14 +58,26 @@ def _f64(x: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(x, dtype=np.float64)
 
 
+# Serial cost of one state per link [us], measured on a 2.6 GHz Zen 4 core (rounded up); used only
+# to decide whether a batch is worth waking the thread pool for (see NumbaBackend.parallel_threshold_us).
+_COST_PER_LINK_US = {"rnea": 0.2, "crba": 0.2, "minv": 0.5, "aba": 0.35, "rnea_derivatives": 0.4,
+                     "aba_derivatives": 0.75, "kinematics": 0.15}
+
+
 class NumbaBackend(Backend):
-    """Compiled CPU backend. ``threads``: worker threads for batched calls (``None``: numba's
-    default, i.e. all cores or ``NUMBA_NUM_THREADS``)."""
+    """Compiled CPU backend.
+
+    threads: worker threads for batched calls (``None``: numba's default, all cores or
+    ``NUMBA_NUM_THREADS``). parallel_threshold_us: a batch runs in parallel only if its estimated
+    serial run time is at least this many microseconds (waking the thread pool costs a few
+    microseconds); a single state always runs serially on the calling thread.
+    """
 
     name = "numba"
 
-    def __init__(self, threads: int | None = None):
+    def __init__(self, threads: int | None = None, parallel_threshold_us: float = 20.0):
         self._threads: int | None = None
+        self.parallel_threshold_us = float(parallel_threshold_us)
         if threads is not None:
             self.set_threads(threads)
 
@@ -88,11 +100,12 @@ class NumbaBackend(Backend):
         """Number of worker threads batched calls use."""
         return self._threads if self._threads is not None else _k().numba.config.NUMBA_NUM_THREADS
 
-    def _run(self, serial, parallel, B: int, *args) -> None:
-        """Run a kernel on a batch of ``B`` states: one slice per thread; a single state (or one
-        thread) runs the serial variant on the calling thread, without waking the thread pool."""
+    def _run(self, kind: str, pm, serial, parallel, B: int, *args) -> None:
+        """Run kernel ``kind`` on a batch of ``B`` states: one contiguous slice per worker thread, or
+        the serial variant on the calling thread (one state, one thread, or a batch too small to
+        be worth waking the thread pool)."""
         nt = self.threads
-        if nt <= 1 or B <= 1:
+        if nt <= 1 or B <= 1 or B * pm.nlinks * _COST_PER_LINK_US[kind] < self.parallel_threshold_us:
             serial(*args, 0, B)
             return
         numba = _k().numba
@@ -104,13 +117,13 @@ class NumbaBackend(Backend):
     def warmup(self, model: RobotModel) -> None:
         """Compile (first run on this machine) or load from numba's on-disk cache every kernel, in its
         serial and parallel variant, by running each once on ``model``'s neutral configuration."""
-        import numba
         q = model.neutral()
         z = np.zeros(model.nv)
         frame = next((n for n in model.site_names if n), None) or next((n for n in model.body_names[1:] if n), None)
-        saved = self._threads
+        saved = self._threads, self.parallel_threshold_us
         try:
-            for threads in sorted({1, min(2, numba.config.NUMBA_NUM_THREADS)}):
+            self.parallel_threshold_us = 0.0
+            for threads in sorted({1, min(2, _k().numba.config.NUMBA_NUM_THREADS)}):
                 self._threads = threads
                 qb, zb = np.stack([q] * threads), np.stack([z] * threads)
                 self._rnea(model, qb, zb, zb, None)
@@ -124,7 +137,7 @@ class NumbaBackend(Backend):
                     self._frame_jacobian_time_variation(model, qb, zb, frame, "local")
                 self._com_jacobian(model, qb)
         finally:
-            self._threads = saved
+            self._threads, self.parallel_threshold_us = saved
 
     # ------------------------------------------------------------ dynamics kernels
     def _rnea(self, model, q, v, a, fext):
@@ -132,22 +145,22 @@ class NumbaBackend(Backend):
         k = _k().rnea
         tau = np.empty((q.shape[0], pm.nv))
         fe = pm.no_fext if fext is None else _f64(fext)
-        self._run(k.rnea_range, k.rnea_parallel, q.shape[0], pm.li, pm.lf, pm.gv, pm.bl, pm.bf, _f64(q), _f64(v),
-                  _f64(a), fe, tau)
+        self._run("rnea", pm, k.rnea_range, k.rnea_parallel, q.shape[0], pm.li, pm.lf, pm.gv, pm.bl, pm.bf, _f64(q),
+                  _f64(v), _f64(a), fe, tau)
         return tau
 
     def _crba(self, model, q):
         pm = packed(model)
         k = _k().crba
         M = np.empty((q.shape[0], pm.nv, pm.nv))
-        self._run(k.crba_range, k.crba_parallel, q.shape[0], pm.li, pm.lf, _f64(q), M)
+        self._run("crba", pm, k.crba_range, k.crba_parallel, q.shape[0], pm.li, pm.lf, _f64(q), M)
         return M
 
     def _minv(self, model, q):
         pm = packed(model)
         k = _k().minv
         Mi = np.empty((q.shape[0], pm.nv, pm.nv))
-        self._run(k.minv_range, k.minv_parallel, q.shape[0], pm.li, pm.lf, _f64(q), Mi)
+        self._run("minv", pm, k.minv_range, k.minv_parallel, q.shape[0], pm.li, pm.lf, _f64(q), Mi)
         return Mi
 
     def _aba(self, model, q, v, tau, fext):
@@ -155,8 +168,8 @@ class NumbaBackend(Backend):
         k = _k().aba
         qdd = np.empty((q.shape[0], pm.nv))
         fe = pm.no_fext if fext is None else _f64(fext)
-        self._run(k.aba_range, k.aba_parallel, q.shape[0], pm.li, pm.lf, pm.gv, pm.bl, pm.bf, _f64(q), _f64(v),
-                  _f64(tau), fe, qdd)
+        self._run("aba", pm, k.aba_range, k.aba_parallel, q.shape[0], pm.li, pm.lf, pm.gv, pm.bl, pm.bf, _f64(q),
+                  _f64(v), _f64(tau), fe, qdd)
         return qdd
 
     def _rnea_derivatives(self, model, q, v, a, fext):
@@ -165,8 +178,8 @@ class NumbaBackend(Backend):
         B, nv = q.shape[0], pm.nv
         out = np.empty((2, B, nv, nv))
         fe = pm.no_fext if fext is None else _f64(fext)
-        self._run(k.rnea_derivatives_range, k.rnea_derivatives_parallel, B, pm.li, pm.lf, pm.gv, pm.bl, pm.bf,
-                  _f64(q), _f64(v), _f64(a), fe, out)
+        self._run("rnea_derivatives", pm, k.rnea_derivatives_range, k.rnea_derivatives_parallel, B, pm.li, pm.lf,
+                  pm.gv, pm.bl, pm.bf, _f64(q), _f64(v), _f64(a), fe, out)
         return out[0], out[1]
 
     def _aba_derivatives(self, model, q, v, tau, fext, minv):
@@ -176,8 +189,8 @@ class NumbaBackend(Backend):
         out = np.empty((3, B, nv, nv))
         fe = pm.no_fext if fext is None else _f64(fext)
         mi = pm.no_minv if minv is None else _f64(minv)
-        self._run(k.aba_derivatives_range, k.aba_derivatives_parallel, B, pm.li, pm.lf, pm.gv, pm.bl, pm.bf,
-                  _f64(q), _f64(v), _f64(tau), fe, mi, out)
+        self._run("aba_derivatives", pm, k.aba_derivatives_range, k.aba_derivatives_parallel, B, pm.li, pm.lf,
+                  pm.gv, pm.bl, pm.bf, _f64(q), _f64(v), _f64(tau), fe, mi, out)
         return out[0], out[1], out[2]
 
     # ------------------------------------------------------------ kinematics kernels
@@ -187,7 +200,8 @@ class NumbaBackend(Backend):
         B, nf = q.shape[0], flink.shape[0]
         R = np.empty((B, nf, 3, 3))
         p = np.empty((B, nf, 3))
-        self._run(k.placements_range, k.placements_parallel, B, pm.li, pm.lf, _f64(q), flink, ff, R, p)
+        self._run("kinematics", pm, k.placements_range, k.placements_parallel, B, pm.li, pm.lf, _f64(q), flink, ff,
+                  R, p)
         return R, p
 
     def _frame_placement(self, model, q, frame):
@@ -213,8 +227,8 @@ class NumbaBackend(Backend):
         J = np.empty((B, 6, nv))
         dJ = np.empty((B, 6, nv)) if with_dJ else np.empty((0, 6, nv))
         vv = _f64(v) if with_dJ else np.zeros((1, nv))
-        self._run(k.frame_jacobian_range, k.frame_jacobian_parallel, B, pm.li, pm.lf, _f64(q), vv, flink, ff,
-                  _REFERENCES[reference], J, dJ)
+        self._run("kinematics", pm, k.frame_jacobian_range, k.frame_jacobian_parallel, B, pm.li, pm.lf, _f64(q), vv,
+                  flink, ff, _REFERENCES[reference], J, dJ)
         return J, dJ
 
     def _frame_jacobian(self, model, q, frame, reference):
@@ -229,7 +243,7 @@ class NumbaBackend(Backend):
         B, nv = q.shape[0], pm.nv
         com = np.empty((B, 3))
         J = np.empty((B, 3, nv)) if with_J else np.empty((0, 3, nv))
-        self._run(k.com_range, k.com_parallel, B, pm.li, pm.lf, pm.gv, _f64(q), com, J)
+        self._run("kinematics", pm, k.com_range, k.com_parallel, B, pm.li, pm.lf, pm.gv, _f64(q), com, J)
         return com, J
 
     def _center_of_mass(self, model, q):
