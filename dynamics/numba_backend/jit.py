@@ -1,16 +1,18 @@
 """Compilation options of every kernel of this package, and its on-disk cache policy.
 
-``jit`` compiles a kernel with numba's on-disk cache and FMA contraction (``fastmath={"contract"}``:
-fused multiply-adds only; no reassociation, and NaN/inf semantics are kept); ``jit_parallel`` is
-the same with ``parallel=True`` for the ``prange`` batch drivers.
+``jit`` compiles a kernel with numba's on-disk cache, FMA contraction (``fastmath={"contract"}``:
+fused multiply-adds only; no reassociation, and NaN/inf semantics are kept) and numpy's floating
+point error model (a division by zero gives inf/NaN as in the numpy reference, instead of a
+Python exception and a test before every division); ``jit_parallel`` is the same with
+``parallel=True`` for the ``prange`` batch drivers.
 
 Cache invalidation: numba stamps a cached function with a hash of *its own* source file only, but a cached kernel
 contains the compiled code of every function it calls from the other modules of this package;
 after an edit (or a package upgrade) touching only a callee's module, numba would load a stale
 kernel. This module registers a cache locator for the functions defined in this package that keeps
 numba's usual cache location (``__pycache__`` next to the sources, or ``NUMBA_CACHE_DIR``) and adds a
-hash of all the package's sources to the stamp. It is installed when this module is imported, i.e. before any kernel of the package is decorated
-with :data:`jit` or :data:`jit_parallel`.
+hash of all the package's sources to the stamp. It is installed when this module is imported, i.e.
+before any kernel of the package is decorated with :data:`jit` or :data:`jit_parallel`.
 """
 
 from __future__ import annotations
@@ -74,7 +76,7 @@ if PackageStampLocator not in caching.CacheImpl._locator_classes:
     caching.CacheImpl._locator_classes.insert(0, PackageStampLocator)
 
 
-#: decorator of every serial kernel: cached on disk, FMA contraction allowed
-jit = njit(cache=True, fastmath={"contract"})
+#: decorator of every serial kernel: cached on disk, FMA contraction allowed, numpy error model
+jit = njit(cache=True, fastmath={"contract"}, error_model="numpy")
 #: decorator of the batch drivers that split a batch over the worker threads with ``numba.prange``
-jit_parallel = njit(cache=True, parallel=True)
+jit_parallel = njit(cache=True, parallel=True, error_model="numpy")

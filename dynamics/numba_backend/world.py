@@ -36,6 +36,8 @@ def world_kinematics(li, lf, q, v, RJ, R, p, oR, op, J, ov, vJ, t):
     # Shift the origin to link 0 (the floating base, if any): every result is independent of the
     # inertial frame used, and inertias about a nearby origin keep their precision when the robot
     # is far from the world origin.
+    if li.shape[0] == 0:
+        return
     o0, o1, o2 = op[0, 0], op[0, 1], op[0, 2]
     for i in range(li.shape[0]):
         op[i, 0] -= o0
