@@ -239,6 +239,9 @@ def test_thread_count_does_not_change_results(backend, models, name):
         "com_jacobian": lambda: be.com_jacobian(m, q),
         "body_placements": lambda: be.body_placements(m, q),
     }
+    for fn in ("rnea_second_derivatives", "aba_second_derivatives"):
+        if be.supports(fn):
+            calls[fn] = lambda fn=fn: getattr(be, fn)(m, q[:3], v[:3], a[:3], fext[:3])
     results = {}
     for n in (1, 2):
         be.set_threads(n)
