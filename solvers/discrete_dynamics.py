@@ -292,7 +292,7 @@ class DiscreteDynamics:
         GqwW = np.einsum("nijk,nkb->nijb", Gqw, W)            # (N, nv, nv(dq_j), nz)
         cross = np.zeros((N, nv, nz, nz))
         cross[:, :, :nv, :] = GqwW                            # E^T (Gqw W)
-        return cross + np.swapaxes(cross, -1, -2) + np.einsum("nja,nijk,nkb->niab", W, Gww, W)
+        return cross + np.swapaxes(cross, -1, -2) + np.swapaxes(W, -1, -2)[:, None] @ (Gww @ W[:, None])
 
     def _rk4_first_order(self, x, u):
         """RK4 Jacobians by the chain rule through the stages, one batched aba_derivatives call."""
