@@ -265,3 +265,33 @@ def test_numba_specifics():
     q = m.neutral().astype(complex)
     with pytest.raises(TypeError, match="complex"):
         be.rnea(m, q, np.zeros(m.nv), np.zeros(m.nv))
+
+
+def test_numba_one_signature_per_kernel():
+    """Each numba kernel is compiled for exactly one signature, whatever the inputs: writeable or
+    read-only (broadcast) arrays, float32 or int input, with or without fext / minv."""
+    if "numba" not in BACKENDS:
+        pytest.skip("the numba backend is not available on this machine")
+    import dynamics.numba_backend as nb
+    be = nb.NumbaBackend(threads=2, parallel_threshold_us=0.0)
+    m = dynamics.load_model("hyq")
+    rng = np.random.default_rng(7)
+    q = m.random_configuration(rng, size=(3,))
+    v = rng.normal(size=(3, m.nv))
+    variants = [(q, v, v, None),
+                (np.broadcast_to(q[0], (2, m.nq)), v[0].astype(np.float32), np.ones(m.nv, int), None),
+                (q[0], v[0], v[0], rng.normal(size=(m.nbody, 6)))]
+    for nt in (1, 2):
+        be.set_threads(nt)
+        for qq, vv, aa, fe in variants:
+            be.rnea(m, qq, vv, aa, fe)
+            be.aba_derivatives(m, qq, vv, aa, fe)
+            be.aba_derivatives(m, qq, vv, aa, fe, minv=be.minv(m, qq))
+            be.frame_jacobian_time_variation(m, qq, vv, "lf_foot")
+            be.frame_jacobian(m, qq, "lf_foot")
+    k = nb._k()
+    for mod in (k.rnea, k.aba_derivatives, k.minv, k.kinematics):
+        for name in dir(mod):
+            fn = getattr(mod, name)
+            if (name.endswith("_range") or name.endswith("_parallel")) and hasattr(fn, "signatures") and fn.signatures:
+                assert len(fn.signatures) == 1, f"{mod.__name__}.{name} compiled for {fn.signatures}"

@@ -51,13 +51,18 @@ def _k() -> SimpleNamespace:
 
 
 def _f64(x: np.ndarray) -> np.ndarray:
-    """float64, C-contiguous: the one array type the kernels are compiled for."""
-    if x.dtype == np.float64 and x.flags.c_contiguous:
-        return x
-    if x.dtype.kind == "c":
-        raise TypeError("numba backend: complex inputs (complex-step differentiation) are not supported; "
-                        "use the 'numpy' backend for complex-step derivatives")
-    return np.ascontiguousarray(x, dtype=np.float64)
+    """``x`` as a read-only float64 C-contiguous array: the one input type the kernels are compiled
+    for (numba compiles writeable and read-only arrays separately; inputs coming out of
+    ``np.broadcast_to`` are read-only, so every input is passed read-only, as a view)."""
+    if x.dtype != np.float64 or not x.flags.c_contiguous:
+        if x.dtype.kind == "c":
+            raise TypeError("numba backend: complex inputs (complex-step differentiation) are not supported; "
+                            "use the 'numpy' backend for complex-step derivatives")
+        x = np.ascontiguousarray(x, dtype=np.float64)
+    if x.flags.writeable:
+        x = x.view()
+        x.flags.writeable = False
+    return x
 
 
 # Serial cost of one state per link [us], measured on a 2.6 GHz Zen 4 core (rounded up); used only
@@ -250,7 +255,7 @@ class NumbaBackend(Backend):
         B, nv = q.shape[0], pm.nv
         J = np.empty((B, 6, nv))
         dJ = np.empty((B, 6, nv)) if with_dJ else np.empty((0, 6, nv))
-        vv = _f64(v) if with_dJ else np.zeros((1, nv))
+        vv = _f64(v) if with_dJ else _f64(np.zeros((1, nv)))
         self._run("kinematics", pm, k.frame_jacobian_range, k.frame_jacobian_parallel, B, pm.li, pm.lf, _f64(q), vv,
                   flink, ff, _REFERENCES[reference], J, dJ)
         return J, dJ

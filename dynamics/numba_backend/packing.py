@@ -67,9 +67,15 @@ class PackedModel:
     bf: np.ndarray
     site_link: np.ndarray
     site_frames: np.ndarray
-    no_fext: np.ndarray   # (0, nbody, 6): "no external forces" for the kernels
-    no_minv: np.ndarray   # (0, nv, nv): "no M^-1 given"
+    no_fext: np.ndarray   # (0, nbody, 6), read-only: "no external forces" for the kernels
+    no_minv: np.ndarray   # (0, nv, nv), read-only: "no M^-1 given"
     frames: dict = field(default_factory=dict)   # frame name -> (link (1,), placement (1, 12))
+
+
+def _readonly(x: np.ndarray) -> np.ndarray:
+    """Kernel inputs are passed read-only (one compiled signature); see ``numba_backend._f64``."""
+    x.flags.writeable = False
+    return x
 
 
 def _frame_row(R: np.ndarray, p: np.ndarray) -> np.ndarray:
@@ -143,7 +149,7 @@ def pack(model: RobotModel) -> PackedModel:
         site_frames[s] = _frame_row(R, p)
     return PackedModel(nq=model.nq, nv=nv, nlinks=L, nbody=model.nbody, li=li, lf=lf, gv=gv, bl=bl,
                        bf=np.ascontiguousarray(bf), site_link=site_link, site_frames=site_frames,
-                       no_fext=np.zeros((0, model.nbody, 6)), no_minv=np.zeros((0, nv, nv)))
+                       no_fext=_readonly(np.zeros((0, model.nbody, 6))), no_minv=_readonly(np.zeros((0, nv, nv))))
 
 
 _cache: "weakref.WeakKeyDictionary[RobotModel, PackedModel]" = weakref.WeakKeyDictionary()
