@@ -218,39 +218,6 @@ def dense_inertia(Y, r, out):
 
 
 @jit
-def congruence_to_parent_add(R, p, A, tmp, out):
-    """``out += X^T A X`` for a symmetric 6x6 ``A`` (an articulated inertia in the child frame):
-    two passes of the structured force transform ``X^T``, on the columns of ``A`` and then on the
-    rows of ``X^T A`` (RBDA Table 7.1, ``I^A_λ += X^T I^a X``). ``tmp`` is (6, 6) scratch."""
-    for c in range(6):           # tmp[:, c] = X^T A[:, c]
-        l0 = R[0, 0] * A[0, c] + R[0, 1] * A[1, c] + R[0, 2] * A[2, c]
-        l1 = R[1, 0] * A[0, c] + R[1, 1] * A[1, c] + R[1, 2] * A[2, c]
-        l2 = R[2, 0] * A[0, c] + R[2, 1] * A[1, c] + R[2, 2] * A[2, c]
-        a0 = R[0, 0] * A[3, c] + R[0, 1] * A[4, c] + R[0, 2] * A[5, c]
-        a1 = R[1, 0] * A[3, c] + R[1, 1] * A[4, c] + R[1, 2] * A[5, c]
-        a2 = R[2, 0] * A[3, c] + R[2, 1] * A[4, c] + R[2, 2] * A[5, c]
-        tmp[0, c] = l0
-        tmp[1, c] = l1
-        tmp[2, c] = l2
-        tmp[3, c] = a0 + p[1] * l2 - p[2] * l1
-        tmp[4, c] = a1 + p[2] * l0 - p[0] * l2
-        tmp[5, c] = a2 + p[0] * l1 - p[1] * l0
-    for r in range(6):           # (X^T A X)^T = X^T (X^T A)^T: transform the rows of tmp
-        l0 = R[0, 0] * tmp[r, 0] + R[0, 1] * tmp[r, 1] + R[0, 2] * tmp[r, 2]
-        l1 = R[1, 0] * tmp[r, 0] + R[1, 1] * tmp[r, 1] + R[1, 2] * tmp[r, 2]
-        l2 = R[2, 0] * tmp[r, 0] + R[2, 1] * tmp[r, 1] + R[2, 2] * tmp[r, 2]
-        a0 = R[0, 0] * tmp[r, 3] + R[0, 1] * tmp[r, 4] + R[0, 2] * tmp[r, 5]
-        a1 = R[1, 0] * tmp[r, 3] + R[1, 1] * tmp[r, 4] + R[1, 2] * tmp[r, 5]
-        a2 = R[2, 0] * tmp[r, 3] + R[2, 1] * tmp[r, 4] + R[2, 2] * tmp[r, 5]
-        out[r, 0] += l0
-        out[r, 1] += l1
-        out[r, 2] += l2
-        out[r, 3] += a0 + p[1] * l2 - p[2] * l1
-        out[r, 4] += a1 + p[2] * l0 - p[0] * l2
-        out[r, 5] += a2 + p[0] * l1 - p[1] * l0
-
-
-@jit
 def spd_inverse(A, n, chol, out):
     """Inverse of the leading ``n x n`` block of a symmetric positive-definite ``A`` (n <= 6) by
     Cholesky factorisation, written to ``out[:n, :n]`` (the joint-space articulated inertia ``D``
