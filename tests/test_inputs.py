@@ -230,6 +230,27 @@ def test_non_finite_rejected(model, name, request):
             assert re.search(rf"\b{re.escape(arg)}\b", str(exc.value)), str(exc.value)
 
 
+def test_fast_path_edge_cases(bundled):
+    """The plain-float64 fast path of ``Backend._args`` hands over to the general path for anything
+    it does not cover: finite values whose squares overflow are accepted, NaN in one row is named,
+    mixed batch sizes broadcast, views and float32 give the same result as contiguous float64."""
+    m = bundled["iiwa"]
+    rng = np.random.default_rng(5)
+    q = m.random_configuration(rng, size=3)
+    v = rng.normal(size=(3, m.nv))
+    ref = BE.crba(m, q)
+    big = np.full(m.nv, 1e200)                       # finite; its sum of squares is inf
+    assert np.all(np.isfinite(BE.rnea(m, q[0], v[0], big)))
+    bad = v.copy()
+    bad[2, 3] = np.nan
+    with pytest.raises(ValueError, match=r"non-finite.*|.*\bv\b.*non-finite"):
+        BE.rnea(m, q, bad, v)
+    np.testing.assert_array_equal(BE.rnea(m, q, v[:1], v), BE.rnea(m, q, np.repeat(v[:1], 3, 0), v))
+    qt = np.asfortranarray(q)
+    np.testing.assert_array_equal(BE.crba(m, qt), ref)
+    np.testing.assert_allclose(BE.crba(m, q.astype(np.float32)), BE.crba(m, q.astype(np.float32).astype(float)))
+
+
 def test_batch_dimensions_that_do_not_broadcast(bundled):
     m = bundled["iiwa"]
     with pytest.raises(ValueError, match="broadcast"):
