@@ -33,7 +33,7 @@ def _fast_flat(model: RobotModel, arrays: dict) -> tuple[tuple[int, ...], list] 
     kernel; solvers call the backend once per knot in their rollouts."""
     batch = None
     out = []
-    sq = 0.0
+    total = 0.0
     for x, n in arrays.values():
         if type(x) is not np.ndarray or x.dtype != _F64 or not x.flags.c_contiguous or not 1 <= x.ndim <= 2:
             return None
@@ -45,17 +45,23 @@ def _fast_flat(model: RobotModel, arrays: dict) -> tuple[tuple[int, ...], list] 
         elif shape[:-1] != batch:
             return None
         flat = x.reshape(-1)
-        # one dot product per array: NaN/inf propagate into the sum of squares (an overflow to
-        # inf of finite values only sends the call down the general path, which checks exactly)
-        sq += flat.dot(flat)
+        # one dot product per array: NaN/inf propagate into the sum (a sum of finite values that
+        # overflows, |x| ~ 1e308, only sends the call down the general path, which checks exactly)
+        ones = _ONES.get(flat.shape[0])
+        if ones is None:
+            if len(_ONES) > 64:
+                _ONES.clear()
+            ones = _ONES.setdefault(flat.shape[0], np.ones(flat.shape[0]))
+        total += flat.dot(ones)
         out.append(x if x.ndim == 2 else x.reshape(1, shape[0]))
-    if not math.isfinite(sq):
+    if not math.isfinite(total):
         return None
     out.append(None)
     return batch, out
 
 
 _F64 = np.dtype(np.float64)
+_ONES: dict[int, np.ndarray] = {}  # ones vectors by length, for the finiteness sums
 
 
 class Backend:
