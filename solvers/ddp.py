@@ -18,19 +18,14 @@ iteration converges quadratically when the cost Hessians are exact.
 
 from __future__ import annotations
 
-import numpy as np
-
 from .ilqr import ILQR
-from .problem import ProblemDerivatives
 
 
 class DDP(ILQR):
     """Second-order DDP on a :class:`ShootingProblem` (same options as :class:`ILQR`). The source
-    of the second-order dynamics derivatives is the problem's ``second_order`` setting."""
+    of the second-order dynamics derivatives is the problem's ``second_order`` setting; the
+    curvature ``V'_x · F2[t]`` is added in :meth:`ILQR._curvature` (shared with
+    ``FDDP(second_order=True)``)."""
 
     name = "ddp"
     uses_second_order = True
-
-    def _curvature(self, t: int, Vx_next: np.ndarray, derivs: ProblemDerivatives) -> np.ndarray:
-        """``V'_x · F2[t]`` over z = (dx, du): (ndx + nu, ndx + nu)."""
-        return np.tensordot(Vx_next, derivs.dynamics.F2[t], axes=(0, 0))

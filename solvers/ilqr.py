@@ -42,6 +42,17 @@ from .regularization import Regularization
 from .result import TIMING_KEYS, SolverResult
 
 
+def _c(a: np.ndarray) -> np.ndarray:
+    """float64 C-contiguous (what the compiled kernels are specialised for)."""
+    return np.ascontiguousarray(a, dtype=np.float64)
+
+
+# placeholders for "none" with the dimensions the compiled kernel expects
+_NO_F2 = np.zeros((0, 1, 1, 1))
+_NO_GAPS = np.zeros((0, 1))
+_NO_BOUNDS = np.zeros((1, 1))
+
+
 class SolverFailure(RuntimeError):
     """Raised internally when a solve cannot continue; reported in ``SolverResult.reason``."""
 
@@ -56,7 +67,9 @@ class ILQR:
     μ schedule. refresh_gains: when ``max_iter`` ends the solve right after a step, recompute the
     derivatives and gains at the returned trajectory so ``K``/``k`` match ``xs``/``us``.
     gap_tol: gaps below this count as closed. gauss_newton_fallback (DDP): see
-    :meth:`_backward_pass_with_regularization`.
+    :meth:`_backward_pass_with_regularization`. compiled: run the backward pass (and the gradient
+    recursion) as one compiled numba call (:mod:`solvers.riccati_numba`) instead of the Python
+    reference loop; ``None`` (default) does so when the problem's dynamics backend is ``numba``.
     """
 
     name = "ilqr"
@@ -66,7 +79,7 @@ class ILQR:
     def __init__(self, problem: ShootingProblem, box: bool = True, line_search: str = "backtracking",
                  alphas=None, armijo: float = 0.1, reg_init: float = 1e-9, reg_min: float = 1e-9,
                  reg_max: float = 1e10, refresh_gains: bool = True, gap_tol: float = 1e-12,
-                 gauss_newton_fallback: bool = True, verbose: bool = False):
+                 gauss_newton_fallback: bool = True, compiled: bool | None = None, verbose: bool = False):
         if not isinstance(problem, ShootingProblem):
             raise TypeError(f"{type(self).__name__}: expected a ShootingProblem, got {type(problem).__name__}")
         if line_search not in LINE_SEARCHES:
@@ -84,6 +97,8 @@ class ILQR:
         self.gap_tol = float(gap_tol)
         self.gauss_newton_fallback = bool(gauss_newton_fallback)
         self._with_curvature = True
+        self.compiled = (problem.backend.name == "numba") if compiled is None else bool(compiled)
+        self._kernels = None
         self.verbose = verbose
 
     # ------------------------------------------------------------ public API
@@ -206,8 +221,12 @@ class ILQR:
         return self._simulate(np.ones(1), xs_nom, us, np.zeros_like(us), zero_K, with_cost=False)
 
     def _curvature(self, t: int, Vx_next: np.ndarray, derivs: ProblemDerivatives):
-        """Dynamics second-order term ``V'_x · F2`` at knot t (None for Gauss–Newton)."""
-        return None
+        """Dynamics second-order term ``V'_x · F2`` at knot t over z = (dx, du), (ndx + nu, ndx + nu);
+        None for Gauss–Newton (iLQR, or FDDP without ``second_order``)."""
+        F2 = derivs.dynamics.F2
+        if not self.uses_second_order or F2 is None:
+            return None
+        return np.tensordot(Vx_next, F2[t], axes=(0, 0))
 
     def _after_derivatives(self, d: ProblemDerivatives) -> None:
         """Gaps ``f̄_0 = x0 ⊖ xs_0``, ``f̄_{t+1} = f(xs_t, us_t) ⊖ xs_{t+1}`` of an infeasible iterate."""
@@ -272,9 +291,12 @@ class ILQR:
         lam = d.terminal.lx[0]
         g = np.empty((p.horizon, p.nu))
         Fx, Fu = d.dynamics.Fx, d.dynamics.Fu
-        for t in range(p.horizon - 1, -1, -1):
-            g[t] = d.running.lu[t] + Fu[t].T @ lam
-            lam = d.running.lx[t] + Fx[t].T @ lam
+        if self.compiled:
+            self._compiled().gradient_kernel(_c(Fx), _c(Fu), _c(d.running.lx), _c(d.running.lu), _c(lam), g)
+        else:
+            for t in range(p.horizon - 1, -1, -1):
+                g[t] = d.running.lu[t] + Fu[t].T @ lam
+                lam = d.running.lx[t] + Fx[t].T @ lam
         if self.box:
             scale = 1e-9 * (1.0 + np.abs(self.us))
             at_lo = self.us <= p.u_lower + scale
@@ -302,8 +324,36 @@ class ILQR:
                 raise SolverFailure(f"regularization blow-up in the backward pass ({failure}; mu > "
                                     f"{self.reg.mu_max:.1e})")
 
+    def _compiled(self):
+        """The compiled kernels (imported on first use: importing them imports numba)."""
+        if self._kernels is None:
+            from . import riccati_numba
+            self._kernels = riccati_numba
+        return self._kernels
+
+    def _backward_pass_compiled(self, d: ProblemDerivatives, mu: float) -> str | None:
+        """:meth:`_backward_pass` as one compiled call (:func:`solvers.riccati_numba.backward_pass_kernel`)."""
+        p = self.problem
+        kern = self._compiled()
+        run, dyn = d.running, d.dynamics
+        N, nu, ndx = p.horizon, p.nu, p.ndx
+        box = self.box and p.has_bounds
+        F2 = dyn.F2 if (self._with_curvature and self.uses_second_order and dyn.F2 is not None) else _NO_F2
+        gaps = _NO_GAPS if self.feasible else self.gaps
+        lower = p.u_lower - self.us if box else _NO_BOUNDS
+        upper = p.u_upper - self.us if box else _NO_BOUNDS
+        status, t = kern.backward_pass_kernel(
+            _c(dyn.Fx), _c(dyn.Fu), _c(run.lx), _c(run.lu), _c(run.lxx), _c(run.lxu), _c(run.luu),
+            _c(d.terminal.lx[0]), _c(d.terminal.lxx[0]), _c(F2), _c(gaps), float(mu), box,
+            _c(lower), _c(upper), _c(self.k), self.K, self.k, self.Qu, self.Quuk, self.Vx, self.Vxx)
+        if status == kern.OK:
+            return None
+        return kern.MESSAGES[status].format(t=t)
+
     def _backward_pass(self, d: ProblemDerivatives, mu: float) -> str | None:
         """Riccati recursion (module docstring); returns None on success or why it failed."""
+        if self.compiled:
+            return self._backward_pass_compiled(d, mu)
         p = self.problem
         N, nu, ndx = p.horizon, p.nu, p.ndx
         run, dyn = d.running, d.dynamics

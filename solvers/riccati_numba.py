@@ -1,0 +1,424 @@
+"""Compiled Riccati backward pass (and projected-Newton box QP) for the shooting solvers.
+
+The same recursion as :meth:`solvers.ilqr.ILQR._backward_pass` (iLQR/DDP/FDDP, Tassa, Erez &
+Todorov 2012 eq. 5–11; control limits by Tassa, Mansard & Todorov 2014 Algorithm 2 with the box QP
+of :mod:`solvers.box_qp`; FDDP's gap terms, Mastalli et al. 2020 eq. 11), compiled with numba so
+that one backward pass over N knots is one call instead of ~15 small numpy/LAPACK calls per knot.
+The Python implementation stays the reference (``tests/test_riccati_numba.py`` compares both);
+the solvers use this one when the problem's dynamics backend is ``numba`` (``compiled=None``) or
+when asked to (``compiled=True``).
+
+Importing this module imports numba; :mod:`solvers.ilqr` imports it only when it is used.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dynamics.numba_backend.jit import jit
+
+from .box_qp import ALL_CLAMPED, HESSIAN_NOT_PD, INTERIOR, MAX_ITER, MAX_LINESEARCH, NO_DESCENT, NO_IMPROVEMENT, \
+    SMALL_GRADIENT
+
+# backward-pass status codes (the Python side words the message)
+OK = 0
+NOT_PD = 1            # Q_uu + mu I not positive definite at knot t
+NONFINITE_QUU = 2     # non-finite Q_uu at knot t (unconstrained pass)
+NONFINITE_V = 3       # non-finite value function at knot t
+
+
+@jit
+def _cholesky(A, idx, n, L):
+    """Lower Cholesky factor of ``A[idx][:, idx]`` (n × n) into ``L[:n, :n]``; False if not positive
+    definite (or not finite)."""
+    for j in range(n):
+        s = A[idx[j], idx[j]]
+        for k in range(j):
+            s -= L[j, k] * L[j, k]
+        if not s > 0.0:     # also catches NaN
+            return False
+        d = np.sqrt(s)
+        L[j, j] = d
+        for i in range(j + 1, n):
+            s = A[idx[i], idx[j]]
+            for k in range(j):
+                s -= L[i, k] * L[j, k]
+            L[i, j] = s / d
+    return True
+
+
+@jit
+def _chol_solve(L, n, b, out):
+    """``out[:n] = (L Lᵀ)⁻¹ b[:n]``."""
+    for i in range(n):
+        s = b[i]
+        for k in range(i):
+            s -= L[i, k] * out[k]
+        out[i] = s / L[i, i]
+    for i in range(n - 1, -1, -1):
+        s = out[i]
+        for k in range(i + 1, n):
+            s -= L[k, i] * out[k]
+        out[i] = s / L[i, i]
+
+
+@jit
+def _quad_value(H, g, x, n):
+    """``xᵀ g + ½ xᵀ H x``."""
+    v = 0.0
+    for i in range(n):
+        hx = 0.0
+        for j in range(n):
+            hx += H[i, j] * x[j]
+        v += x[i] * (g[i] + 0.5 * hx)
+    return v
+
+
+@jit
+def box_qp_kernel(H, g, lower, upper, x0, x, free, L, idx, work):
+    """Projected-Newton box QP, the algorithm of :func:`solvers.box_qp.box_qp` (default options).
+
+    Writes the solution into ``x`` (n,), the free mask into ``free`` (n,) bool, the lower Cholesky
+    factor of ``H[free][:, free]`` into ``L`` (valid when the returned ``nfree > 0``) and the free
+    indices in order into ``idx[:nfree]`` (int64). ``work`` (5, n) scratch. Returns
+    ``(status, nfree)``."""
+    n = g.shape[0]
+    rhs = work[0]
+    sol = work[1]
+    grad = work[2]
+    search = work[3]
+    xc = work[4]
+    for i in range(n):
+        idx[i] = i
+    # fast path: convex and the unconstrained minimiser is inside the box
+    if _cholesky(H, idx, n, L):
+        for i in range(n):
+            rhs[i] = g[i]
+        _chol_solve(L, n, rhs, sol)
+        inside = True
+        for i in range(n):
+            x[i] = -sol[i]
+            if not (x[i] >= lower[i] and x[i] <= upper[i]):
+                inside = False
+        if inside:
+            for i in range(n):
+                free[i] = True
+            return INTERIOR, n
+    for i in range(n):
+        x[i] = min(max(x0[i], lower[i]), upper[i])
+    value = _quad_value(H, g, x, n)
+    clamped = np.zeros(n, dtype=np.bool_)
+    old_clamped = np.zeros(n, dtype=np.bool_)
+    have_chol = False
+    nfree = n
+    status = MAX_ITER
+    old_value = 0.0
+    max_iter = 100
+    for it in range(max_iter):
+        if it > 0 and (old_value - value) < 1e-8 * abs(old_value):
+            status = NO_IMPROVEMENT
+            break
+        old_value = value
+        for i in range(n):
+            s = g[i]
+            for j in range(n):
+                s += H[i, j] * x[j]
+            grad[i] = s
+        changed = False
+        nfree = 0
+        for i in range(n):
+            old_clamped[i] = clamped[i]
+            c = (x[i] <= lower[i] and grad[i] > 0.0) or (x[i] >= upper[i] and grad[i] < 0.0)
+            clamped[i] = c
+            free[i] = not c
+            if c != old_clamped[i]:
+                changed = True
+            if not c:
+                idx[nfree] = i
+                nfree += 1
+        if nfree == 0:
+            have_chol = False
+            status = ALL_CLAMPED
+            break
+        if it == 0 or changed or not have_chol:
+            have_chol = _cholesky(H, idx, nfree, L)
+            if not have_chol:
+                status = HESSIAN_NOT_PD
+                break
+        gn = 0.0
+        for j in range(nfree):
+            gn += grad[idx[j]] * grad[idx[j]]
+        if np.sqrt(gn) < 1e-8:
+            status = SMALL_GRADIENT
+            break
+        # Newton step on the free dims, clamped dims stay
+        for j in range(nfree):
+            i = idx[j]
+            s = g[i]
+            for m in range(n):
+                if clamped[m]:
+                    s += H[i, m] * x[m]
+            rhs[j] = s
+        _chol_solve(L, nfree, rhs, sol)
+        for i in range(n):
+            search[i] = 0.0
+        for j in range(nfree):
+            search[idx[j]] = -sol[j] - x[idx[j]]
+        sdotg = 0.0
+        for i in range(n):
+            sdotg += search[i] * grad[i]
+        if sdotg >= 0.0:
+            status = NO_DESCENT
+            break
+        step = 1.0
+        for i in range(n):
+            xc[i] = min(max(x[i] + step * search[i], lower[i]), upper[i])
+        vc = _quad_value(H, g, xc, n)
+        failed = False
+        while (vc - value) / (step * sdotg) < 0.1:
+            step *= 0.6
+            if step < 1e-22:
+                failed = True
+                break
+            for i in range(n):
+                xc[i] = min(max(x[i] + step * search[i], lower[i]), upper[i])
+            vc = _quad_value(H, g, xc, n)
+        if failed:
+            status = MAX_LINESEARCH
+            break
+        for i in range(n):
+            x[i] = xc[i]
+        value = vc
+    if not have_chol:      # all clamped, or H_ff not positive definite: no gains
+        return status, 0
+    return status, nfree
+
+
+@jit
+def _atb(A, B, out):
+    """``out = Aᵀ B`` for A (m, p), B (m, r)."""
+    m, p = A.shape
+    r = B.shape[1]
+    for i in range(p):
+        for j in range(r):
+            out[i, j] = 0.0
+    for k in range(m):
+        for i in range(p):
+            a = A[k, i]
+            if a != 0.0:
+                for j in range(r):
+                    out[i, j] += a * B[k, j]
+
+
+@jit
+def _ab_add(A, B, C, out):
+    """``out = C + A B`` for A (p, m), B (m, r)."""
+    p, m = A.shape
+    r = B.shape[1]
+    for i in range(p):
+        for j in range(r):
+            s = C[i, j]
+            for k in range(m):
+                s += A[i, k] * B[k, j]
+            out[i, j] = s
+
+
+@jit
+def backward_pass_kernel(Fx, Fu, lx, lu, lxx, lxu, luu, VxN, VxxN, F2, gaps, mu, box, lower, upper, k_warm,
+                         K, k, Qu_out, Quuk_out, Vx_out, Vxx_out):
+    """Riccati recursion of :meth:`solvers.ilqr.ILQR._backward_pass` over the N knots.
+
+    Fx (N, ndx, ndx), Fu (N, ndx, nu), lx (N, ndx), lu (N, nu), lxx (N, ndx, ndx), lxu (N, ndx, nu),
+    luu (N, nu, nu): dynamics Jacobians and running-cost derivatives; VxN (ndx,), VxxN (ndx, ndx):
+    terminal cost; F2 (N, ndx, nz, nz) dynamics second-order tensor (DDP curvature ``V'_x · F2``)
+    or an array with N = 0 for none; gaps (N+1, ndx) or (0, ndx) for a feasible iterate; mu
+    regularisation; box: use the box QP with ``lower <= k <= upper`` (N, nu) (bounds minus the
+    current controls); k_warm (N, nu) the box-QP starting point. Outputs K (N, nu, ndx), k (N, nu),
+    Qu_out, Quuk_out (N, nu), Vx_out (N+1, ndx), Vxx_out (N+1, ndx, ndx).
+    Returns ``(status, t)``: OK, or the failure code and the knot where it happened."""
+    N, ndx, nu = Fu.shape
+    nz = ndx + nu
+    curvature = F2.shape[0] > 0
+    has_gaps = gaps.shape[0] > 0
+    Vx = VxN.copy()
+    Vxx = VxxN.copy()
+    if has_gaps:
+        for i in range(ndx):
+            s = Vx[i]
+            for j in range(ndx):
+                s += Vxx[i, j] * gaps[N, j]
+            Vx[i] = s
+    Vx_out[N] = Vx
+    Vxx_out[N] = Vxx
+    FxV = np.empty((ndx, ndx))
+    FuV = np.empty((nu, ndx))
+    Qx = np.empty(ndx)
+    Qu = np.empty(nu)
+    Qxx = np.empty((ndx, ndx))
+    Qux = np.empty((nu, ndx))
+    Quu = np.empty((nu, nu))
+    Quu_reg = np.empty((nu, nu))
+    H = np.empty(nz * nz)
+    Kt = np.empty((nu, ndx))
+    kt = np.empty(nu)
+    Quuk = np.empty(nu)
+    QuuK = np.empty((nu, ndx))
+    L = np.empty((nu, nu))
+    work = np.empty((5, nu))
+    free = np.empty(nu, dtype=np.bool_)
+    col = np.empty(nu)
+    sol = np.empty(nu)
+    idx = np.empty(nu, dtype=np.int64)
+    Vx_new = np.empty(ndx)
+    Vxx_new = np.empty((ndx, ndx))
+    for t in range(N - 1, -1, -1):
+        _atb(Fx[t], Vxx, FxV)
+        _atb(Fu[t], Vxx, FuV)
+        for i in range(ndx):
+            s = lx[t, i]
+            for j in range(ndx):
+                s += Fx[t, j, i] * Vx[j]
+            Qx[i] = s
+        for i in range(nu):
+            s = lu[t, i]
+            for j in range(ndx):
+                s += Fu[t, j, i] * Vx[j]
+            Qu[i] = s
+        _ab_add(FxV, Fx[t], lxx[t], Qxx)
+        _ab_add(FuV, Fx[t], lxu[t].T, Qux)
+        _ab_add(FuV, Fu[t], luu[t], Quu)
+        if curvature:
+            F2t = F2[t]
+            for a in range(nz * nz):
+                H[a] = 0.0
+            for i in range(ndx):
+                w = Vx[i]
+                if w != 0.0:
+                    for a in range(nz):
+                        for b in range(nz):
+                            H[a * nz + b] += w * F2t[i, a, b]
+            for a in range(ndx):
+                for b in range(ndx):
+                    Qxx[a, b] += H[a * nz + b]
+            for a in range(nu):
+                for b in range(ndx):
+                    Qux[a, b] += H[(ndx + a) * nz + b]
+                for b in range(nu):
+                    Quu[a, b] += H[(ndx + a) * nz + ndx + b]
+        for i in range(nu):
+            for j in range(i + 1):
+                s = 0.5 * (Quu[i, j] + Quu[j, i])
+                Quu[i, j] = s
+                Quu[j, i] = s
+        for i in range(nu):
+            for j in range(nu):
+                Quu_reg[i, j] = Quu[i, j]
+            Quu_reg[i, i] += mu
+        for i in range(nu):
+            for j in range(ndx):
+                Kt[i, j] = 0.0
+        if box:
+            status, nfree = box_qp_kernel(Quu_reg, Qu, lower[t], upper[t], k_warm[t], kt, free, L, idx, work)
+            if status == HESSIAN_NOT_PD:
+                return NOT_PD, t
+            if nfree > 0:
+                for c in range(ndx):
+                    for j in range(nfree):
+                        col[j] = Qux[idx[j], c]
+                    _chol_solve(L, nfree, col, sol)
+                    for j in range(nfree):
+                        Kt[idx[j], c] = -sol[j]
+        else:
+            for i in range(nu):
+                idx[i] = i
+            for i in range(nu):
+                for j in range(nu):
+                    if not np.isfinite(Quu_reg[i, j]):
+                        return NONFINITE_QUU, t
+            if not _cholesky(Quu_reg, idx, nu, L):
+                return NOT_PD, t
+            _chol_solve(L, nu, Qu, sol)
+            for i in range(nu):
+                kt[i] = -sol[i]
+            for c in range(ndx):
+                for j in range(nu):
+                    col[j] = Qux[j, c]
+                _chol_solve(L, nu, col, sol)
+                for j in range(nu):
+                    Kt[j, c] = -sol[j]
+        # V_x = Q_x + Kᵀ Q_uu k + Kᵀ Q_u + Q_uxᵀ k ; V_xx = Q_xx + Kᵀ Q_uu K + Kᵀ Q_ux + Q_uxᵀ K
+        for i in range(nu):
+            s = 0.0
+            for j in range(nu):
+                s += Quu[i, j] * kt[j]
+            Quuk[i] = s
+        for i in range(nu):
+            for c in range(ndx):
+                s = 0.0
+                for j in range(nu):
+                    s += Quu[i, j] * Kt[j, c]
+                QuuK[i, c] = s
+        for a in range(ndx):
+            s = Qx[a]
+            for i in range(nu):
+                s += Kt[i, a] * (Quuk[i] + Qu[i]) + Qux[i, a] * kt[i]
+            Vx_new[a] = s
+            for b in range(ndx):
+                s = Qxx[a, b]
+                for i in range(nu):
+                    s += Kt[i, a] * (QuuK[i, b] + Qux[i, b]) + Qux[i, a] * Kt[i, b]
+                Vxx_new[a, b] = s
+        for a in range(ndx):
+            for b in range(a + 1):
+                s = 0.5 * (Vxx_new[a, b] + Vxx_new[b, a])
+                Vxx[a, b] = s
+                Vxx[b, a] = s
+        for a in range(ndx):
+            Vx[a] = Vx_new[a]
+        if has_gaps:
+            for i in range(ndx):
+                s = Vx[i]
+                for j in range(ndx):
+                    s += Vxx[i, j] * gaps[t, j]
+                Vx_new[i] = s
+            for i in range(ndx):
+                Vx[i] = Vx_new[i]
+        for a in range(ndx):
+            if not np.isfinite(Vx[a]):
+                return NONFINITE_V, t
+            for b in range(ndx):
+                if not np.isfinite(Vxx[a, b]):
+                    return NONFINITE_V, t
+        K[t] = Kt
+        k[t] = kt
+        Qu_out[t] = Qu
+        Quuk_out[t] = Quuk
+        Vx_out[t] = Vx
+        Vxx_out[t] = Vxx
+    return OK, -1
+
+
+@jit
+def gradient_kernel(Fx, Fu, lx, lu, lxN, g):
+    """Adjoint recursion of :meth:`solvers.ilqr.ILQR._gradient_norm`: ``g_t = l_u + Fuᵀ λ_{t+1}``,
+    ``λ_t = l_x + Fxᵀ λ_{t+1}``, ``λ_N = l_N,x``; writes ``g`` (N, nu)."""
+    N, ndx, nu = Fu.shape
+    lam = lxN.copy()
+    new = np.empty(ndx)
+    for t in range(N - 1, -1, -1):
+        for i in range(nu):
+            s = lu[t, i]
+            for j in range(ndx):
+                s += Fu[t, j, i] * lam[j]
+            g[t, i] = s
+        for i in range(ndx):
+            s = lx[t, i]
+            for j in range(ndx):
+                s += Fx[t, j, i] * lam[j]
+            new[i] = s
+        for i in range(ndx):
+            lam[i] = new[i]
+
+
+MESSAGES = {NOT_PD: "Q_uu + mu I not positive definite at knot {t}", NONFINITE_QUU: "non-finite Q_uu at knot {t}",
+            NONFINITE_V: "non-finite value function at knot {t}"}
