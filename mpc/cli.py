@@ -40,7 +40,7 @@ violations, tracking errors, success per target), trajectory.npz, and with --plo
 torques.png, latency.png; with --video an MP4 (or GIF) rendered offscreen.
 
 examples:
-  mpc-accel run iiwa-reach --solver ddp --backend numpy --horizon 32 --mode lockstep --duration 8 \\
+  mpc-accel run iiwa-reach --solver ddp --backend numba --horizon 32 --mode lockstep --duration 8 \\
       --out runs/iiwa --plot --video
   mpc-accel run iiwa-reach --mode realtime --update-every 5 --iterations 2
   mpc-accel run my_module:MyTask --dt 0.02 --horizon 25"""
@@ -103,7 +103,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="keyword argument for the task's constructor (repeatable), e.g. --task-arg reach_time=1.0")
     g = r.add_argument_group("controller")
     g.add_argument("--solver", choices=list(SOLVERS), default="ddp", help="optimal-control solver (default: ddp)")
-    g.add_argument("--backend", default="numpy", help="dynamics backend (see 'mpc-accel backends'; default: numpy)")
+    g.add_argument("--backend", default="numba",
+                   help="dynamics backend (see 'mpc-accel backends'; default: numba, compiled; "
+                        "numpy is the slow reference)")
     g.add_argument("--horizon", type=_positive_int, default=32, help="number of knots N (default: 32)")
     g.add_argument("--dt", type=_positive_float, default=0.01, help="knot spacing in seconds (default: 0.01)")
     g.add_argument("--iterations", type=_positive_int, default=1,
@@ -213,16 +215,17 @@ def cmd_run(a: argparse.Namespace) -> int:
               "iterations": a.iterations, "time_budget": a.time_budget, "mode": a.mode,
               "update_every": update_every, "duration": duration, "feedback": not a.no_feedback}
     say = (lambda *x: None) if a.json else (lambda *x: print(*x, file=sys.stderr))
-    w = time.perf_counter()
-    backend.warmup(model)
-    warmup_s = time.perf_counter() - w
-    say(f"mpc-accel: {task.name}: backend '{backend.name}' warm-up {warmup_s:.2f} s")
     try:
         ctrl = MPC(task, solver=a.solver, backend=backend.name, horizon=a.horizon, dt=a.dt,
                    iterations_per_update=a.iterations, time_budget=a.time_budget,
                    initial_iterations=a.initial_iterations, feedback=not a.no_feedback)
     except (ValueError, TypeError) as e:
         return _fail(str(e))
+    if backend.name == "numba":
+        say("mpc-accel: loading the compiled kernels (the first run on a machine compiles them: "
+            "about 2 min on 2 cores; cached on disk afterwards)")
+    warmup_s = ctrl.warmup()
+    say(f"mpc-accel: {task.name}: backend '{backend.name}' warm-up {warmup_s:.2f} s")
     callbacks = []
     progress, close_progress = make_progress(duration, enabled=not (a.quiet or a.json))
     if progress is not None:

@@ -63,7 +63,8 @@ class MPC:
     """Model-predictive controller for a task (see ``tasks``).
 
     task: the task (model, costs, references); solver: ``"ilqr"``, ``"ddp"`` or ``"fddp"``
-    (box-constrained controls); backend: dynamics backend name; horizon: number of knots N;
+    (box-constrained controls); backend: dynamics backend name (``"numba"``: compiled dynamics and
+    solver kernels, call :meth:`warmup` once before timing; ``"numpy"``: the reference); horizon: number of knots N;
     dt: knot spacing [s]; iterations_per_update: solver iterations per update (the maximum when
     ``time_budget`` is set); time_budget: optional wall-clock budget per update [s] — no new
     iteration is started once the estimated finish would exceed it (at least one iteration is run);
@@ -71,7 +72,7 @@ class MPC:
     gains between updates (False gives an open-loop plan, for comparison); tol: solver tolerance.
     """
 
-    def __init__(self, task, solver: str = "ddp", backend: str = "numpy", horizon: int = 32, dt: float = 0.01,
+    def __init__(self, task, solver: str = "ddp", backend: str = "numba", horizon: int = 32, dt: float = 0.01,
                  iterations_per_update: int = 1, time_budget: float | None = None, initial_iterations: int = 50,
                  feedback: bool = True, tol: float = 1e-6):
         self.task = task
@@ -94,6 +95,18 @@ class MPC:
         self.plan: Plan | None = None
 
     # ----------------------------------------------------------------- control loop
+    def warmup(self) -> float:
+        """Compile (first run on this machine) or load from numba's on-disk cache every kernel the
+        control loop uses — the backend's dynamics kernels and, with the ``numba`` backend, the
+        solver's compiled backward pass — so that no update pays for compilation. Returns the
+        seconds it took. Leaves no state behind (the first plan is still made by :meth:`start`)."""
+        w0 = time.perf_counter()
+        self.backend.warmup(self.model)
+        if getattr(self.solver, "compiled", False):
+            # one throw-away iteration from the initial state runs every compiled solver kernel
+            self.solver.solve(max_iter=1)
+        return time.perf_counter() - w0
+
     def start(self, t: float, x) -> Plan:
         """First plan from state ``x`` at time ``t``: ``initial_iterations`` iterations from the
         solver's default guess (gravity-compensating controls rolled out from ``x``). Not added

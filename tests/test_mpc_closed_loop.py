@@ -28,9 +28,14 @@ def _ee_error(task, r):
     return np.array([task.metrics(float(t), x)["ee_error"] for t, x in zip(r.t, r.x)])
 
 
-def test_lockstep_reaching_succeeds_and_reports(tmp_path):
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+def test_lockstep_reaching_succeeds_and_reports(tmp_path, backend):
+    """The reference path (numpy dynamics, Python solver loops) and the default compiled path
+    (numba dynamics, compiled backward pass) both reach the targets and report every stage."""
     task = _task()
-    ctrl = MPC(task, solver="ddp", backend="numpy", horizon=10, dt=0.02)
+    ctrl = MPC(task, solver="ddp", backend=backend, horizon=10, dt=0.02)
+    assert ctrl.solver.compiled is (backend == "numba")
+    assert ctrl.warmup() >= 0
     r = simulate(task.model, ctrl, task.initial_state(), task.duration, mode="lockstep", update_every=20)
     assert r.completed, r.aborted
     ev = task.evaluate(r.t, r.x, r.u_cmd)
