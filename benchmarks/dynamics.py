@@ -532,6 +532,7 @@ def run(st: Settings, progress: bool = True) -> dict[str, Any]:
     finally:
         bar.close()
     _attach_ratios(entries)
+    targets = performance_targets(entries)
     return {
         "benchmark": "dynamics",
         "timestamp": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
@@ -546,6 +547,7 @@ def run(st: Settings, progress: bool = True) -> dict[str, Any]:
         "anchor": {"name": ANCHOR, "available": st.pinocchio, "calls": ANCHOR_CALLS if st.pinocchio else {}},
         "entries": entries,
         "agreement": agree,
+        "targets": targets,
         "skipped": skipped,
         "notes": [
             "seconds: median time of one call on the whole batch of N states; ratio_vs_pinocchio_loop = "
@@ -572,6 +574,35 @@ def _attach_ratios(entries: list[dict[str, Any]]) -> None:
             e["speedup_vs_complex"] = x["seconds"] / e["seconds"] if x else None
 
 
+# The numba backend's performance targets (issue "numba backend"): (name, function, N, robots,
+# measured quantity, limit, stretch limit). A single state always runs on the calling thread, so
+# the N = 1 second-order entry is the single-thread time per knot.
+TARGETS = (
+    ("aba_derivatives N=64 vs Pinocchio loop", "aba_derivatives", 64, None, "ratio", 0.5, 0.25),
+    ("aba_derivatives N=1 vs one Pinocchio call", "aba_derivatives", 1, None, "ratio", 1.5, None),
+    ("aba_second_derivatives per knot, one thread [s]", "aba_second_derivatives", 1, ("atlas",), "seconds", 2.1e-3,
+     None),
+)
+
+
+def performance_targets(entries: list[dict[str, Any]], backend: str = "numba") -> list[dict[str, Any]]:
+    """The measured value of each target in :data:`TARGETS` for ``backend`` (where it was timed),
+    with ``met`` (value <= limit) and ``stretch_met``."""
+    out = []
+    for name, fn, n, robots, what, limit, stretch in TARGETS:
+        for e in entries:
+            if (e["backend"], e["function"], e["N"], e["variant"]) != (backend, fn, n, "analytical"):
+                continue
+            if robots is not None and e["robot"] not in robots:
+                continue
+            value = e.get("ratio_vs_pinocchio_loop") if what == "ratio" else e["seconds_per_state"]
+            out.append({"target": name, "robot": e["robot"], "backend": backend, "value": value, "limit": limit,
+                        "met": None if value is None else bool(value <= limit),
+                        "stretch_limit": stretch,
+                        "stretch_met": None if value is None or stretch is None else bool(value <= stretch)})
+    return out
+
+
 def format_table(result: dict[str, Any]) -> str:
     """Markdown table: robot × N × function × implementation, seconds and ratio vs the anchor."""
     lines = ["| robot | N | function | implementation | seconds | ratio vs pinocchio-loop | speedup vs FD central / complex |",
@@ -589,6 +620,11 @@ def format_table(result: dict[str, Any]) -> str:
             c, x = e["speedup_vs_central"], e["speedup_vs_complex"]
             sp = f"{'—' if c is None else f'{c:.3g}'} / {'—' if x is None else f'{x:.3g}'}"
         lines.append(f"| {e['robot']} | {e['N']} | {e['function']} | {impl} | {e['seconds']:.3e} | {ratio} | {sp} |")
+    if result.get("targets"):
+        lines += ["", "| target | robot | value | limit | met |", "|---|---|---:|---:|---|"]
+        for t in result["targets"]:
+            v = "—" if t["value"] is None else f"{t['value']:.3g}"
+            lines.append(f"| {t['target']} | {t['robot']} | {v} | {t['limit']:.3g} | {t['met']} |")
     return "\n".join(lines)
 
 

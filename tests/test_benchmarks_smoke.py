@@ -35,3 +35,26 @@ def test_dynamics_benchmark_rejects_unknown_robot():
                           cwd=ROOT)
     assert proc.returncode != 0
     assert "nope" in proc.stderr
+
+
+def test_dynamics_benchmark_target_summary():
+    """performance_targets picks the numba entries named by each target and compares with the limit."""
+    spec = importlib.util.spec_from_file_location("bench_dynamics", ROOT / "benchmarks" / "dynamics.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod            # dataclasses look their module up while the file executes
+    sys.path.insert(0, str(ROOT))
+    try:
+        spec.loader.exec_module(mod)
+    finally:
+        sys.path.remove(str(ROOT))
+
+    def e(robot, fn, n, backend, ratio, seconds):
+        return {"robot": robot, "function": fn, "N": n, "backend": backend, "variant": "analytical",
+                "ratio_vs_pinocchio_loop": ratio, "seconds": seconds * n, "seconds_per_state": seconds}
+
+    entries = [e("iiwa", "aba_derivatives", 64, "numba", 0.3, 1e-6), e("iiwa", "aba_derivatives", 64, "numpy", 9.0, 1e-4),
+               e("iiwa", "aba_derivatives", 1, "numba", 2.0, 1e-5), e("atlas", "aba_second_derivatives", 1, "numba", None, 1e-3),
+               e("iiwa", "aba_second_derivatives", 1, "numba", None, 1e-2)]
+    t = {(x["target"].split()[0], x["robot"], x["value"]): (x["met"], x["stretch_met"]) for x in mod.performance_targets(entries)}
+    assert t == {("aba_derivatives", "iiwa", 0.3): (True, False), ("aba_derivatives", "iiwa", 2.0): (False, None),
+                 ("aba_second_derivatives", "atlas", 1e-3): (True, None)}
