@@ -63,6 +63,9 @@ class FDDP(ILQR):
             return xnext
         return self.problem.state.integrate(xnext, (alphas - 1.0)[:, None] * self.gaps[t])
 
+    def _rollout_gaps(self):
+        return None if self.feasible else self.gaps
+
     def _rollout_open_loop(self, us):
         was, self.feasible = self.feasible, True
         try:

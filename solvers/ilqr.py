@@ -99,6 +99,7 @@ class ILQR:
         self._with_curvature = True
         self.compiled = (problem.backend.name == "numba") if compiled is None else bool(compiled)
         self._kernels = None
+        self._rollout_kernel = None     # CompiledRollout, or False when the dynamics are not supported
         self.verbose = verbose
 
     # ------------------------------------------------------------ public API
@@ -440,14 +441,34 @@ class ILQR:
         """State x̂_t of each candidate given the dynamics output ``xnext`` (single shooting: equal)."""
         return xnext
 
+    def _rollout_gaps(self) -> np.ndarray | None:
+        """Gaps the forward pass closes (FDDP on an infeasible iterate); None: single shooting."""
+        return None
+
+    def _compiled_rollout(self):
+        """The compiled forward pass (:mod:`solvers.rollout_numba`) when this solve uses compiled
+        kernels and the dynamics support it (semi-implicit Euler on the numba backend), else None."""
+        if not self.compiled:
+            return None
+        if self._rollout_kernel is None:
+            from .rollout_numba import CompiledRollout, compiled_rollout_available
+            dyn = self.problem.dynamics
+            self._rollout_kernel = CompiledRollout(dyn) if compiled_rollout_available(dyn) else False
+        return self._rollout_kernel or None
+
     def _simulate(self, alphas, xs, us, k, K, with_cost: bool = True) -> Candidates:
         """Batched closed-loop rollout of ``u = us + α k + K (x̂ ⊖ xs)`` for all step sizes α."""
         p = self.problem
         S, N = alphas.shape[0], p.horizon
+        clip = self.box and p.has_bounds
+        compiled = self._compiled_rollout()
+        if compiled is not None:
+            with self._timed("forward"):
+                X, U, ok = compiled.run(p.x0, alphas, xs, us, k, K, p.u_lower, p.u_upper, clip, self._rollout_gaps())
+            return self._score(X, U, ok, with_cost)
         X = np.empty((S, N + 1, p.nx))
         U = np.empty((S, N, p.nu))
         ok = np.ones(S, dtype=bool)
-        clip = self.box and p.has_bounds
         with self._timed("forward"), np.errstate(all="ignore"):
             xnext = np.repeat(p.x0[None], S, axis=0)
             for t in range(N):
@@ -467,6 +488,12 @@ class ILQR:
                     ok &= ~bad
                     xnext[bad] = X[bad, t]
             X[:, N] = self._start_states(alphas, N, xnext)
+        return self._score(X, U, ok, with_cost)
+
+    def _score(self, X, U, ok, with_cost: bool) -> Candidates:
+        """Total cost of each rolled-out candidate (inf where not requested); non-finite ones fail."""
+        p = self.problem
+        S = X.shape[0]
         cost = np.full(S, np.inf)
         if with_cost:
             with self._timed("cost"), np.errstate(all="ignore"):

@@ -1,0 +1,381 @@
+"""Compiled forward pass: the whole batched closed-loop rollout of :meth:`ILQR._simulate` (S step
+sizes × N knots) in one numba call, for the semi-implicit Euler integrator on the ``numba`` backend.
+
+For each candidate ``s`` (step size ``α_s``) and knot ``t``::
+
+    x̂_t = x⁺_{t-1}                         (x⁺_{-1} = x0; single shooting, gaps None)
+    x̂_t = x⁺_{t-1} ⊕ (α_s - 1) f̄_t          (FDDP with gaps f̄, also at t = 0 and t = N)
+    u_t  = us_t + α_s k_t + K_t (x̂_t ⊖ xs_t)  (clipped to the bounds when clip)
+    x⁺_t = f(x̂_t, u_t): τ = B u - D v - K_s (q - q_spring), a = ABA(q, v, τ),
+           v⁺ = v + dt a, q⁺ = q ⊕ dt v⁺
+
+A non-finite ``u`` marks the candidate failed and is replaced by ``us_t``; a non-finite ``x⁺``
+marks it failed and is replaced by ``x̂_t`` (the batch stays finite), as in the Python loop.
+
+The SO(3)/SE(3) operations are ports of :mod:`dynamics.joints` / :mod:`dynamics.lie` (same
+closed forms, same Taylor series below θ² = 0.25), ABA is the numba backend's ``aba_range``, so the
+result agrees with the Python path to rounding.
+
+Importing this module imports neither numba nor any kernel; the kernel is compiled (or loaded from
+numba's on-disk cache) on the first :meth:`CompiledRollout.run` or by :meth:`CompiledRollout.warmup`.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+
+_SCALAR, _BALL, _FREE = 0, 1, 2          # joint kinds of the `joints` rows (kind, qadr, dofadr)
+
+# ---------------------------------------------------------------- series of dynamics.lie
+_SMALL = 0.25                            # dynamics.lie._SMALL
+_SIN, _COS, _SIN3, _LOG, _COSF = 0, 1, 2, 3, 4
+_F = [math.factorial(n) for n in range(40)]
+_BERN = [1 / 6, -1 / 30, 1 / 42, -1 / 30, 5 / 66, -691 / 2730, 7 / 6, -3617 / 510]
+_COEFS = np.array([
+    [(-1) ** k / _F[2 * k + 1] for k in range(8)],                     # sin θ / θ
+    [(-1) ** k / _F[2 * k + 2] for k in range(8)],                     # (1 - cos θ) / θ²
+    [(-1) ** k / _F[2 * k + 3] for k in range(8)],                     # (θ - sin θ) / θ³
+    [(-1) ** n * _BERN[n] / _F[2 * n + 2] for n in range(8)],          # 1/θ² - (1 + cos θ)/(2 θ sin θ)
+    [(-1) ** k / _F[2 * k] for k in range(8)],                         # cos θ
+])
+aba_range = None                         # dynamics.numba_backend.aba.aba_range, bound on compilation
+
+
+# ---------------------------------------------------------------- kernel sources (jitted lazily)
+def _ratio(s, which):
+    """dynamics.lie._ratio of the function ``which`` of θ² = s."""
+    if s < _SMALL:
+        out = _COEFS[which, 7]
+        for i in range(6, -1, -1):
+            out = out * s + _COEFS[which, i]
+        return out
+    t = np.sqrt(s)
+    if which == _SIN:
+        return np.sin(t) / t
+    if which == _COS:
+        return (1 - np.cos(t)) / s
+    if which == _SIN3:
+        return (t - np.sin(t)) / (s * t)
+    if which == _LOG:
+        return 1 / s - (1 + np.cos(t)) / (2 * t * np.sin(t))
+    return np.cos(t)
+
+
+def _qmul(aw, ax, ay, az, bw, bx, by, bz):
+    """Hamilton product (lie.quat_multiply)."""
+    return (aw * bw - (ax * bx + ay * by + az * bz), aw * bx + bw * ax + (ay * bz - az * by),
+            aw * by + bw * ay + (az * bx - ax * bz), aw * bz + bw * az + (ax * by - ay * bx))
+
+
+def _qnormalize(w, x, y, z):
+    n = np.sqrt(w * w + x * x + y * y + z * z)
+    return w / n, x / n, y / n, z / n
+
+
+def _exp_quat(w0, w1, w2):
+    """lie.so3_exp_quat."""
+    s = (w0 * w0 + w1 * w1 + w2 * w2) / 4
+    h = _ratio(s, _SIN) * 0.5
+    return _ratio(s, _COSF), h * w0, h * w1, h * w2
+
+
+def _quat_log(w, x, y, z):
+    """lie.quat_log (angle in [0, π])."""
+    w, x, y, z = _qnormalize(w, x, y, z)
+    if w < 0:
+        w, x, y, z = -w, -x, -y, -z
+    s2 = x * x + y * y + z * z
+    if s2 < 1e-12:
+        r = 2.0 / w * (1 - s2 / (3 * w * w))
+    else:
+        sn = np.sqrt(s2)
+        r = 2.0 * np.arctan2(sn, w) / sn
+    return r * x, r * y, r * z
+
+
+def _rotate(qw, qx, qy, qz, v0, v1, v2, transpose):
+    """``R v`` (or ``Rᵀ v``) with R = lie.quat_to_rotation(q) (q normalised first)."""
+    w, x, y, z = _qnormalize(qw, qx, qy, qz)
+    r00, r01, r02 = 1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)
+    r10, r11, r12 = 2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)
+    r20, r21, r22 = 2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)
+    if transpose:
+        return r00 * v0 + r10 * v1 + r20 * v2, r01 * v0 + r11 * v1 + r21 * v2, r02 * v0 + r12 * v1 + r22 * v2
+    return r00 * v0 + r01 * v1 + r02 * v2, r10 * v0 + r11 * v1 + r12 * v2, r20 * v0 + r21 * v1 + r22 * v2
+
+
+def _so3_jac(m0, m1, m2, r0, r1, r2, a, b):
+    """``(1 + a [m]x + b [m]x²) r`` (the SO(3) Jacobians of dynamics.lie applied to a vector)."""
+    c0, c1, c2 = m1 * r2 - m2 * r1, m2 * r0 - m0 * r2, m0 * r1 - m1 * r0
+    d0, d1, d2 = m1 * c2 - m2 * c1, m2 * c0 - m0 * c2, m0 * c1 - m1 * c0
+    return r0 + a * c0 + b * d0, r1 + a * c1 + b * d1, r2 + a * c2 + b * d2
+
+
+def _integrate_q(joints, q, w, out):
+    """Configuration part of ``q ⊕ w`` (dynamics.joints.integrate): reads q[:nq], w[:nv], writes out[:nq]."""
+    for j in range(joints.shape[0]):
+        kind, qa, va = joints[j, 0], joints[j, 1], joints[j, 2]
+        if kind == _SCALAR:
+            out[qa] = q[qa] + w[va]
+            continue
+        o = 0 if kind == _BALL else 3        # free joint: position first, then the quaternion
+        e0, e1, e2, e3 = _exp_quat(w[va + o], w[va + o + 1], w[va + o + 2])
+        if kind == _FREE:
+            # position += R(quat) · (translation of exp_SE3(ρ, φ)) = R · Jr(-φ) ρ
+            m0, m1, m2 = -w[va + 3], -w[va + 4], -w[va + 5]
+            t2 = m0 * m0 + m1 * m1 + m2 * m2
+            p0, p1, p2 = _so3_jac(m0, m1, m2, w[va], w[va + 1], w[va + 2], -_ratio(t2, _COS), _ratio(t2, _SIN3))
+            d0, d1, d2 = _rotate(q[qa + 3], q[qa + 4], q[qa + 5], q[qa + 6], p0, p1, p2, False)
+            out[qa], out[qa + 1], out[qa + 2] = q[qa] + d0, q[qa + 1] + d1, q[qa + 2] + d2
+        a = qa + o
+        out[a], out[a + 1], out[a + 2], out[a + 3] = _qmul(q[a], q[a + 1], q[a + 2], q[a + 3], e0, e1, e2, e3)
+
+
+def _difference_x(joints, nq, x0, x1, out):
+    """``x1 ⊖ x0`` (solvers.state_space.difference; configuration part by dynamics.joints.difference)."""
+    nv = out.shape[0] // 2
+    for i in range(nv):
+        out[nv + i] = x1[nq + i] - x0[nq + i]
+    for j in range(joints.shape[0]):
+        kind, qa, va = joints[j, 0], joints[j, 1], joints[j, 2]
+        if kind == _SCALAR:
+            out[va] = x1[qa] - x0[qa]
+            continue
+        o = 0 if kind == _BALL else 3
+        a = qa + o
+        aw, ax, ay, az = _qnormalize(x0[a], x0[a + 1], x0[a + 2], x0[a + 3])
+        bw, bx, by, bz = _qnormalize(x1[a], x1[a + 1], x1[a + 2], x1[a + 3])
+        w0, w1, w2 = _quat_log(*_qmul(aw, -ax, -ay, -az, bw, bx, by, bz))
+        out[va + o], out[va + o + 1], out[va + o + 2] = w0, w1, w2
+        if kind == _FREE:
+            # ρ = Jl⁻¹(φ) Rᵀ (p1 - p0) with Jl⁻¹(φ) = Jr⁻¹(-φ) = 1 - ½[φ]x + c [φ]x²
+            d0, d1, d2 = _rotate(aw, ax, ay, az, x1[qa] - x0[qa], x1[qa + 1] - x0[qa + 1], x1[qa + 2] - x0[qa + 2],
+                                 True)
+            t2 = w0 * w0 + w1 * w1 + w2 * w2
+            out[va], out[va + 1], out[va + 2] = _so3_jac(-w0, -w1, -w2, d0, d1, d2, 0.5, _ratio(t2, _LOG))
+
+
+def _start_state(joints, nq, xn, alpha, gaps, t, d, out):
+    """``x̂ = xn`` (no gaps) or ``xn ⊕ (α - 1) gaps[t]`` into ``out`` (nx,)."""
+    if gaps.shape[0] == 0:
+        for i in range(xn.shape[0]):
+            out[i] = xn[i]
+        return
+    nv = gaps.shape[1] // 2
+    for i in range(2 * nv):
+        d[i] = (alpha - 1.0) * gaps[t, i]
+    _integrate_q(joints, xn, d, out)
+    for i in range(nv):
+        out[nq + i] = xn[nq + i] + d[nv + i]
+
+
+def _all_finite(x):
+    for i in range(x.shape[0]):
+        if not np.isfinite(x[i]):
+            return False
+    return True
+
+
+def _rollout_kernel(li, lf, gv, bl, bf, fext, joints, springs, B, damping, stiffness, qspring, has_passive, dt,
+                    x0, alphas, xs, us, k, K, lo, hi, clip, gaps, X, U, ok, q, vt, q_ro, vt_ro):
+    """The batched rollout (module docstring) into X (S, N+1, nx), U (S, N, nu), ok (S,).
+
+    q (S, nq) and vt (2, S, nv) are scratch for the ABA inputs (q, v, tau); q_ro / vt_ro are
+    read-only views of the same memory, passed to ``aba_range`` so that it runs the numba
+    backend's own compiled specialisation (read-only float64 inputs)."""
+    S, N, nu = alphas.shape[0], us.shape[0], us.shape[1]
+    nq, nv = qspring.shape[0], damping.shape[0]
+    v = vt[0]
+    tau = vt[1]
+    acc = np.empty((S, nv))
+    xn = np.empty((S, nq + nv))
+    d = np.empty(2 * nv)
+    u = np.empty(nu)
+    for s in range(S):
+        ok[s] = True
+        for i in range(nq + nv):
+            xn[s, i] = x0[i]
+    for t in range(N + 1):
+        for s in range(S):
+            _start_state(joints, nq, xn[s], alphas[s], gaps, t, d, X[s, t])
+        if t == N:
+            break
+        for s in range(S):
+            x = X[s, t]
+            _difference_x(joints, nq, xs[t], x, d)
+            for i in range(nu):
+                fb = 0.0
+                for j in range(2 * nv):
+                    fb += K[t, i, j] * d[j]
+                ui = us[t, i] + alphas[s] * k[t, i] + fb
+                if clip:
+                    ui = lo[i] if ui < lo[i] else ui
+                    ui = hi[i] if ui > hi[i] else ui
+                u[i] = ui
+            if not _all_finite(u):
+                ok[s] = False
+                for i in range(nu):
+                    u[i] = us[t, i]
+            for i in range(nu):
+                U[s, t, i] = u[i]
+            for i in range(nq):
+                q[s, i] = x[i]
+            for i in range(nv):
+                v[s, i] = x[nq + i]
+            for i in range(nv):
+                ti = 0.0
+                for j in range(nu):
+                    ti += u[j] * B[i, j]
+                if has_passive:
+                    ti = ti - damping[i] * v[s, i]
+                tau[s, i] = ti
+            for r in range(springs.shape[0]):
+                qa, va = springs[r, 0], springs[r, 1]
+                tau[s, va] -= stiffness[va] * (q[s, qa] - qspring[qa])
+        aba_range(li, lf, gv, bl, bf, q_ro, vt_ro[0], vt_ro[1], fext, acc, S - S, S)   # S - S: an int64 0 (a
+        # literal 0 would compile another specialisation of aba_range)
+        for s in range(S):
+            x = X[s, t]
+            for i in range(nv):
+                vn = v[s, i] + dt * acc[s, i]
+                xn[s, nq + i] = vn
+                d[i] = dt * vn
+            good = _all_finite(d[:nv])
+            if good:
+                _integrate_q(joints, x, d, xn[s])
+                good = _all_finite(xn[s])
+            if not good:       # diverged: mark failed, keep the batch finite
+                ok[s] = False
+                for i in range(nq + nv):
+                    xn[s, i] = x[i]
+
+
+_JITTED = ("_ratio", "_qmul", "_qnormalize", "_exp_quat", "_quat_log", "_rotate", "_so3_jac", "_integrate_q",
+           "_difference_x", "_start_state", "_all_finite", "_rollout_kernel")
+_compiled = None
+
+
+def _kernel():
+    """The compiled rollout kernel (numba imported, functions jitted and the cache locator
+    registered on the first call)."""
+    global _compiled, aba_range
+    if _compiled is None:
+        from numba.core import caching
+
+        from dynamics.numba_backend import aba as aba_module
+        from dynamics.numba_backend.jit import PackageStampLocator, jit
+
+        class _RolloutStampLocator(PackageStampLocator):
+            """numba's locator for this file, with the numba backend's source hash in the stamp: the
+            cached kernel contains a compiled copy of ``aba_range`` and its callees."""
+
+            @classmethod
+            def from_function(cls, py_func, py_file):
+                try:
+                    if Path(py_file).resolve() != Path(__file__).resolve():
+                        return None
+                except OSError:
+                    return None
+                for other in caching.CacheImpl._locator_classes:
+                    if other is cls or isinstance(other, type) and issubclass(other, PackageStampLocator):
+                        continue
+                    inner = other.from_function(py_func, py_file)
+                    if inner is not None:
+                        return cls(inner)
+                return None
+
+        if not any(c.__name__ == "_RolloutStampLocator" for c in caching.CacheImpl._locator_classes):
+            caching.CacheImpl._locator_classes.insert(0, _RolloutStampLocator)
+        g = globals()
+        aba_range = aba_module.aba_range
+        for name in _JITTED:
+            g[name] = jit(g[name])
+        _compiled = g["_rollout_kernel"]
+    return _compiled
+
+
+# ---------------------------------------------------------------- Python side
+def compiled_rollout_available(dynamics) -> bool:
+    """Whether :class:`CompiledRollout` implements ``dynamics`` (a :class:`DiscreteDynamics`):
+    semi-implicit Euler on the ``numba`` backend."""
+    return getattr(dynamics, "integrator", None) == "euler" and getattr(dynamics.backend, "name", None) == "numba"
+
+
+def _ro(x, dtype=np.float64) -> np.ndarray:
+    """``x`` as a read-only C-contiguous array (one compiled signature for every call)."""
+    x = np.ascontiguousarray(x, dtype=dtype)
+    if x.flags.writeable:
+        x = x.view()
+        x.flags.writeable = False
+    return x
+
+
+class CompiledRollout:
+    """The batched closed-loop rollout of :meth:`ILQR._simulate` for ``dynamics``
+    (a :class:`~solvers.discrete_dynamics.DiscreteDynamics` with ``compiled_rollout_available``)."""
+
+    def __init__(self, dynamics):
+        if not compiled_rollout_available(dynamics):
+            raise ValueError(f"CompiledRollout needs the 'euler' integrator on the 'numba' backend, got "
+                             f"'{dynamics.integrator}' on '{dynamics.backend.name}'")
+        from dynamics.numba_backend.packing import packed
+        m = dynamics.model
+        self.dynamics = dynamics
+        self.nq, self.nv, self.nu = m.nq, m.nv, m.nu
+        self.nx, self.ndx = m.nq + m.nv, 2 * m.nv
+        pm = packed(m)
+        self._model_args = (pm.li, pm.lf, pm.gv, pm.bl, pm.bf, pm.no_fext)
+        rows = [(_SCALAR, int(qa), int(va)) for qa, va in zip(m.scalar_q_index, m.scalar_v_index)]
+        rows += [(_BALL, qa, va) for qa, va in m.ball_adr] + [(_FREE, qa, va) for qa, va in m.free_adr]
+        joints = np.array(rows, dtype=np.int64).reshape(-1, 3)
+        sl = np.asarray(dynamics._spring_links, dtype=np.int64)
+        springs = np.stack([np.asarray(m.link_qadr)[sl], np.asarray(m.link_dofadr)[sl]], axis=-1).astype(np.int64)
+        has_passive = bool(dynamics._has_passive)
+        self._dyn_args = (_ro(joints, np.int64), _ro(springs.reshape(-1, 2), np.int64),
+                          _ro(np.asarray(dynamics.B, float).reshape(m.nv, m.nu)), _ro(dynamics.damping),
+                          _ro(dynamics.stiffness), _ro(m.qpos_spring), has_passive, float(dynamics.dt))
+        self._no_gaps = _ro(np.zeros((0, self.ndx)))
+
+    def run(self, x0, alphas, xs, us, k, K, u_lower, u_upper, clip: bool, gaps=None):
+        """Roll out ``u = us + α k + K (x̂ ⊖ xs)`` from x0 for every step size α.
+
+        x0 (nx,), alphas (S,), xs (N+1, nx), us (N, nu), k (N, nu), K (N, nu, ndx), u_lower /
+        u_upper (nu,) (used when ``clip``), gaps None (single shooting) or (N+1, ndx) (FDDP:
+        ``x̂_t = f(x̂_{t-1}, u_{t-1}) ⊕ (α - 1) gaps[t]``). Returns ``(X (S, N+1, nx), U (S, N, nu),
+        ok (S,) bool)``; ``ok`` is False for candidates whose controls or states went non-finite."""
+        alphas = _ro(alphas)
+        us = _ro(us)
+        if alphas.ndim != 1 or us.ndim != 2 or us.shape[1] != self.nu:
+            raise ValueError(f"CompiledRollout.run: alphas must be (S,) and us (N, {self.nu}), got "
+                             f"{alphas.shape} and {us.shape}")
+        S, N = alphas.shape[0], us.shape[0]
+        nx, ndx, nu = self.nx, self.ndx, self.nu
+        args = {"x0": (x0, (nx,)), "xs": (xs, (N + 1, nx)), "k": (k, (N, nu)), "K": (K, (N, nu, ndx)),
+                "u_lower": (u_lower, (nu,)), "u_upper": (u_upper, (nu,))}
+        if gaps is not None:
+            args["gaps"] = (gaps, (N + 1, ndx))
+        arr = {}
+        for name, (a, shape) in args.items():
+            arr[name] = _ro(a)
+            if arr[name].shape != shape:
+                raise ValueError(f"CompiledRollout.run: {name} has shape {arr[name].shape}, expected {shape}")
+        X = np.empty((S, N + 1, nx))
+        U = np.empty((S, N, nu))
+        ok = np.empty(S, dtype=np.bool_)
+        q = np.empty((S, self.nq))
+        vt = np.empty((2, S, self.nv))
+        _kernel()(*self._model_args, *self._dyn_args, arr["x0"], alphas, arr["xs"], us, arr["k"], arr["K"],
+                  arr["u_lower"], arr["u_upper"], bool(clip), arr.get("gaps", self._no_gaps), X, U, ok,
+                  q, vt, _ro(q), _ro(vt))
+        return X, U, ok
+
+    def warmup(self) -> None:
+        """Compile the kernel (first run on this machine) or load it from numba's on-disk cache, by
+        one rollout of one knot from the neutral state (one compilation serves every robot)."""
+        x0 = np.concatenate([self.dynamics.model.neutral(), np.zeros(self.nv)])
+        z = np.zeros((1, self.nu))
+        self.run(x0, np.ones(1), np.stack([x0, x0]), z, z, np.zeros((1, self.nu, self.ndx)), z[0], z[0], True,
+                 np.zeros((2, self.ndx)))
