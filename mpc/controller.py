@@ -69,12 +69,15 @@ class MPC:
     ``time_budget`` is set); time_budget: optional wall-clock budget per update [s] — no new
     iteration is started once the estimated finish would exceed it (at least one iteration is run);
     initial_iterations: iterations of the first solve (:meth:`start`); feedback: apply the Riccati
-    gains between updates (False gives an open-loop plan, for comparison); tol: solver tolerance.
+    gains between updates (False gives an open-loop plan, for comparison); tol: solver tolerance;
+    refresh_gains: after the last iteration of an update, re-linearise at the accepted trajectory
+    and recompute the gains (one more derivative stage and backward pass per update). Off by
+    default, as in Crocoddyl-based MPC: the gains of the update's last backward pass are used.
     """
 
     def __init__(self, task, solver: str = "ddp", backend: str = "numba", horizon: int = 32, dt: float = 0.01,
                  iterations_per_update: int = 1, time_budget: float | None = None, initial_iterations: int = 50,
-                 feedback: bool = True, tol: float = 1e-6):
+                 feedback: bool = True, tol: float = 1e-6, refresh_gains: bool = False):
         self.task = task
         self.model = task.model
         self.solver_name = str(solver).lower()
@@ -89,7 +92,8 @@ class MPC:
         self.tol = float(tol)
         x0 = np.asarray(task.initial_state(), float)
         self.problem = task.build_problem(x0, self.horizon, self.dt, backend=self.backend.name)
-        self.solver = cls(self.problem, box=True)
+        self.refresh_gains = bool(refresh_gains)
+        self.solver = cls(self.problem, box=True, refresh_gains=self.refresh_gains)
         self.records: list[UpdateRecord] = []
         self.initial_record: UpdateRecord | None = None
         self.plan: Plan | None = None
