@@ -145,6 +145,15 @@ class Plan:
         the horizon the last knot is repeated). Equals ``shifted(n)`` when ``t_start - t0 = n·dt``."""
         N = self.horizon if horizon is None else int(horizon)
         dt = self.dt if dt is None else float(dt)
+        shift = (float(t_start) - self.t0) / self.dt
+        n = int(round(shift))
+        if dt == self.dt and n >= 0 and abs(shift - n) <= 1e-9:
+            # the usual MPC case, an update period of whole knots: an exact shift by n knots
+            # (array slicing; the general path below evaluates every knot in Python)
+            M = self.horizon
+            ix = np.minimum(np.arange(n, n + N + 1), M)
+            iu = np.minimum(np.arange(n, n + N), M - 1)
+            return self.xs[ix].copy(), self.us[iu].copy()
         ts = float(t_start) + dt * np.arange(N + 1)
         xs = np.stack([self.reference_state(t) for t in ts])
         us = np.stack([self.feedforward(t) for t in ts[:-1]])

@@ -122,6 +122,23 @@ def test_resample_by_whole_knots_is_a_shift(bundled, rng):
     np.testing.assert_allclose(uw[0], us[1], atol=1e-12)
 
 
+@pytest.mark.parametrize("t_start, horizon", [(2.0, None), (2.03, None), (2.03, 9), (2.08, 4)])
+def test_whole_knot_shift_equals_evaluating_the_plan(bundled, rng, t_start, horizon):
+    """The sliced shift (the MPC's usual case) returns what evaluating the plan at every knot time
+    returns (reference_state / feedforward), also past the horizon end and for another horizon."""
+    m = bundled["hyq"]
+    N = 6
+    xs = np.concatenate([m.random_configuration(rng, N + 1), rng.normal(size=(N + 1, m.nv))], axis=1)
+    us = rng.normal(size=(N, m.nu))
+    p = _plan(m, xs, us, t0=2.0, dt=0.01)
+    xw, uw = p.resample(t_start, horizon=horizon)
+    n = horizon or N
+    ts = t_start + 0.01 * np.arange(n + 1)
+    # (evaluating at 2.0 + 0.01 k lands within round-off of a knot: equal to ~1e-14)
+    np.testing.assert_allclose(xw, np.stack([p.reference_state(t) for t in ts]), rtol=0, atol=1e-12)
+    np.testing.assert_array_equal(uw, np.stack([p.feedforward(t) for t in ts[:-1]]))
+
+
 def test_plan_rejects_bad_shapes_and_values(bundled):
     m = bundled["iiwa"]
     xs = np.zeros((3, 14))
