@@ -420,14 +420,23 @@ class ILQR:
 
     def _warm_start_step(self) -> LineSearchResult:
         """First step from an infeasible warm start: roll out from x0 with the feedback policy
-        around the guess for every step size (and α = 0, pure tracking of the guess) in one batch
-        and keep the cheapest; the iterate is feasible from then on."""
-        alphas = np.concatenate([self.alphas, [0.0]])
-        c = self._rollout(alphas)
-        if not c.ok.any():
+        around the guess. The full step is taken when it costs no more than α = 0 (pure tracking
+        of the guess) — the usual case in MPC, two rollouts; otherwise every other step size is
+        rolled out too (one batch) and the cheapest of all is kept. The iterate is feasible from
+        then on."""
+        first = np.array([self.alphas[0], 0.0])
+        c = self._rollout(first)
+        if c.ok[0] and (not c.ok[1] or c.cost[0] <= c.cost[1]):
+            return LineSearchResult(True, float(first[0]), c.xs[0], c.us[0], float(c.cost[0]), 2)
+        rest = self._rollout(self.alphas[1:]) if self.alphas.size > 1 else None
+        alphas = first if rest is None else np.concatenate([first, self.alphas[1:]])
+        ok = c.ok if rest is None else np.concatenate([c.ok, rest.ok])
+        if not ok.any():
             return LineSearchResult(False, 0.0, None, None, np.inf, alphas.size)
-        s = int(np.argmin(np.where(c.ok, c.cost, np.inf)))
-        return LineSearchResult(True, float(alphas[s]), c.xs[s], c.us[s], float(c.cost[s]), alphas.size)
+        cost = c.cost if rest is None else np.concatenate([c.cost, rest.cost])
+        s = int(np.argmin(np.where(ok, cost, np.inf)))
+        src, j = (c, s) if s < 2 else (rest, s - 2)
+        return LineSearchResult(True, float(alphas[s]), src.xs[j], src.us[j], float(cost[s]), alphas.size)
 
     def _accept_candidate(self, alpha: float, cost_try: float) -> bool:
         return self._accept(alpha, cost_try, self._last_candidates_xs.get(alpha))
