@@ -215,12 +215,14 @@ def _ab_add(A, B, C, out):
     """``out = C + A B`` for A (p, m), B (m, r)."""
     p, m = A.shape
     r = B.shape[1]
-    for i in range(p):
+    for i in range(p):          # row-wise (contiguous inner loop over j)
         for j in range(r):
-            s = C[i, j]
-            for k in range(m):
-                s += A[i, k] * B[k, j]
-            out[i, j] = s
+            out[i, j] = C[i, j]
+        for k in range(m):
+            a = A[i, k]
+            if a != 0.0:
+                for j in range(r):
+                    out[i, j] += a * B[k, j]
 
 
 @jit
@@ -275,15 +277,15 @@ def backward_pass_kernel(Fx, Fu, lx, lu, lxx, lxu, luu, VxN, VxxN, F2, gaps, mu,
         _atb(Fx[t], Vxx, FxV)
         _atb(Fu[t], Vxx, FuV)
         for i in range(ndx):
-            s = lx[t, i]
-            for j in range(ndx):
-                s += Fx[t, j, i] * Vx[j]
-            Qx[i] = s
+            Qx[i] = lx[t, i]
         for i in range(nu):
-            s = lu[t, i]
-            for j in range(ndx):
-                s += Fu[t, j, i] * Vx[j]
-            Qu[i] = s
+            Qu[i] = lu[t, i]
+        for j in range(ndx):
+            w = Vx[j]
+            for i in range(ndx):
+                Qx[i] += Fx[t, j, i] * w
+            for i in range(nu):
+                Qu[i] += Fu[t, j, i] * w
         _ab_add(FxV, Fx[t], lxx[t], Qxx)
         _ab_add(FuV, Fx[t], lxu[t].T, Qux)
         _ab_add(FuV, Fu[t], luu[t], Quu)
@@ -358,16 +360,21 @@ def backward_pass_kernel(Fx, Fu, lx, lu, lxx, lxu, luu, VxN, VxxN, F2, gaps, mu,
                 for j in range(nu):
                     s += Quu[i, j] * Kt[j, c]
                 QuuK[i, c] = s
+        for i in range(nu):             # QuuK <- Q_uu K + Q_ux (the sum Kᵀ multiplies)
+            for b in range(ndx):
+                QuuK[i, b] += Qux[i, b]
         for a in range(ndx):
             s = Qx[a]
             for i in range(nu):
                 s += Kt[i, a] * (Quuk[i] + Qu[i]) + Qux[i, a] * kt[i]
             Vx_new[a] = s
             for b in range(ndx):
-                s = Qxx[a, b]
-                for i in range(nu):
-                    s += Kt[i, a] * (QuuK[i, b] + Qux[i, b]) + Qux[i, a] * Kt[i, b]
-                Vxx_new[a, b] = s
+                Vxx_new[a, b] = Qxx[a, b]
+            for i in range(nu):
+                ka = Kt[i, a]
+                qa = Qux[i, a]
+                for b in range(ndx):
+                    Vxx_new[a, b] += ka * QuuK[i, b] + qa * Kt[i, b]
         for a in range(ndx):
             for b in range(a + 1):
                 s = 0.5 * (Vxx_new[a, b] + Vxx_new[b, a])
