@@ -10,58 +10,16 @@ Derivative matrices are ``(..., nv, nv)``: rows = output, columns = derivative v
 from __future__ import annotations
 
 import importlib
-import math
 from dataclasses import dataclass
 
 import numpy as np
 
-from .inputs import as_array, broadcast_batch, unflatten
+from .inputs import as_array, broadcast_batch, fast_flat, unflatten
 from .model import RobotModel
 
 
 class BackendUnavailableError(RuntimeError):
     """A known backend cannot run on this machine (missing dependency or hardware)."""
-
-
-def _fast_flat(model: RobotModel, arrays: dict) -> tuple[tuple[int, ...], list] | None:
-    """The common case of :meth:`Backend._args` without broadcasting machinery: every array is a
-    float64 C-contiguous ``(n,)`` or ``(B, n)`` ndarray with the same batch size. Returns ``None``
-    (take the general path, which also words any error) for anything else.
-
-    Why: the general path costs tens of microseconds per call (``np.broadcast_to``,
-    ``np.broadcast_shapes``, one ``isfinite`` pass per array), several times a single-state
-    kernel; solvers call the backend once per knot in their rollouts."""
-    batch = None
-    out = []
-    total = 0.0
-    for x, n in arrays.values():
-        if type(x) is not np.ndarray or x.dtype != _F64 or not x.flags.c_contiguous or not 1 <= x.ndim <= 2:
-            return None
-        shape = x.shape
-        if shape[-1] != (model.nq if n == "nq" else model.nv):
-            return None
-        if batch is None:
-            batch = shape[:-1]
-        elif shape[:-1] != batch:
-            return None
-        flat = x.reshape(-1)
-        # one dot product per array: NaN/inf propagate into the sum (a sum of finite values that
-        # overflows, |x| ~ 1e308, only sends the call down the general path, which checks exactly)
-        ones = _ONES.get(flat.shape[0])
-        if ones is None:
-            if len(_ONES) > 64:
-                _ONES.clear()
-            ones = _ONES.setdefault(flat.shape[0], np.ones(flat.shape[0]))
-        total += flat.dot(ones)
-        out.append(x if x.ndim == 2 else x.reshape(1, shape[0]))
-    if not math.isfinite(total):
-        return None
-    out.append(None)
-    return batch, out
-
-
-_F64 = np.dtype(np.float64)
-_ONES: dict[int, np.ndarray] = {}  # ones vectors by length, for the finiteness sums
 
 
 class Backend:
@@ -73,8 +31,11 @@ class Backend:
     def _args(self, func: str, model: RobotModel, fext=None, **arrays):
         """Check and flatten arguments; sizes are given by model attribute name (``"nq"``/``"nv"``)."""
         if fext is None and type(model) is RobotModel:
-            fast = _fast_flat(model, arrays)
+            # the common case without the broadcasting machinery (tens of µs per call otherwise,
+            # several times a single-state kernel; the solvers call the backend once per knot)
+            fast = fast_flat({k: (x, model.nq if n == "nq" else model.nv) for k, (x, n) in arrays.items()})
             if fast is not None:
+                fast[1].append(None)
                 return fast
         if not isinstance(model, RobotModel):
             raise TypeError(f"{func}: expected a RobotModel (from dynamics.load_model) as first argument, "

@@ -3,6 +3,8 @@ and flattening of leading batch dimensions to one axis (the backends work on ``(
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 
@@ -50,3 +52,62 @@ def broadcast_batch(func: str, arrays: dict[str, tuple[np.ndarray, int]]) -> tup
 def unflatten(batch: tuple[int, ...], x: np.ndarray) -> np.ndarray:
     """Inverse of the flattening in :func:`broadcast_batch`."""
     return x.reshape(batch + x.shape[1:])
+
+
+_F64 = np.dtype(np.float64)
+_ONES: dict[int, np.ndarray] = {}  # ones vectors by length, for the finiteness sums
+
+
+def fast_flat(arrays: dict[str, tuple[np.ndarray, int]]) -> tuple[tuple[int, ...], list[np.ndarray]] | None:
+    """The common case of ``as_array`` + :func:`broadcast_batch` for vector arguments (one trailing
+    dim each), without the broadcasting machinery: every array is a float64 ndarray ``(n,)`` or
+    ``(B, n)`` with the expected ``n`` and the same batch shape, and every value is finite. Returns
+    ``(batch, [(B, n) C-contiguous arrays])`` like :func:`broadcast_batch`, or ``None`` for anything
+    else (the caller then takes the general path, which also words any error).
+
+    Finiteness is checked by one dot product per array (see :func:`sum_is_finite`)."""
+    batch = None
+    out = []
+    total = 0.0
+    for x, n in arrays.values():
+        if type(x) is not np.ndarray or x.dtype != _F64 or not 1 <= x.ndim <= 2 or x.shape[-1] != n:
+            return None
+        shape = x.shape
+        if batch is None:
+            batch = shape[:-1]
+        elif shape[:-1] != batch:
+            return None
+        if not x.flags.c_contiguous:
+            x = np.ascontiguousarray(x)
+        if not sum_is_finite(x):
+            return None
+        out.append(x if x.ndim == 2 else x.reshape(1, n))
+    if batch is None:
+        return None
+    return batch, out
+
+
+def _ones(n: int) -> np.ndarray:
+    """``2**-64`` repeated n times: weights for finiteness sums that cannot overflow."""
+    ones = _ONES.get(n)
+    if ones is None:
+        if len(_ONES) > 64:
+            _ONES.clear()
+        ones = _ONES.setdefault(n, np.full(n, 2.0 ** -64))
+    return ones
+
+
+_DOT_MAX = 4096  # larger arrays: np.isfinite (OpenBLAS runs long dot products multi-threaded, and
+# its spinning threads then slow down the numba backend's parallel kernels many times over)
+
+
+def sum_is_finite(x: np.ndarray) -> bool:
+    """Whether every entry of the float64 array ``x`` is finite, by one dot product (a few times
+    cheaper than ``np.all(np.isfinite(x))`` on small arrays). The entries are weighted by 2**-64, so
+    the sum of finite values cannot overflow (no false alarm, no floating-point warning) while a
+    NaN or inf still propagates."""
+    flat = x.reshape(-1)
+    n = flat.shape[0]
+    if n > _DOT_MAX:
+        return bool(np.isfinite(flat).all())
+    return math.isfinite(flat.dot(_ones(n)))

@@ -93,6 +93,8 @@ def joint_placements(model, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 # ---------------------------------------------------------------- configuration space
 def integrate(model, q: np.ndarray, v: np.ndarray) -> np.ndarray:
     """``q ⊕ v`` for q (B, nq), v (B, nv)."""
+    if model.is_euclidean:
+        return q + v
     out = q.astype(np.result_type(q, v), copy=True)
     s = model.scalar_q_index
     out[:, s] = q[:, s] + v[:, model.scalar_v_index]
@@ -108,6 +110,8 @@ def integrate(model, q: np.ndarray, v: np.ndarray) -> np.ndarray:
 
 def difference(model, q0: np.ndarray, q1: np.ndarray) -> np.ndarray:
     """``q1 ⊖ q0``: the tangent vector v with ``q0 ⊕ v = q1`` (B, nv)."""
+    if model.is_euclidean:
+        return q1 - q0
     out = np.empty((q0.shape[0], model.nv), dtype=np.result_type(q0, q1))
     out[:, model.scalar_v_index] = q1[:, model.scalar_q_index] - q0[:, model.scalar_q_index]
     for qa, va in model.ball_adr:
@@ -127,6 +131,10 @@ def integrate_jacobians(model, q: np.ndarray, v: np.ndarray) -> tuple[np.ndarray
     """Jacobians of ``q ⊕ v`` in tangent coordinates at the result: w.r.t. q and w.r.t. v, (B, nv, nv)."""
     B = q.shape[0]
     dtype = np.result_type(q, v)
+    if model.is_euclidean:
+        Jq = np.empty((B, model.nv, model.nv), dtype=dtype)
+        Jq[:] = np.eye(model.nv, dtype=dtype)
+        return Jq, Jq.copy()
     Jq = np.zeros((B, model.nv, model.nv), dtype=dtype)
     Jv = np.zeros((B, model.nv, model.nv), dtype=dtype)
     s = model.scalar_v_index
@@ -149,6 +157,14 @@ def integrate_jacobians(model, q: np.ndarray, v: np.ndarray) -> tuple[np.ndarray
 def difference_jacobians(model, q0: np.ndarray, q1: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Jacobians of ``q1 ⊖ q0`` w.r.t. q0 and q1 (tangent perturbations), (B, nv, nv)."""
     B = q0.shape[0]
+    if model.is_euclidean:
+        dtype = np.result_type(q0, q1)
+        eye = np.eye(model.nv, dtype=dtype)
+        J0 = np.empty((B, model.nv, model.nv), dtype=dtype)
+        J1 = np.empty((B, model.nv, model.nv), dtype=dtype)
+        J0[:] = 0.0 - eye
+        J1[:] = eye
+        return J0, J1
     d = difference(model, q0, q1)
     dtype = d.dtype
     J0 = np.zeros((B, model.nv, model.nv), dtype=dtype)

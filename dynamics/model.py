@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 import mujoco
@@ -19,7 +20,7 @@ import numpy as np
 
 from . import joints as _joints
 from . import lie
-from .inputs import as_array, broadcast_batch, unflatten
+from .inputs import as_array, broadcast_batch, fast_flat, unflatten
 from .joints import JOINT_NQ, JOINT_NV, JointType
 from .spatial import compose, spatial_inertia
 
@@ -113,6 +114,16 @@ class RobotModel:
     def has_floating_base(self) -> bool:
         return bool(self.links_by_type[JointType.FREE].size)
 
+    @cached_property
+    def is_euclidean(self) -> bool:
+        """Whether the configuration space is a plain vector space: only hinge and slide joints,
+        with q and v coordinates in the same order (nq == nv). Then ``q ⊕ v = q + v``,
+        ``q1 ⊖ q0 = q1 - q0`` and their Jacobians are ± identities."""
+        n = self.nq
+        return (self.nv == n and not self.ball_adr and not self.free_adr
+                and np.array_equal(self.scalar_q_index, np.arange(n))
+                and np.array_equal(self.scalar_v_index, np.arange(n)))
+
     @property
     def total_mass(self) -> float:
         """Mass of the moving links (bodies welded to the world are excluded, as in Pinocchio)."""
@@ -186,6 +197,12 @@ class RobotModel:
         return q
 
     def _cfg(self, func, **arrays):
+        """Check and flatten the arguments of a configuration-space function: ``(batch, [(B, n)])``.
+        Plain finite float64 ``(n,)``/``(B, n)`` arrays take a fast path (no broadcasting
+        machinery); anything else, and every error, goes through ``as_array``/``broadcast_batch``."""
+        fast = fast_flat(arrays)
+        if fast is not None:
+            return fast
         checked = {}
         for k, (x, n) in arrays.items():
             checked[k] = (as_array(k, x, (n,), func), 1)

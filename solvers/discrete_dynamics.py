@@ -37,6 +37,7 @@ import numpy as np
 
 from dynamics import RobotModel
 from dynamics.backend import Backend
+from dynamics.inputs import sum_is_finite
 from dynamics.joints import JointType
 from dynamics.second_order_numerical import aba_second_derivatives_numerical
 from dynamics.spatial import motion_cross_matrix, skew
@@ -98,6 +99,12 @@ class DiscreteDynamics:
         else:
             self._spring_links = np.zeros(0, dtype=int)
         self._has_passive = bool(np.any(self.damping) or np.any(self.stiffness))
+        self._has_damping = bool(np.any(self.damping))
+        self._has_stiffness = bool(np.any(self.stiffness))
+        # B = I (one actuator per dof, in order, gear 1): B u = u and M^-1 B = M^-1, exactly
+        self._B_identity = self.B.shape == (nv, nv) and bool(np.array_equal(self.B, np.eye(nv)))
+        # hinge/slide-only robots: q ⊕ w = q + w, integration Jacobians are identities
+        self._euclidean = model.is_euclidean
         # tangent blocks of ball/free joints (where integration has second-order terms)
         self._lie_blocks = [(va, 3, "ball") for _, va in model.ball_adr] + [(va, 6, "free") for _, va in model.free_adr]
 
@@ -117,17 +124,26 @@ class DiscreteDynamics:
     # ------------------------------------------------------------ continuous dynamics
     def torques(self, q: np.ndarray, v: np.ndarray, u: np.ndarray) -> np.ndarray:
         """Generalised force ``τ = B u + τ_passive(q, v)`` (..., nv)."""
-        tau = u @ self.B.T
+        if self._B_identity and np.shape(u)[-1:] == (self.B.shape[1],):
+            tau = np.array(u, dtype=float)
+        else:
+            tau = u @ self.B.T
         if self._has_passive:
-            tau = tau - self.damping * v
+            if self._has_damping:
+                tau = tau - self.damping * v
             for li in self._spring_links:
                 qa, va = self.model.link_qadr[li], self.model.link_dofadr[li]
                 tau[..., va] -= self.stiffness[va] * (q[..., qa] - self.model.qpos_spring[qa])
         return tau
 
     def acceleration(self, x: np.ndarray, u: np.ndarray) -> np.ndarray:
-        q, v = self.state.split(x)
+        q, v = self._split(x)
         return self.backend.aba(self.model, q, v, self.torques(q, v, u))
+
+    def _split(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(q, v)`` as C-contiguous arrays (what the backends take without copying or checks)."""
+        nq = self.state.nq
+        return np.ascontiguousarray(x[..., :nq]), np.ascontiguousarray(x[..., nq:])
 
     # ------------------------------------------------------------ f(x, u)
     def step(self, x: np.ndarray, u: np.ndarray) -> np.ndarray:
@@ -138,9 +154,16 @@ class DiscreteDynamics:
         x = np.asarray(x, float)
         u = np.asarray(u, float)
         if self.integrator == "euler":
-            q, v = self.state.split(x)
-            vn = v + self.dt * self.acceleration(x, u)
-            return np.concatenate([self._safe(self.model.integrate, q, self.dt * vn), vn], axis=-1)
+            q, v = self._split(x)
+            vn = v + self.dt * self.backend.aba(self.model, q, v, self.torques(q, v, u))
+            w = self.dt * vn
+            if self._euclidean and sum_is_finite(w):
+                nq = q.shape[-1]
+                out = np.empty(vn.shape[:-1] + (nq + vn.shape[-1],))
+                np.add(q, w, out=out[..., :nq])                   # q ⊕ w = q + w
+                out[..., nq:] = vn
+                return out
+            return np.concatenate([self._safe(self.model.integrate, q, w), vn], axis=-1)
         X, K = self._rk4_stages(x, u)
         return self._safe(self.state.integrate, x, self.dt / 6.0 * (K[0] + 2 * K[1] + 2 * K[2] + K[3]))
 
@@ -175,8 +198,10 @@ class DiscreteDynamics:
     # ------------------------------------------------------------ derivatives
     def derivatives(self, x: np.ndarray, u: np.ndarray, second_order: bool = False) -> DynamicsDerivatives:
         """First (and optionally second) derivatives at knots x (N, nx), u (N, nu)."""
-        x = np.asarray(x, float)
-        u = np.asarray(u, float)
+        return self._derivatives(np.asarray(x, float), np.asarray(u, float), second_order)
+
+    def _derivatives(self, x: np.ndarray, u: np.ndarray, second_order: bool) -> DynamicsDerivatives:
+        """:meth:`derivatives` for float64 arrays x (N, nx), u (N, nu)."""
         if self.integrator == "euler":
             return self._euler_derivatives(x, u, second_order)
         xn, Fx, Fu = self._rk4_first_order(x, u)
@@ -187,39 +212,59 @@ class DiscreteDynamics:
         """``(a, ∂a/∂dq, ∂a/∂v, ∂a/∂u, M^-1)`` including the passive-force terms, (N, nv[, nv|nu])."""
         daq, dav, Minv = self.backend.aba_derivatives(self.model, q, v, tau)
         a = self.backend.aba(self.model, q, v, tau)
-        if self._has_passive:
-            # τ depends on q and v through τ_passive: chain rule with ∂a/∂τ = M^-1
+        # τ depends on q and v through τ_passive: chain rule with ∂a/∂τ = M^-1
+        if self._has_stiffness:
             daq = daq - Minv * self.stiffness
+        if self._has_damping:
             dav = dav - Minv * self.damping
-        return a, daq, dav, Minv @ self.B, Minv
+        return a, daq, dav, (Minv if self._B_identity else Minv @ self.B), Minv
 
     def _euler_derivatives(self, x, u, second_order):
-        m, dt, nv, nu = self.model, self.dt, self.model.nv, self.model.nu
-        q, v = self.state.split(x)
+        m, dt, nv, nu, nq = self.model, self.dt, self.model.nv, self.model.nu, self.model.nq
+        N = x.shape[0]
+        ndx, nz = 2 * nv, 2 * nv + nu
+        q, v = self._split(x)                   # contiguous: the backends take these without copies
         tau = self.torques(q, v, u)
         a, Aq, Av, Au, _ = self._accel_partials(q, v, tau)
         vn = v + dt * a
         w = dt * vn
-        Jq, Jw = m.integrate_jacobians(q, w)
-        N = x.shape[0]
-        eye = np.eye(nv)
-        dvn = np.concatenate([dt * Aq, eye + dt * Av, dt * Au], axis=-1)   # ∂v⁺/∂z (N, nv, nz)
-        dq = Jw @ (dt * dvn)                                                # ∂q⁺/∂z through w = dt v⁺
-        dq[..., :nv] += Jq
-        Fz = np.concatenate([dq, dvn], axis=-2)                             # (N, ndx, nz)
-        xn = np.concatenate([m.integrate(q, w), vn], axis=-1)
-        Fx, Fu = Fz[..., :2 * nv], Fz[..., 2 * nv:]
+        # Fz = ∂x⁺/∂z (N, ndx, nz), rows (q⁺, v⁺); Fx, Fu are its column blocks (views)
+        Fz = np.empty((N, ndx, nz))
+        dvn = Fz[:, nv:]                                                    # ∂v⁺/∂z = dt [Aq, Av, Au] + [0, I, 0]
+        np.multiply(Aq, dt, out=dvn[..., :nv])
+        np.multiply(Av, dt, out=dvn[..., nv:ndx])
+        np.multiply(Au, dt, out=dvn[..., ndx:])
+        flat = Fz.reshape(N, ndx * nz)
+        flat[:, nv * nz + nv:ndx * nz:nz + 1] += 1.0                         # + I on the ∂v⁺/∂v block
+        xn = np.empty((N, nq + nv))
+        xn[:, nq:] = vn
+        if self._euclidean:
+            # q⁺ = q + w, w = dt v⁺: ∂q⁺/∂z = dt ∂v⁺/∂z + [I, 0, 0]
+            np.multiply(dvn, dt, out=Fz[:, :nv])
+            flat[:, 0:nv * nz:nz + 1] += 1.0
+            np.add(q, w, out=xn[:, :nq])
+            Jq = Jw = None
+        else:
+            Jq, Jw = m.integrate_jacobians(q, w)
+            Fz[:, :nv] = Jw @ (dt * dvn)                                    # ∂q⁺/∂z through w = dt v⁺
+            Fz[:, :nv, :nv] += Jq
+            xn[:, :nq] = m.integrate(q, w)
+        Fx, Fu = Fz[..., :ndx], Fz[..., ndx:]
         if not second_order:
             return DynamicsDerivatives(xn, Fx, Fu)
-        nz = 2 * nv + nu
         Ha = self._acceleration_hessian(q, v, tau)                          # (N, nv, nz, nz)
-        F2 = np.empty((N, 2 * nv, nz, nz))
-        F2[:, nv:] = dt * Ha
-        # q⁺ = q ⊕ w with w = dt v⁺: first-order chain through w ...
-        F2[:, :nv] = np.einsum("nim,nmab->niab", Jw, dt * dt * Ha)
-        # ... plus the second-order terms of the SO(3)/SE(3) integration itself
-        if self._lie_blocks:
-            F2[:, :nv] += self._lie_integration_terms(q, w, Jq, Jw, dt * dvn)
+        F2 = np.empty((N, ndx, nz, nz))
+        if self._euclidean:
+            # q⁺ = q + dt v⁺: (F2_q, F2_v) = (dt² Ha, dt Ha), in one pass over the 2·N·nv·nz² entries
+            np.multiply(Ha.reshape(N, 1, nv * nz * nz), np.array([[dt * dt], [dt]]),
+                        out=F2.reshape(N, 2, nv * nz * nz))
+        else:
+            F2[:, nv:] = dt * Ha
+            # q⁺ = q ⊕ w with w = dt v⁺: first-order chain through w ...
+            F2[:, :nv] = np.einsum("nim,nmab->niab", Jw, dt * dt * Ha)
+            # ... plus the second-order terms of the SO(3)/SE(3) integration itself
+            if self._lie_blocks:
+                F2[:, :nv] += self._lie_integration_terms(q, w, Jq, Jw, dt * dvn)
         return DynamicsDerivatives(xn, Fx, Fu, F2)
 
     def _second_order_acceleration_tensors(self, q, v, tau):
@@ -240,12 +285,13 @@ class DiscreteDynamics:
         nv, nu = self.model.nv, self.model.nu
         a_qq, a_vv, a_qv, a_qt = self._second_order_acceleration_tensors(q, v, tau)
         a_qq = 0.5 * (a_qq + np.swapaxes(a_qq, -1, -2))
-        if self._has_passive:
+        if self._has_stiffness:
             # τ_passive is linear with diagonal ∂τ/∂q = -K, ∂τ/∂v = -D, and ∂²a/∂τ², ∂²a/∂v∂τ vanish
             kq = a_qt * (-self.stiffness)
             a_qq = a_qq + kq + np.swapaxes(kq, -1, -2)
+        if self._has_damping:
             a_qv = a_qv + a_qt * (-self.damping)
-        a_qu = a_qt @ self.B
+        a_qu = a_qt if self._B_identity else a_qt @ self.B
         N = q.shape[0]
         nz = 2 * nv + nu
         H = np.zeros((N, nv, nz, nz))

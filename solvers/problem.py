@@ -17,8 +17,9 @@ import numpy as np
 
 from dynamics import RobotModel, get_backend
 from dynamics.backend import Backend
+from dynamics.inputs import sum_is_finite
 
-from .costs import CostContext, CostDerivatives, as_cost, gravity_compensation
+from .costs import CostContext, CostDerivatives, CostSum, as_cost, gravity_compensation
 from .discrete_dynamics import DiscreteDynamics, DynamicsDerivatives
 from .state_space import StateSpace
 
@@ -78,6 +79,7 @@ class ShootingProblem:
         if np.any(self.u_lower > self.u_upper):
             raise ValueError("u_lower must be <= u_upper in every component")
         self.set_initial_state(x0)
+        self._knot_cache: dict = {}
 
     def _bound(self, name: str, b) -> np.ndarray:
         b = np.array(b, dtype=float)
@@ -151,8 +153,30 @@ class ShootingProblem:
         return xs
 
     # ------------------------------------------------------------ costs
-    def _ctx(self, x, u, knots) -> CostContext:
-        return CostContext(self.model, self.backend, self.state, x, u, knots)
+    def _ctx(self, x, u, knots, **kw) -> CostContext:
+        return CostContext(self.model, self.backend, self.state, x, u, knots, **kw)
+
+    def _knots(self, key, make) -> np.ndarray:
+        """Knot-index arrays, made once per key (the horizon is fixed)."""
+        arr = self._knot_cache.get(key)
+        if arr is None:
+            if len(self._knot_cache) > 64:
+                self._knot_cache.clear()
+            arr = self._knot_cache[key] = make()
+            arr.setflags(write=False)
+        return arr
+
+    @staticmethod
+    def _scaled_derivatives(cost, ctx: CostContext, scale: float) -> CostDerivatives:
+        """``cost.derivatives(ctx).scaled(scale)``; a CostSum's fresh arrays are scaled in place."""
+        d = cost.derivatives(ctx)
+        if scale == 1.0:
+            return d
+        if type(cost) is not CostSum:
+            return d.scaled(scale)
+        for a in (d.l, d.lx, d.lu, d.lxx, d.lxu, d.luu):
+            a *= scale
+        return d
 
     def running_costs(self, xs: np.ndarray, us: np.ndarray) -> np.ndarray:
         """``dt · l(x_t, u_t)`` for xs (..., N+1 or N, nx), us (..., N, nu): (..., N)."""
@@ -175,22 +199,60 @@ class ShootingProblem:
     def cost(self, xs, us) -> np.ndarray:
         """Total cost J (...) of trajectories xs (..., N+1, nx), us (..., N, nu)."""
         xs, us = np.asarray(xs, float), np.asarray(us, float)
+        fast = self._cost_batched(xs, us)
+        if fast is not None:
+            return fast
         return self.running_costs(xs, us).sum(axis=-1) + self.terminal_costs(xs[..., -1, :])
 
-    def cost_derivatives(self, xs: np.ndarray, us: np.ndarray) -> tuple[CostDerivatives, CostDerivatives]:
-        """Running (N knots, scaled by dt) and terminal (1 knot) cost derivatives."""
+    def _cost_batched(self, xs: np.ndarray, us: np.ndarray) -> np.ndarray | None:
+        """:meth:`cost` for the usual case — xs (..., N+1, nx) finite, us (..., N, nu) — with the
+        kinematics of all S·(N+1) states computed once and shared by the running and terminal
+        costs. ``None`` otherwise (the general path then evaluates, or raises, as it always did)."""
+        N, nx = self.horizon, self.nx
+        lead = xs.shape[:-2]
+        if xs.shape[-2:] != (N + 1, nx) or us.shape != lead + (N, self.nu):
+            return None
+        S = int(np.prod(lead, dtype=int))
+        X = xs.reshape(S * (N + 1), nx)
+        if not sum_is_finite(X):
+            return None
+        full = self._ctx(X, None, self._knots(("all", S), lambda: np.tile(np.arange(N + 1), S)), checked=True)
+        if S == 1:   # one trajectory: the running and terminal knots are slices
+            run_rows, term_rows = slice(0, N), slice(N, N + 1)
+        else:
+            run_rows = self._knots(("run_rows", S), lambda: (np.arange(S)[:, None] * (N + 1) + np.arange(N)).ravel())
+            term_rows = self._knots(("term_rows", S), lambda: np.arange(S) * (N + 1) + N)
+        run = self._ctx(X[run_rows], us.reshape(S * N, self.nu), self._knots(("run", S), lambda: np.tile(np.arange(N), S)),
+                        checked=True, knot_range=(0, N) if S == 1 else None, parent=full, rows=run_rows)
+        J = (self.dt * self.running_cost.value(run)).reshape(S, N).sum(axis=-1)
+        if self.terminal_cost is not None:
+            term = self._ctx(X[term_rows], None, self._knots(("term", S), lambda: np.full(S, N)), checked=True,
+                             knot_range=(N, N + 1) if S == 1 else None, parent=full, rows=term_rows)
+            J += self.terminal_cost.value(term)
+        return J.reshape(lead)
+
+    def cost_derivatives(self, xs: np.ndarray, us: np.ndarray,
+                         _checked: bool = False) -> tuple[CostDerivatives, CostDerivatives]:
+        """Running (N knots, scaled by dt) and terminal (1 knot) cost derivatives. Kinematics are
+        computed once for all N+1 knots and shared by the running and terminal costs."""
         N = self.horizon
-        run = self.running_cost.derivatives(self._ctx(xs[:N], us, np.arange(N))).scaled(self.dt)
+        full = self._ctx(xs, None, self._knots("all", lambda: np.arange(N + 1)), checked=_checked,
+                         knot_range=(0, N + 1))
+        run_ctx = self._ctx(xs[:N], us, self._knots("run", lambda: np.arange(N)), checked=_checked,
+                            knot_range=(0, N), parent=full, rows=slice(0, N))
+        run = self._scaled_derivatives(self.running_cost, run_ctx, self.dt)
         if self.terminal_cost is None:
             term = CostDerivatives.zeros(1, self.ndx, self.nu)
         else:
-            term = self.terminal_cost.derivatives(self._ctx(xs[N:N + 1], None, np.array([N])))
+            term_ctx = self._ctx(xs[N:N + 1], None, self._knots("term", lambda: np.array([N])), checked=_checked,
+                                 knot_range=(N, N + 1), parent=full, rows=slice(N, N + 1))
+            term = self._scaled_derivatives(self.terminal_cost, term_ctx, 1.0)
         return run, term
 
     def derivatives(self, xs, us, second_order: bool = False) -> ProblemDerivatives:
         """Cost and dynamics derivatives along a trajectory; the dynamics derivatives of all N
         knots come from one batched backend call (plus one for the second-order terms)."""
         xs, us = self.check_trajectory(xs, us, "derivatives")
-        run, term = self.cost_derivatives(xs, us)
-        dyn = self.dynamics.derivatives(xs[:-1], us, second_order=second_order)
+        run, term = self.cost_derivatives(xs, us, _checked=True)
+        dyn = self.dynamics._derivatives(xs[:-1], us, second_order)
         return ProblemDerivatives(run, term, dyn)

@@ -12,6 +12,22 @@ from __future__ import annotations
 import numpy as np
 
 from dynamics import RobotModel
+from dynamics.inputs import sum_is_finite
+
+_F64 = np.dtype(np.float64)
+
+
+def _plain_finite(a: np.ndarray, b: np.ndarray, n: int) -> bool:
+    """Whether ``a`` and ``b`` are float64 ndarrays ``(n,)`` or ``(B, n)`` whose batch shapes are
+    equal or one of them empty, and every value is finite: then ``a ± b`` is what the general
+    (validating, broadcasting) path computes for a Euclidean configuration space."""
+    if type(a) is not np.ndarray or type(b) is not np.ndarray or a.dtype != _F64 or b.dtype != _F64:
+        return False
+    if not (1 <= a.ndim <= 2 and 1 <= b.ndim <= 2 and a.shape[-1] == n and b.shape[-1] == n):
+        return False
+    if a.ndim == 2 and b.ndim == 2 and a.shape[0] != b.shape[0]:
+        return False
+    return sum_is_finite(a) and sum_is_finite(b)
 
 
 class StateSpace:
@@ -23,6 +39,8 @@ class StateSpace:
         self.model = model
         self.nq, self.nv = model.nq, model.nv
         self.nx, self.ndx = model.nq + model.nv, 2 * model.nv
+        # hinge/slide-only robots: x ⊕ dx = x + dx, x1 ⊖ x0 = x1 - x0 (see RobotModel.is_euclidean)
+        self.euclidean = model.is_euclidean
 
     # ------------------------------------------------------------ helpers
     def check(self, x, name: str = "x", func: str = "state") -> np.ndarray:
@@ -45,6 +63,8 @@ class StateSpace:
     # ------------------------------------------------------------ group operations
     def integrate(self, x: np.ndarray, dx: np.ndarray) -> np.ndarray:
         """``x ⊕ dx`` (..., nx)."""
+        if self.euclidean and _plain_finite(x, dx, self.nx):
+            return x + dx
         q, v = x[..., :self.nq], x[..., self.nq:]
         qn = self.model.integrate(q, dx[..., :self.nv])
         vn = v + dx[..., self.nv:]
@@ -54,6 +74,8 @@ class StateSpace:
 
     def difference(self, x0: np.ndarray, x1: np.ndarray) -> np.ndarray:
         """``x1 ⊖ x0`` (..., ndx)."""
+        if self.euclidean and _plain_finite(x0, x1, self.nx):
+            return x1 - x0
         dq = self.model.difference(x0[..., :self.nq], x1[..., :self.nq])
         dv = x1[..., self.nq:] - x0[..., self.nq:]
         shape = np.broadcast_shapes(dq.shape[:-1], dv.shape[:-1])

@@ -25,7 +25,15 @@ from ..state_space import StateSpace
 @dataclass
 class CostContext:
     """What a cost sees: the robot, the backend, B knots of states/controls, and a small cache so
-    several costs on the same frame share one kinematics evaluation."""
+    several costs on the same frame share one kinematics evaluation.
+
+    Set by :class:`solvers.ShootingProblem` for its own evaluations (defaults are always safe):
+    ``checked`` — ``x`` is known to be a finite float64 (B, nx) array, so costs may skip the
+    argument checks of the configuration-space functions; ``knot_range`` — ``(start, stop)`` when
+    ``knots`` is ``arange(start, stop)`` (per-knot data is then sliced rather than gathered);
+    ``parent``/``rows`` — a context over a larger batch whose rows ``rows`` (a slice or an index
+    array) are this context's states: kinematics are computed once there and shared (e.g. by the
+    running and terminal costs of one trajectory)."""
 
     model: RobotModel
     backend: Backend
@@ -34,10 +42,19 @@ class CostContext:
     u: np.ndarray | None           # (B, nu), None at the terminal knot
     knots: np.ndarray              # (B,) int
     cache: dict = field(default_factory=dict, repr=False)
+    checked: bool = field(default=False, repr=False)
+    knot_range: tuple | None = field(default=None, repr=False)
+    parent: "CostContext | None" = field(default=None, repr=False)
+    rows: object = field(default=None, repr=False)
+    _q: np.ndarray | None = field(default=None, init=False, repr=False)
 
     @property
     def q(self) -> np.ndarray:
-        return self.x[:, :self.model.nq]
+        """Configurations (B, nq), C-contiguous (what the backends take without copying)."""
+        q = self._q
+        if q is None:
+            q = self._q = np.ascontiguousarray(self.x[:, :self.model.nq])
+        return q
 
     @property
     def v(self) -> np.ndarray:
@@ -57,12 +74,59 @@ class CostContext:
         return self.cache[key]
 
     # shared kinematics
+    def _kinematics(self, key, compute, part: int | None = None):
+        """``compute(q)`` for this context's configurations (or element ``part`` of it), memoised;
+        taken from the parent context's rows when it has it already or when this context is most
+        of the parent's batch."""
+        ck = key if part is None else (key, part)
+        out = self.cache.get(ck)
+        if out is not None:
+            return out
+        parent = self.parent
+        if parent is not None and (key in parent.cache or 2 * self.x.shape[0] >= parent.x.shape[0]):
+            full = parent._kinematics(key, compute)
+            if part is not None:
+                full = full[part]
+            rows = self.rows
+            out = tuple(a[rows] for a in full) if isinstance(full, tuple) else full[rows]
+        elif part is not None:
+            out = self._kinematics(key, compute)[part]
+        else:
+            out = compute(self.q)
+        self.cache[ck] = out
+        return out
+
     def frame_placement(self, frame: str):
-        return self.memo(("placement", frame), lambda: self.backend.frame_placement(self.model, self.q, frame))
+        """World rotations (B, 3, 3) and positions (B, 3) of a frame."""
+        return self._kinematics(("placement", frame),
+                                lambda q: self.backend.frame_placement(self.model, q, frame))
+
+    def frame_position(self, frame: str) -> np.ndarray:
+        """World positions (B, 3) of a frame (``frame_placement(frame)[1]``)."""
+        return self._kinematics(("placement", frame),
+                                lambda q: self.backend.frame_placement(self.model, q, frame), part=1)
 
     def frame_jacobian(self, frame: str, reference: str):
-        return self.memo(("jacobian", frame, reference),
-                         lambda: self.backend.frame_jacobian(self.model, self.q, frame, reference))
+        """Frame Jacobian (B, 6, nv) in ``reference``."""
+        return self._kinematics(("jacobian", frame, reference),
+                                lambda q: self.backend.frame_jacobian(self.model, q, frame, reference))
+
+    def center_of_mass(self):
+        """Centre of mass (B, 3) of the moving links."""
+        return self._kinematics("com", lambda q: self.backend.center_of_mass(self.model, q))
+
+    def com_jacobian(self):
+        """Centre-of-mass Jacobian (B, 3, nv)."""
+        return self._kinematics("com_jacobian", lambda q: self.backend.com_jacobian(self.model, q))
+
+    def rows_of(self, name: str, data: np.ndarray, tail: tuple[int, ...]) -> np.ndarray:
+        """Like :func:`per_knot`, but a constant comes back as is (``tail``-shaped, to broadcast)."""
+        if data.shape == tail:
+            return data
+        kr = self.knot_range
+        if kr is not None and kr[1] <= data.shape[0]:
+            return data[kr[0]:kr[1]]
+        return per_knot(name, data, self.knots, tail)
 
 
 @dataclass
@@ -93,6 +157,52 @@ class CostDerivatives:
 
     def scaled(self, s: float) -> "CostDerivatives":
         return CostDerivatives(s * self.l, s * self.lx, s * self.lu, s * self.lxx, s * self.lxu, s * self.luu)
+
+    def _add_weighted(self, other: "CostDerivatives", w) -> None:
+        """``self += w * other`` with ``w`` a float or (B,) per-knot weights."""
+        if isinstance(w, float):
+            w1 = w2 = w
+        else:
+            w1, w2 = w[:, None], w[:, None, None]
+        self.l += w * other.l
+        self.lx += w1 * other.lx
+        self.lu += w1 * other.lu
+        self.lxx += w2 * other.lxx
+        self.lxu += w2 * other.lxu
+        self.luu += w2 * other.luu
+
+
+def _col(w):
+    """A float or (B,) per-knot weight, shaped to scale (B, n) rows."""
+    return w if isinstance(w, float) else w[:, None]
+
+
+def _half_sq(W: np.ndarray, r: np.ndarray) -> np.ndarray:
+    """``½ Σ_i W_i r_i²`` over the last axis, W (nr,) or (B, nr), r (B, nr): (B,). A row-wise sum
+    (not a BLAS product): a knot's value does not depend on the batch it is evaluated in."""
+    return 0.5 * (W * r * r).sum(axis=-1)
+
+
+def _add_diagonal(A: np.ndarray, d) -> None:
+    """``A[b, i, i] += d[b, i]`` (or ``d[i]``) in place, for a C-contiguous (B, n, n) array ``A``."""
+    n = A.shape[-1]
+    A.reshape(A.shape[0], n * n)[:, ::n + 1] += d
+
+
+def _plain(obj, cls, names=("value", "derivatives", "residual", "residual_jacobian")) -> bool:
+    """Whether ``obj`` (an instance of ``cls``) uses ``cls``'s own ``names`` (a subclass that
+    overrides one of them must not take ``cls``'s fused fast paths)."""
+    t = type(obj)
+    if t is cls:
+        return True
+    key = (t, cls, names)
+    plain = _PLAIN.get(key)
+    if plain is None:
+        plain = _PLAIN[key] = all(getattr(t, n) is getattr(cls, n) for n in names)
+    return plain
+
+
+_PLAIN: dict = {}
 
 
 def per_knot(name: str, data: np.ndarray, knots: np.ndarray, tail: tuple[int, ...]) -> np.ndarray:
@@ -139,6 +249,13 @@ class Cost:
         own = getattr(self, "model", None)
         if own is not None and own is not model and (own.name != model.name or own.nq != model.nq):
             raise ValueError(f"cost '{self.name}' was built for model '{own.name}', not '{model.name}'")
+
+    def _accumulate(self, ctx: CostContext, out: CostDerivatives, w) -> None:
+        """``out += w * derivatives(ctx)`` with ``w`` a float or (B,) per-knot weights. Built-in
+        costs fuse this: no full-size (B, ndx, ndx) intermediates for blocks that are zero, the
+        same floating-point operations on the others (the result is bitwise that of
+        ``derivatives``)."""
+        out._add_weighted(self.derivatives(ctx), w)
 
     def _require_control(self, ctx: CostContext) -> np.ndarray:
         if ctx.u is None:
@@ -192,13 +309,16 @@ class ResidualCost(Cost):
     def _w(self, ctx: CostContext) -> np.ndarray:
         return per_knot(f"{self.name} weights", self._weights, ctx.knots, (self.nr,))
 
+    def _wk(self, ctx: CostContext) -> np.ndarray:
+        """The weights for the context's knots, (nr,) when constant (broadcasts) else (B, nr)."""
+        return ctx.rows_of(f"{self.name} weights", self._weights, (self.nr,))
+
     def value(self, ctx: CostContext) -> np.ndarray:
-        r = self.residual(ctx)
-        return 0.5 * np.sum(self._w(ctx) * r * r, axis=-1)
+        return _half_sq(self._wk(ctx), self.residual(ctx))
 
     def derivatives(self, ctx: CostContext) -> CostDerivatives:
         r = self.residual(ctx)
-        w = self._w(ctx)
+        w = self._wk(ctx)
         Rx, Ru = self.residual_jacobian(ctx)
         wr = w * r
         B, nu = ctx.batch, ctx.model.nu
@@ -286,16 +406,23 @@ class CostSum(Cost):
         for c, _ in self.terms.values():
             c.check_model(model)
 
+    def _term_weight(self, name: str, w: np.ndarray, ctx: CostContext):
+        """Weight of term ``name`` at the context's knots: a float when constant, else (B,)."""
+        if w.ndim == 0:
+            return float(w)
+        return ctx.rows_of(f"weight of '{name}'", w, ())
+
     def value(self, ctx: CostContext) -> np.ndarray:
         total = np.zeros(ctx.batch)
         for name, (c, w) in self.terms.items():
-            total += per_knot(f"weight of '{name}'", w, ctx.knots, ()) * c.value(ctx)
+            total += self._term_weight(name, w, ctx) * c.value(ctx)
         return total
 
     def derivatives(self, ctx: CostContext) -> CostDerivatives:
+        # each term added in place with its weight; the built-in costs fuse this (Cost._accumulate)
         out = CostDerivatives.zeros(ctx.batch, ctx.state.ndx, ctx.model.nu)
         for name, (c, w) in self.terms.items():
-            out.add_scaled(c.derivatives(ctx), np.asarray(per_knot(f"weight of '{name}'", w, ctx.knots, ()), float))
+            c._accumulate(ctx, out, self._term_weight(name, w, ctx))
         return out
 
     def __repr__(self) -> str:

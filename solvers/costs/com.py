@@ -6,7 +6,7 @@ import numpy as np
 
 from dynamics import RobotModel
 
-from .base import CostContext, ResidualCost, check_per_knot, per_knot
+from .base import CostContext, ResidualCost, check_per_knot
 
 
 class ComPositionCost(ResidualCost):
@@ -32,11 +32,10 @@ class ComPositionCost(ResidualCost):
     reference = target
 
     def residual(self, ctx: CostContext) -> np.ndarray:
-        c = ctx.memo("com", lambda: ctx.backend.center_of_mass(self.model, ctx.q))
-        return c - per_knot(f"{self.name} target", self._target, ctx.knots, (3,))
+        return ctx.center_of_mass() - ctx.rows_of(f"{self.name} target", self._target, (3,))
 
     def residual_jacobian(self, ctx: CostContext):
-        J = ctx.memo("com_jacobian", lambda: ctx.backend.com_jacobian(self.model, ctx.q))
+        J = ctx.com_jacobian()
         Rx = np.zeros((ctx.batch, 3, ctx.state.ndx))
         Rx[..., :self.model.nv] = J
         return Rx, None

@@ -13,7 +13,7 @@ import numpy as np
 
 from dynamics import RobotModel, lie
 
-from .base import CostContext, ResidualCost, check_per_knot, per_knot
+from .base import CostContext, CostDerivatives, ResidualCost, _col, _plain, check_per_knot
 
 
 class _FrameCost(ResidualCost):
@@ -49,6 +49,39 @@ def frame_position_hessian(model: RobotModel, J_world: np.ndarray, p: np.ndarray
     return 0.5 * (T + np.swapaxes(T, -1, -2))
 
 
+def _cross3(a, b):
+    """``a × b`` for vectors given as component triples of broadcasting arrays; the operations
+    (and so the rounding) of ``np.cross``, without its per-call overhead."""
+    a0, a1, a2 = a
+    b0, b1, b2 = b
+    return a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0
+
+
+def frame_position_hessian_contracted(model: RobotModel, J_world: np.ndarray, p: np.ndarray,
+                                      c: np.ndarray) -> np.ndarray:
+    """``Σ_i c_i ∂²p_i/∂δ_j∂δ_k`` (B, nv, nv) for c (B, 3): ``np.einsum("bi,bijk->bjk", c,
+    frame_position_hessian(model, J_world, p))``, bitwise: the same floating-point operations,
+    the cross products evaluated per component on (B, nv, nv) arrays (``np.cross`` on the
+    (B, nv, nv, 3) arrays costs several times more)."""
+    v = (J_world[:, 0], J_world[:, 1], J_world[:, 2])                  # (B, nv): column j's twist
+    w = (J_world[:, 3], J_world[:, 4], J_world[:, 5])
+    P = (p[:, 0:1], p[:, 1:2], p[:, 2:3])
+    wp = _cross3(w, P)
+    Jp = (v[0] + wp[0], v[1] + wp[1], v[2] + wp[2])                     # point velocity columns
+    vj, wj = [tuple(x[:, :, None] for x in t) for t in (v, w)]           # dof j on axis 1
+    vk, wk = [tuple(x[:, None, :] for x in t) for t in (v, w)]           # dof k on axis 2
+    mask = model.link_ancestor[model.dof_link[:, None], model.dof_link[None, :]]
+    c1, c2 = _cross3(wk, vj), _cross3(wj, vk)                            # [J_k, J_j] = (ω_k×v_j - ω_j×v_k, ω_k×ω_j)
+    lin = [(c1[i] - c2[i]) * mask for i in range(3)]
+    ang = [x * mask for x in _cross3(wk, wj)]
+    c3 = _cross3(ang, tuple(x[:, :, None] for x in P))
+    c4 = _cross3(wj, tuple(x[:, None, :] for x in Jp))
+    # the contraction in frame_position_hessian's memory layout: einsum's summation order over i
+    # depends on it
+    T = np.moveaxis(np.stack([lin[i] + c3[i] + c4[i] for i in range(3)], axis=-1), -1, 1)
+    return np.einsum("bi,bijk->bjk", c, 0.5 * (T + np.swapaxes(T, -1, -2)))
+
+
 class FramePositionCost(_FrameCost):
     """``r = p_frame(q) - p_target`` [m] (3,). target: (3,) or per knot (K, 3); weights (3,).
 
@@ -76,8 +109,7 @@ class FramePositionCost(_FrameCost):
     reference = target  # alias used by tasks that move references generically
 
     def residual(self, ctx: CostContext) -> np.ndarray:
-        _, p = ctx.frame_placement(self.frame)
-        return p - per_knot(f"{self.name} target", self._target, ctx.knots, (3,))
+        return ctx.frame_position(self.frame) - ctx.rows_of(f"{self.name} target", self._target, (3,))
 
     def residual_jacobian(self, ctx: CostContext):
         J = ctx.frame_jacobian(self.frame, "local_world_aligned")
@@ -86,14 +118,36 @@ class FramePositionCost(_FrameCost):
         return Rx, None
 
     def derivatives(self, ctx: CostContext):
-        d = super().derivatives(ctx)
+        out = CostDerivatives.zeros(ctx.batch, ctx.state.ndx, ctx.model.nu)
+        self._fused(ctx, out, 1.0)
+        return out
+
+    def _accumulate(self, ctx: CostContext, out: CostDerivatives, w) -> None:
+        if _plain(self, FramePositionCost):
+            self._fused(ctx, out, w)
+        else:
+            super()._accumulate(ctx, out, w)
+
+    def _fused(self, ctx: CostContext, out: CostDerivatives, w) -> None:
+        """``out += w * derivatives``: the residual Jacobian only has configuration columns, so the
+        Gauss–Newton products are taken on the (3, nv) position Jacobian, as sums over the three
+        residual rows (the operations, in order, of the einsum on the zero-padded Jacobian)."""
+        nv = self.model.nv
+        r = self.residual(ctx)
+        W = self._wk(ctx)
+        wr = W * r
+        J = ctx.frame_jacobian(self.frame, "local_world_aligned")[:, :3]       # (B, 3, nv)
+        WJ = W[..., None] * J
+        lq = J[:, 0] * wr[:, 0:1] + J[:, 1] * wr[:, 1:2] + J[:, 2] * wr[:, 2:3]
+        lqq = (J[:, 0, :, None] * WJ[:, 0, None, :] + J[:, 1, :, None] * WJ[:, 1, None, :]
+               + J[:, 2, :, None] * WJ[:, 2, None, :])
         if self.hessian == "exact":
-            wr = self._w(ctx) * self.residual(ctx)
-            _, p = ctx.frame_placement(self.frame)
-            H = frame_position_hessian(self.model, ctx.frame_jacobian(self.frame, "world"), p)
-            nv = self.model.nv
-            d.lxx[:, :nv, :nv] += np.einsum("bi,bijk->bjk", wr, H)
-        return d
+            lqq += frame_position_hessian_contracted(self.model, ctx.frame_jacobian(self.frame, "world"),
+                                                     ctx.frame_position(self.frame), wr)
+        wc = _col(w)
+        out.l += w * (0.5 * (wr * r).sum(axis=-1))
+        out.lx[:, :nv] += wc * lq
+        out.lxx[:, :nv, :nv] += (wc if isinstance(w, float) else wc[..., None]) * lqq
 
 
 def _as_rotation(name: str, R) -> np.ndarray:
@@ -126,7 +180,7 @@ class FrameRotationCost(_FrameCost):
 
     def residual(self, ctx: CostContext) -> np.ndarray:
         R, _ = ctx.frame_placement(self.frame)
-        Rref = per_knot(f"{self.name} target", self._target, ctx.knots, (3, 3))
+        Rref = ctx.rows_of(f"{self.name} target", self._target, (3, 3))
         return lie.so3_log(np.swapaxes(Rref, -1, -2) @ R)
 
     def residual_jacobian(self, ctx: CostContext):
@@ -171,8 +225,8 @@ class FramePlacementCost(_FrameCost):
 
     def residual(self, ctx: CostContext) -> np.ndarray:
         R, p = ctx.frame_placement(self.frame)
-        Rref = per_knot(f"{self.name} target", self._R, ctx.knots, (3, 3))
-        pref = per_knot(f"{self.name} target", self._p, ctx.knots, (3,))
+        Rref = ctx.rows_of(f"{self.name} target", self._R, (3, 3))
+        pref = ctx.rows_of(f"{self.name} target", self._p, (3,))
         RrT = np.swapaxes(Rref, -1, -2)
         return lie.se3_log(RrT @ R, (RrT @ (p - pref)[..., None])[..., 0])
 

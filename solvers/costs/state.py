@@ -8,7 +8,7 @@ from dynamics import RobotModel
 from dynamics.backend import Backend
 
 from ..state_space import StateSpace
-from .base import CostContext, ResidualCost, check_per_knot, per_knot
+from .base import CostContext, CostDerivatives, ResidualCost, _add_diagonal, _col, _plain, check_per_knot, per_knot
 
 
 class StateCost(ResidualCost):
@@ -40,10 +40,28 @@ class StateCost(ResidualCost):
         return per_knot("state reference", self._reference, ctx.knots, (self.state.nx,))
 
     def residual(self, ctx: CostContext) -> np.ndarray:
+        if self._vector_fast(ctx):
+            return ctx.x - ctx.rows_of("state reference", self._reference, (self.state.nx,))
         return self.state.difference(self._ref(ctx), ctx.x)
 
     def residual_jacobian(self, ctx: CostContext):
         return self.state.difference_jacobians(self._ref(ctx), ctx.x)[1], None
+
+    def _vector_fast(self, ctx: CostContext) -> bool:
+        """Checked states of a hinge/slide-only robot: ``x ⊖ x_ref = x - x_ref``, ``Rx = I``."""
+        return ctx.checked and self.state.euclidean
+
+    def _accumulate(self, ctx: CostContext, out: CostDerivatives, w) -> None:
+        if not (self._vector_fast(ctx) and _plain(self, StateCost)):
+            return super()._accumulate(ctx, out, w)
+        # Rx = I: lx = W r, lxx = diag(W) (what the Gauss–Newton products give, exactly)
+        r = ctx.x - ctx.rows_of("state reference", self._reference, (self.state.nx,))
+        W = self._wk(ctx)
+        wr = W * r
+        wc = _col(w)
+        out.l += w * (0.5 * (wr * r).sum(axis=-1))
+        out.lx += wc * wr
+        _add_diagonal(out.lxx, wc * W)
 
 
 class ControlCost(ResidualCost):
@@ -72,11 +90,23 @@ class ControlCost(ResidualCost):
 
     def residual(self, ctx: CostContext) -> np.ndarray:
         u = self._require_control(ctx)
-        return u - per_knot("control reference", self._reference, ctx.knots, (self.model.nu,))
+        return u - ctx.rows_of("control reference", self._reference, (self.model.nu,))
 
     def residual_jacobian(self, ctx: CostContext):
         B, nu = ctx.batch, self.model.nu
         return np.zeros((B, nu, ctx.state.ndx)), np.broadcast_to(np.eye(nu), (B, nu, nu))
+
+    def _accumulate(self, ctx: CostContext, out: CostDerivatives, w) -> None:
+        if not _plain(self, ControlCost):
+            return super()._accumulate(ctx, out, w)
+        # Ru = I, Rx = 0: lu = W r, luu = diag(W)
+        r = self.residual(ctx)
+        W = self._wk(ctx)
+        wr = W * r
+        wc = _col(w)
+        out.l += w * (0.5 * (wr * r).sum(axis=-1))
+        out.lu += wc * wr
+        _add_diagonal(out.luu, wc * W)
 
 
 def gravity_compensation(model: RobotModel, backend: Backend, q) -> np.ndarray:
