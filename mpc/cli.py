@@ -223,7 +223,7 @@ def cmd_run(a: argparse.Namespace) -> int:
         return _fail(str(e))
     if backend.name == "numba":
         say("mpc-accel: loading the compiled kernels (the first run on a machine compiles them: "
-            "about 2 min on 2 cores; cached on disk afterwards)")
+            "about 3 min on 2 cores; cached on disk afterwards)")
     warmup_s = ctrl.warmup()
     say(f"mpc-accel: {task.name}: backend '{backend.name}' warm-up {warmup_s:.2f} s")
     callbacks = []
