@@ -628,17 +628,22 @@ def format_table(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def emit_result(result: dict[str, Any], out: Path | None, table: str | None = None) -> None:
+    """Print ``result`` as JSON on stdout, also write it to ``out`` (if given) and ``table`` on stderr."""
+    text = json.dumps(result, indent=1)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text + "\n")
+    print(text)
+    if table is not None:
+        print(table, file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = build_parser().parse_args(argv)
     st = resolve_settings(args)
     result = run(st, progress=not args.no_progress)
-    text = json.dumps(result, indent=1)
-    if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text + "\n")
-    print(text)
-    if args.table:
-        print(format_table(result), file=sys.stderr)
+    emit_result(result, args.out, format_table(result) if args.table else None)
     return result
 
 

@@ -38,10 +38,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
-import json
-import os
-import platform
-import subprocess
 import sys
 import time
 import traceback
@@ -58,15 +54,19 @@ if __name__ == "__main__":
     sys.path.insert(0, str(_ROOT))
 _TESTS = str(_ROOT / "tests")
 if _TESTS not in sys.path:
-    sys.path.append(_TESTS)  # random_trees, pinocchio_models (test helpers, reused as the tests use them)
+    sys.path.append(_TESTS)  # random_trees, pinocchio_models, oracle_helpers: test helpers, used as the tests use them
+if str(_ROOT) not in sys.path:
+    sys.path.insert(0, str(_ROOT))  # benchmarks.dynamics (machine_info, emit_result), whatever the working directory
 
 import numpy as np  # noqa: E402
 
 import dynamics  # noqa: E402
-from dynamics import joints  # noqa: E402
+from benchmarks.dynamics import emit_result, machine_info  # noqa: E402
 from dynamics.numpy_backend import aba as k_aba  # noqa: E402
 from dynamics.numpy_backend import rnea as k_rnea  # noqa: E402
 from dynamics.second_order_numerical import aba_second_derivatives_numerical  # noqa: E402
+from oracle_helpers import (H_CS, H_FD, H_FD2, cs, fd, mj_frame_jacobian, mj_frames, oracle_mjmodel,  # noqa: E402
+                            rnea_second_numerical)
 
 BE = dynamics.get_backend("numpy")
 BUNDLED = ("iiwa", "hyq", "atlas")
@@ -76,9 +76,7 @@ ALL_MODELS = (*BUNDLED, *TREES)
 FIRST_ORDER_ORACLES = ("mujoco", "pinocchio", "central_diff", "complex_step")
 SECOND_ORDER_ORACLES = ("second_order_central", "second_order_complex")
 ALL_ORACLES = FIRST_ORDER_ORACLES + SECOND_ORDER_ORACLES
-H_FD = 1e-6    # first-order central differences (tests/test_derivatives_numerical.py)
-H_CS = 1e-20   # complex step
-H_FD2 = 1e-5   # second-order central differences (tests/test_second_order.py)
+# numerical-differentiation steps H_FD (1e-6), H_CS (1e-20) and H_FD2 (1e-5): tests/oracle_helpers.py
 
 
 # ------------------------------------------------------------------------------ error bookkeeping
@@ -138,44 +136,20 @@ def load_case(name: str) -> Case:
 
 
 # ------------------------------------------------------------------------------ MuJoCo oracle
-def _mujoco_oracle_model(mj):
-    """Copy of tests/test_oracle_mujoco.py::oracle_mjmodel: plain rigid-body dynamics."""
-    import copy
-
-    import mujoco
-    m = copy.deepcopy(mj)
-    D = mujoco.mjtDisableBit
-    m.opt.disableflags |= int(D.mjDSBL_CONSTRAINT | D.mjDSBL_SPRING | D.mjDSBL_DAMPER | D.mjDSBL_ACTUATION)
-    # MuJoCo applies free-joint armature in world axes, we would in body axes (docs/conventions.md)
-    for j in range(m.njnt):
-        if m.jnt_type[j] == mujoco.mjtJoint.mjJNT_FREE:
-            m.dof_armature[m.jnt_dofadr[j]:m.jnt_dofadr[j] + 6] = 0.0
-    return m
-
-
-def _mj_frames(model):
-    """(name, MuJoCo object type, id) of every named site and body (a site wins a name clash)."""
-    import mujoco
-    out = [(n, mujoco.mjtObj.mjOBJ_SITE, s) for s, n in enumerate(model.site_names) if n]
-    out += [(n, mujoco.mjtObj.mjOBJ_XBODY, b) for b, n in enumerate(model.body_names)
-            if b > 0 and n and n not in model.site_names]
-    return out
-
-
 def oracle_mujoco(c: Case, rec: Recorder) -> None:
     import mujoco
     model, name = c.model, c.name
     for _, va in model.free_adr:
         if np.any(model.dof_armature[va:va + 6] != 0):
             raise ValueError("armature on a free joint: MuJoCo applies it in world axes, not comparable")
-    m = _mujoco_oracle_model(c.mj)
+    m = oracle_mjmodel(c.mj)
     S = c.q.shape[0]
     M = BE.crba(model, c.q)
     bias = BE.bias_forces(model, c.q, c.v)
     tau_id = BE.rnea(model, c.q, c.v, c.a)
     acc = BE.aba(model, c.q, c.v, c.tau)
     Rb, pb = BE.body_placements(model, c.q)
-    frames = _mj_frames(model)
+    frames = mj_frames(model)
     J_lwa = {f: BE.frame_jacobian(model, c.q, f) for f, _, _ in frames}
     J_loc = {f: BE.frame_jacobian(model, c.q, f, "local") for f, _, _ in frames}
     for k in range(S):
@@ -196,14 +170,8 @@ def oracle_mujoco(c: Case, rec: Recorder) -> None:
         rec.add(name, "mujoco", "body_placements position (xpos)", pb[k], d.xpos)
         rec.add(name, "mujoco", "body_placements rotation (xmat)", Rb[k], d.xmat.reshape(-1, 3, 3))
         for f, typ, i in frames:
-            jp, jr = np.zeros((3, m.nv)), np.zeros((3, m.nv))
-            if typ == mujoco.mjtObj.mjOBJ_SITE:
-                mujoco.mj_jacSite(m, d, jp, jr, i)
-                R = d.site_xmat[i].reshape(3, 3)
-            else:
-                mujoco.mj_jacBody(m, d, jp, jr, i)
-                R = d.xmat[i].reshape(3, 3)
-            Jw = np.vstack([jp, jr]) @ T
+            Jmj, R = mj_frame_jacobian(m, d, typ, i)
+            Jw = Jmj @ T
             rec.add(name, "mujoco", "frame_jacobian lwa (mj_jacBody/Site)", J_lwa[f][k], Jw)
             rec.add(name, "mujoco", "frame_jacobian local (mj_jacBody/Site)", J_loc[f][k],
                     np.vstack([R.T @ Jw[:3], R.T @ Jw[3:]]))
@@ -284,42 +252,7 @@ def oracle_pinocchio(c: Case, rec: Recorder, self_checks: Recorder) -> None:
 
 
 # ------------------------------------------------------------------------------ numerical oracles
-# (copied from tests/test_derivatives_numerical.py, where they are test-local)
-def perturbed_q(model, q, step):
-    """Configurations ``q ⊕ step·e_j`` for j = 0..nv-1, (nv, nq); complex ``step`` for complex step."""
-    nv = model.nv
-    Q = np.repeat(np.asarray(q)[None], nv, axis=0).astype(np.result_type(q, step))
-    return joints.integrate(model, Q, step * np.eye(nv))
-
-
-def fd(f, model, args: tuple, which: int):
-    """Central difference of ``f(*args)`` along every tangent direction of ``args[which]``."""
-    nv = model.nv
-    rep = [np.broadcast_to(a, (nv,) + np.shape(a)) if a is not None else None for a in args]
-
-    def at(step):
-        r = list(rep)
-        if which == 0:  # the configuration
-            r[0] = perturbed_q(model, args[0], step)
-        else:
-            r[which] = args[which] + step * np.eye(nv)
-        return f(*r)
-    plus, minus = at(H_FD), at(-H_FD)
-    return np.moveaxis((plus - minus) / (2 * H_FD), 0, -1)
-
-
-def cs(kernel, model, args: tuple, which: int):
-    """Complex-step derivative of a flat-batch numpy kernel ``kernel(model, *args)`` (batch = direction)."""
-    nv = model.nv
-    rep = [None if a is None else np.repeat(np.asarray(a)[None], nv, axis=0).astype(complex) for a in args]
-    if which == 0:
-        rep[0] = perturbed_q(model, args[0], 1j * H_CS)
-    else:
-        rep[which] = rep[which] + 1j * H_CS * np.eye(nv)
-    out = kernel(model, *rep)
-    return np.moveaxis(np.imag(out) / H_CS, 0, -1)
-
-
+# fd, cs (and rnea_second_numerical below): tests/oracle_helpers.py, shared with the tests
 def oracle_numerical(c: Case, rec: Recorder, method: str) -> None:
     model, name = c.model, c.name
     oracle = "central_diff" if method == "central" else "complex_step"
@@ -343,39 +276,6 @@ RNEA2_NAMES = ("d2tau_dq2", "d2tau_dv2", "d2tau_dqdv", "dM_dq")
 ABA2_NAMES = ("d2a_dq2", "d2a_dv2", "d2a_dqdv", "d2a_dqdtau")
 
 
-def rnea_second_numerical(model, q, v, a, fext, method):
-    """Copied from tests/test_second_order.py (test-local there): central differences (step 1e-5) /
-    complex step of ``rnea_derivatives`` and ``crba``, ``T[b, i, j, k] = ∂_k (∂_j τ_i)`` with the
-    k-perturbation ``q ⊕ δ e_k`` applied first. Returns (d2tau_dq2, d2tau_dv2, d2tau_dqdv, dM_dq)."""
-    B, nv = q.shape[0], model.nv
-    E = np.eye(nv)
-    steps = (H_FD2, -H_FD2) if method == "central" else (1j * H_CS,)
-    dq_q, dq_v, dv_v, M_q = [], [], [], []
-    for s in steps:
-        dq = (E * s)[None].repeat(B, 0)                                      # (B, k, nv)
-        Q = dynamics.joints.integrate(model, np.repeat(q[:, None], nv, 1).reshape(-1, model.nq).astype(complex),
-                                      dq.reshape(-1, nv)).reshape(B, nv, model.nq)
-        Q0 = np.repeat(q[:, None], nv, 1).astype(complex)
-        V0 = np.repeat(v[:, None], nv, 1).astype(complex)
-        A0 = np.repeat(a[:, None], nv, 1).astype(complex)
-        F0 = None if fext is None else np.repeat(fext[:, None], nv, 1).astype(complex)
-        if method == "central":
-            Q, Q0, V0, A0 = Q.real, Q0.real, V0.real, A0.real
-            F0 = None if F0 is None else F0.real
-        d_q = BE.rnea_derivatives(model, Q, V0, A0, F0)
-        d_v = BE.rnea_derivatives(model, Q0, V0 + dq, A0, F0)
-        dq_q.append(d_q[0])
-        dq_v.append(d_v[0])
-        dv_v.append(d_v[1])
-        M_q.append(BE.crba(model, Q))
-
-    def diff(x):  # (B, k, i, j) -> (B, i, j, k)
-        d = (x[0] - x[1]) / (2 * H_FD2) if method == "central" else x[0].imag / H_CS
-        return np.moveaxis(d, 1, -1)
-
-    return diff(dq_q), diff(dv_v), diff(dq_v), diff(M_q)
-
-
 def oracle_second_order(c: Case, rec: Recorder, method: str, n_states: int) -> None:
     model, name = c.model, c.name
     oracle = "second_order_central" if method == "central" else "second_order_complex"
@@ -392,40 +292,6 @@ def oracle_second_order(c: Case, rec: Recorder, method: str, n_states: int) -> N
     for qn, x, r in zip(ABA2_NAMES, ours, ref):
         for k in range(q.shape[0]):
             rec.add(name, oracle, f"aba_second_derivatives {qn}", x[k], r[k])
-
-
-# ------------------------------------------------------------------------------ machine info
-def machine_info() -> dict[str, Any]:
-    """CPU, cores, platform, library versions, git commit (as benchmarks/dynamics.py records them)."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.lower().startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    versions: dict[str, str | None] = {"python": platform.python_version(), "numpy": np.__version__}
-    for mod in ("scipy", "mujoco", "pinocchio"):
-        try:
-            versions["pin" if mod == "pinocchio" else mod] = getattr(__import__(mod), "__version__", None)
-        except ImportError:
-            versions["pin" if mod == "pinocchio" else mod] = None
-    affinity = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
-    return {"cpu_model": cpu, "logical_cores": os.cpu_count(), "usable_cores": affinity,
-            "platform": platform.platform(), "versions": versions, "git_commit": _git_commit()}
-
-
-def _git_commit() -> str | None:
-    try:
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=_ROOT, capture_output=True, text=True,
-                             timeout=5).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=_ROOT,
-                               capture_output=True, text=True, timeout=5).stdout.strip()
-        return (sha + ("-dirty" if dirty else "")) or None
-    except (OSError, subprocess.SubprocessError):
-        return None
 
 
 # ------------------------------------------------------------------------------ driver
@@ -581,13 +447,7 @@ def format_table(result: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     result, ok = run(args)
-    text = json.dumps(result, indent=1)
-    if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text + "\n")
-    print(text)
-    if args.table:
-        print(format_table(result), file=sys.stderr)
+    emit_result(result, args.out, format_table(result) if args.table else None)
     return 0 if ok else 1
 
 

@@ -22,11 +22,10 @@ from dynamics.numpy_backend import kinematics as k_kin
 from dynamics.numpy_backend import minv as k_minv
 from dynamics.numpy_backend import rnea as k_rnea
 from dynamics.second_order_numerical import aba_second_derivatives_numerical
+from oracle_helpers import H_CS, H_FD, cs, fd, perturbed_q
 from random_trees import random_tree_model
 
 BE = dynamics.get_backend("numpy")
-H_FD = 1e-6
-H_CS = 1e-20
 TOL_FD = 1e-6
 TOL_CS = 1e-10
 REFERENCES = ("local", "world", "local_world_aligned")
@@ -58,44 +57,6 @@ def check(x, ref, what: str, tol: float) -> float:
     e = rel_err(x, ref)
     assert e < tol, f"{what}: relative error {e:.3e} > {tol:.0e}"
     return e
-
-
-# ---------------------------------------------------------------- numerical differentiation helpers
-def perturbed_q(model, q, step):
-    """Configurations ``q ⊕ step·e_j`` for j = 0..nv-1, (nv, nq); complex ``step`` for complex step."""
-    nv = model.nv
-    Q = np.repeat(np.asarray(q)[None], nv, axis=0).astype(np.result_type(q, step))
-    return joints.integrate(model, Q, step * np.eye(nv))
-
-
-def fd(f, model, args: tuple, which: int):
-    """Central difference of ``f(*args)`` along every tangent direction of ``args[which]``.
-
-    f is a batched public function; the result has the derivative variable as its last axis."""
-    nv = model.nv
-    rep = [np.broadcast_to(a, (nv,) + np.shape(a)) if a is not None else None for a in args]
-
-    def at(step):
-        r = list(rep)
-        if which == 0:  # the configuration
-            r[0] = perturbed_q(model, args[0], step)
-        else:
-            r[which] = args[which] + step * np.eye(nv)
-        return f(*r)
-    plus, minus = at(H_FD), at(-H_FD)
-    return np.moveaxis((plus - minus) / (2 * H_FD), 0, -1)
-
-
-def cs(kernel, model, args: tuple, which: int):
-    """Complex-step derivative of a flat-batch numpy kernel ``kernel(model, *args)`` (batch = direction)."""
-    nv = model.nv
-    rep = [None if a is None else np.repeat(np.asarray(a)[None], nv, axis=0).astype(complex) for a in args]
-    if which == 0:
-        rep[0] = perturbed_q(model, args[0], 1j * H_CS)
-    else:
-        rep[which] = rep[which] + 1j * H_CS * np.eye(nv)
-    out = kernel(model, *rep)
-    return np.moveaxis(np.imag(out) / H_CS, 0, -1)
 
 
 # ---------------------------------------------------------------- dynamics derivatives

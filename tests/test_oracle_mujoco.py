@@ -13,8 +13,6 @@ Jacobians ``J = J_mj T``.
 
 from __future__ import annotations
 
-import copy
-
 import numpy as np
 import pytest
 
@@ -22,6 +20,7 @@ mujoco = pytest.importorskip("mujoco")
 
 import dynamics  # noqa: E402
 from dynamics.joints import JointType  # noqa: E402
+from oracle_helpers import mj_frame_jacobian, mj_frames, oracle_mjmodel  # noqa: E402
 from random_trees import random_tree_model  # noqa: E402
 
 BE = dynamics.get_backend("numpy")
@@ -36,18 +35,6 @@ TREES = {
     "tree_free_ball": (20, 10, True),
 }
 CASES = ["iiwa", "hyq", "atlas", *TREES]
-
-
-def oracle_mjmodel(mj: "mujoco.MjModel") -> "mujoco.MjModel":
-    """A private copy of ``mj`` whose dynamics are plain rigid-body dynamics (see module doc)."""
-    m = copy.deepcopy(mj)
-    D = mujoco.mjtDisableBit
-    m.opt.disableflags |= int(D.mjDSBL_CONSTRAINT | D.mjDSBL_SPRING | D.mjDSBL_DAMPER | D.mjDSBL_ACTUATION)
-    # MuJoCo applies free-joint armature in world axes, we would in body axes (docs/conventions.md)
-    for j in range(m.njnt):
-        if m.jnt_type[j] == mujoco.mjtJoint.mjJNT_FREE:
-            m.dof_armature[m.jnt_dofadr[j]:m.jnt_dofadr[j] + 6] = 0.0
-    return m
 
 
 @pytest.fixture(scope="module", params=CASES)
@@ -207,29 +194,15 @@ def test_body_and_site_placements(case):
             check(R, d.site_xmat[s].reshape(3, 3), f"frame_placement({name}) rotation")
 
 
-def _frames(model):
-    """(name, MuJoCo object type, id) of every named site and body (a site wins a name clash)."""
-    out = [(n, mujoco.mjtObj.mjOBJ_SITE, s) for s, n in enumerate(model.site_names) if n]
-    out += [(n, mujoco.mjtObj.mjOBJ_XBODY, b) for b, n in enumerate(model.body_names)
-            if b > 0 and n and n not in model.site_names]
-    return out
-
-
 def test_frame_jacobians(case):
     """mj_jacSite / mj_jacBody (world axes, at the frame origin) → local_world_aligned and local."""
     model, m = case
     for q, _, _ in states(model, 7, n=2):
         d = mj_data(model, m, q)
         T = T_matrix(model, q)
-        for name, typ, i in _frames(model):
-            jp, jr = np.zeros((3, m.nv)), np.zeros((3, m.nv))
-            if typ == mujoco.mjtObj.mjOBJ_SITE:
-                mujoco.mj_jacSite(m, d, jp, jr, i)
-                R = d.site_xmat[i].reshape(3, 3)
-            else:
-                mujoco.mj_jacBody(m, d, jp, jr, i)
-                R = d.xmat[i].reshape(3, 3)
-            J_lwa = np.vstack([jp, jr]) @ T
+        for name, typ, i in mj_frames(model):
+            J_mj, R = mj_frame_jacobian(m, d, typ, i)
+            J_lwa = J_mj @ T
             check(BE.frame_jacobian(model, q, name), J_lwa, f"frame_jacobian({name}, lwa)")
             J_loc = np.vstack([R.T @ J_lwa[:3], R.T @ J_lwa[3:]])
             check(BE.frame_jacobian(model, q, name, "local"), J_loc, f"frame_jacobian({name}, local)")
@@ -245,7 +218,7 @@ def test_frame_velocity_and_acceleration(case):
         d = mj_data(model, m, q, v, model.qfrc_from_tau(q, tau))
         mujoco.mj_rnePostConstraint(m, d)  # fills cacc used by mj_objectAcceleration
         a = model.a_from_qacc(q, v, d.qacc)
-        for name, typ, i in _frames(model):
+        for name, typ, i in mj_frames(model):
             for local in (0, 1):
                 ref = "local" if local else "local_world_aligned"
                 vel, acc = np.zeros(6), np.zeros(6)

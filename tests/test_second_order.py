@@ -17,13 +17,14 @@ import zlib
 import numpy as np
 import pytest
 
-sys.path.insert(0, os.path.dirname(__file__))  # random_trees, whatever pytest's import mode
+sys.path.insert(0, os.path.dirname(__file__))  # random_trees, oracle_helpers, whatever pytest's import mode
 
 import dynamics  # noqa: E402
 from dynamics.second_order_contraction import (aba_second_order_contraction, contract_output,  # noqa: E402
                                                rnea_second_order_contraction)
 from dynamics.second_order_numerical import aba_second_derivatives_numerical  # noqa: E402
 from dynamics.spatial import motion_cross  # noqa: E402
+from oracle_helpers import rnea_second_numerical  # noqa: E402
 from random_trees import random_tree_model  # noqa: E402
 
 BE = dynamics.get_backend("numpy")
@@ -55,38 +56,6 @@ def _state(model, rng, B=2, fext=True):
     a = rng.normal(size=(B, model.nv))
     fe = rng.normal(size=(B, model.nbody, 6)) if fext else None
     return q, v, a, fe
-
-
-def rnea_second_numerical(model, q, v, a, fext, method):
-    """Finite-Diff-2 / complex step of ``rnea_derivatives`` and ``crba`` (seed 004 App. A.II.2):
-    ``T[b, i, j, k] = ∂_k (∂_j τ_i)`` with the k-perturbation ``q ⊕ δ e_k`` applied first."""
-    B, nv = q.shape[0], model.nv
-    E = np.eye(nv)
-    steps = (1e-5, -1e-5) if method == "central" else (1e-20j,)
-    dq_q, dq_v, dv_v, M_q = [], [], [], []
-    for s in steps:
-        dq = (E * s)[None].repeat(B, 0)                                      # (B, k, nv)
-        Q = dynamics.joints.integrate(model, np.repeat(q[:, None], nv, 1).reshape(-1, model.nq).astype(complex),
-                                      dq.reshape(-1, nv)).reshape(B, nv, model.nq)
-        Q0 = np.repeat(q[:, None], nv, 1).astype(complex)
-        V0 = np.repeat(v[:, None], nv, 1).astype(complex)
-        A0 = np.repeat(a[:, None], nv, 1).astype(complex)
-        F0 = None if fext is None else np.repeat(fext[:, None], nv, 1).astype(complex)
-        if method == "central":
-            Q, Q0, V0, A0 = Q.real, Q0.real, V0.real, A0.real
-            F0 = None if F0 is None else F0.real
-        d_q = BE.rnea_derivatives(model, Q, V0, A0, F0)
-        d_v = BE.rnea_derivatives(model, Q0, V0 + dq, A0, F0)
-        dq_q.append(d_q[0])
-        dq_v.append(d_v[0])
-        dv_v.append(d_v[1])
-        M_q.append(BE.crba(model, Q))
-
-    def diff(x):  # (B, k, i, j) -> (B, i, j, k)
-        d = (x[0] - x[1]) / 2e-5 if method == "central" else x[0].imag / 1e-20
-        return np.moveaxis(d, 1, -1)
-
-    return diff(dq_q), diff(dv_v), diff(dq_v), diff(M_q)
 
 
 def _errors(x, ref):
