@@ -196,8 +196,9 @@ class Backend:
             raise NotImplementedError(f"backend '{self.name}' does not implement {function}; use the 'numpy' "
                                       f"backend or dynamics.second_order_numerical for a numerical fallback")
 
-    def warmup(self, model: RobotModel) -> None:
-        """Do any one-time work (compilation) for ``model``; a no-op for interpreted backends."""
+    def warmup(self, model: RobotModel, progress=None) -> None:
+        """Do any one-time work (compilation) for ``model``; a no-op for interpreted backends.
+        progress: optional ``progress(label, done, total)`` called before each step."""
 
 
 @dataclass(frozen=True)

@@ -221,10 +221,17 @@ def cmd_run(a: argparse.Namespace) -> int:
                    initial_iterations=a.initial_iterations, feedback=not a.no_feedback)
     except (ValueError, TypeError) as e:
         return _fail(str(e))
-    if backend.name == "numba":
+    show = not (a.quiet or a.json)
+    if backend.name == "numba" and show:
         say("mpc-accel: loading the compiled kernels (the first run on a machine compiles them: "
             "about 3 min on 2 cores; cached on disk afterwards)")
-    warmup_s = ctrl.warmup()
+
+    def warmup_progress(label: str, done: int, total: int) -> None:
+        print(f"\r  kernels {done}/{total}: {label:<40}", end="", file=sys.stderr, flush=True)
+
+    warmup_s = ctrl.warmup(progress=warmup_progress if show else None)
+    if show:
+        print(f"\r  kernels ready{'':<50}", file=sys.stderr, flush=True)
     say(f"mpc-accel: {task.name}: backend '{backend.name}' warm-up {warmup_s:.2f} s")
     callbacks = []
     progress, close_progress = make_progress(duration, enabled=not (a.quiet or a.json))

@@ -99,14 +99,24 @@ class MPC:
         self.plan: Plan | None = None
 
     # ----------------------------------------------------------------- control loop
-    def warmup(self) -> float:
+    def warmup(self, progress=None) -> float:
         """Compile (first run on this machine) or load from numba's on-disk cache every kernel the
         control loop uses — the backend's dynamics kernels and, with the ``numba`` backend, the
-        solver's compiled backward pass — so that no update pays for compilation. Returns the
+        solver's compiled backward pass and rollout — so that no update pays for compilation.
+        progress: optional ``progress(label, done, total)`` called before each step. Returns the
         seconds it took. Leaves no state behind (the first plan is still made by :meth:`start`)."""
         w0 = time.perf_counter()
-        self.backend.warmup(self.model)
-        if getattr(self.solver, "compiled", False):
+        compiled = getattr(self.solver, "compiled", False)
+        total = [0]
+
+        def dyn_progress(label, done, n):
+            total[0] = n + int(compiled)
+            progress(label, done, total[0])
+
+        self.backend.warmup(self.model, progress=None if progress is None else dyn_progress)
+        if compiled:
+            if progress is not None:
+                progress("solver kernels", max(total[0] - 1, 0), max(total[0], 1))
             # one throw-away iteration from the initial state runs every compiled solver kernel
             self.solver.solve(max_iter=1)
         return time.perf_counter() - w0

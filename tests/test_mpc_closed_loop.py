@@ -35,7 +35,15 @@ def test_lockstep_reaching_succeeds_and_reports(tmp_path, backend):
     task = _task()
     ctrl = MPC(task, solver="ddp", backend=backend, horizon=10, dt=0.02)
     assert ctrl.solver.compiled is (backend == "numba")
-    assert ctrl.warmup() >= 0
+    steps = []
+    assert ctrl.warmup(progress=lambda label, done, total: steps.append((label, done, total))) >= 0
+    if backend == "numba":    # every kernel reported, in order, ending with the solver's
+        assert [d for _, d, _ in steps] == list(range(len(steps)))
+        assert {t for _, _, t in steps} == {len(steps)}
+        labels = [lab for lab, _, _ in steps]
+        assert "aba_derivatives (serial)" in labels and labels[-1] == "solver kernels"
+    else:
+        assert steps == []
     r = simulate(task.model, ctrl, task.initial_state(), task.duration, mode="lockstep", update_every=20)
     assert r.completed, r.aborted
     ev = task.evaluate(r.t, r.x, r.u_cmd)

@@ -124,30 +124,41 @@ class NumbaBackend(Backend):
         parallel(*args, min(nt, B))
 
     # ------------------------------------------------------------ compilation
-    def warmup(self, model: RobotModel) -> None:
+    def warmup(self, model: RobotModel, progress=None) -> None:
         """Compile (first run on this machine) or load from numba's on-disk cache every kernel, in its
-        serial and parallel variant, by running each once on ``model``'s neutral configuration."""
+        serial and parallel variant, by running each once on ``model``'s neutral configuration.
+
+        progress: optional callable ``progress(label, done, total)``, called before each kernel
+        (compiling all of them takes minutes on the first run; loading them about a second)."""
         q = model.neutral()
         z = np.zeros(model.nv)
         frame = next((n for n in model.site_names if n), None) or next((n for n in model.body_names[1:] if n), None)
         saved = self._threads, self.parallel_threshold_us
+        thread_counts = sorted({1, min(2, _k().numba.config.NUMBA_NUM_THREADS)})
         try:
             self.parallel_threshold_us = 0.0
-            for threads in sorted({1, min(2, _k().numba.config.NUMBA_NUM_THREADS)}):
+            for ti, threads in enumerate(thread_counts):
                 self._threads = threads
                 qb, zb = np.stack([q] * threads), np.stack([z] * threads)
-                self._rnea(model, qb, zb, zb, None)
-                self._crba(model, qb)
-                Mi = self._minv(model, qb)
-                self._aba(model, qb, zb, zb, None)
-                self._rnea_derivatives(model, qb, zb, zb, None)
-                self._aba_derivatives(model, qb, zb, zb, None, Mi)
-                self._rnea_second_derivatives(model, qb, zb, zb, None)
-                self._aba_second_derivatives(model, qb, zb, zb, None)
-                self._body_placements(model, qb)
-                if frame is not None:
-                    self._frame_jacobian_time_variation(model, qb, zb, frame, "local")
-                self._com_jacobian(model, qb)
+                steps = [
+                    ("rnea", lambda: self._rnea(model, qb, zb, zb, None)),
+                    ("crba", lambda: self._crba(model, qb)),
+                    ("minv", lambda: self._minv(model, qb)),
+                    ("aba", lambda: self._aba(model, qb, zb, zb, None)),
+                    ("rnea_derivatives", lambda: self._rnea_derivatives(model, qb, zb, zb, None)),
+                    ("aba_derivatives", lambda: self._aba_derivatives(model, qb, zb, zb, None, self._minv(model, qb))),
+                    ("rnea_second_derivatives", lambda: self._rnea_second_derivatives(model, qb, zb, zb, None)),
+                    ("aba_second_derivatives", lambda: self._aba_second_derivatives(model, qb, zb, zb, None)),
+                    ("placements", lambda: self._body_placements(model, qb)),
+                    ("frame_jacobian", lambda: frame is not None and self._frame_jacobian_time_variation(
+                        model, qb, zb, frame, "local")),
+                    ("com", lambda: self._com_jacobian(model, qb)),
+                ]
+                for i, (label, run) in enumerate(steps):
+                    if progress is not None:
+                        kind = "serial" if threads == 1 else "parallel"
+                        progress(f"{label} ({kind})", ti * len(steps) + i, len(thread_counts) * len(steps))
+                    run()
         finally:
             self._threads, self.parallel_threshold_us = saved
 
