@@ -67,9 +67,11 @@ class ILQR:
     μ schedule. refresh_gains: when ``max_iter`` ends the solve right after a step, recompute the
     derivatives and gains at the returned trajectory so ``K``/``k`` match ``xs``/``us``.
     gap_tol: gaps below this count as closed. gauss_newton_fallback (DDP): see
-    :meth:`_backward_pass_with_regularization`. compiled: run the backward pass (and the gradient
-    recursion) as one compiled numba call (:mod:`solvers.riccati_numba`) instead of the Python
-    reference loop; ``None`` (default) does so when the problem's dynamics backend is ``numba``.
+    :meth:`_backward_pass_with_regularization`. compiled: run the backward pass and the gradient
+    recursion as compiled numba calls (:mod:`solvers.riccati_numba`), and the line-search
+    rollouts too where the dynamics allow it (Euler on the numba backend,
+    :mod:`solvers.rollout_numba`), instead of the Python reference loops; ``None`` (default) does
+    so when the problem's dynamics backend is ``numba``.
     """
 
     name = "ilqr"
