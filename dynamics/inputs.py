@@ -68,7 +68,6 @@ def fast_flat(arrays: dict[str, tuple[np.ndarray, int]]) -> tuple[tuple[int, ...
     Finiteness is checked by one dot product per array (see :func:`sum_is_finite`)."""
     batch = None
     out = []
-    total = 0.0
     for x, n in arrays.values():
         if type(x) is not np.ndarray or x.dtype != _F64 or not 1 <= x.ndim <= 2 or x.shape[-1] != n:
             return None

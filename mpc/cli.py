@@ -14,7 +14,6 @@ import argparse
 import ast
 import math
 import sys
-import time
 from pathlib import Path
 
 EPILOG_MAIN = """\

@@ -339,7 +339,6 @@ class ILQR:
         p = self.problem
         kern = self._compiled()
         run, dyn = d.running, d.dynamics
-        N, nu, ndx = p.horizon, p.nu, p.ndx
         box = self.box and p.has_bounds
         F2 = dyn.F2 if (self._with_curvature and self.uses_second_order and dyn.F2 is not None) else _NO_F2
         gaps = _NO_GAPS if self.feasible else self.gaps
