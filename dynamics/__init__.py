@@ -6,11 +6,12 @@
 >>> tau = be.rnea(model, q, v, a)            # (..., nv)
 """
 
-from .backend import Backend, BackendUnavailableError, available_backends, get_backend
+from .backend import (Backend, BackendUnavailableError, available_backends, default_backend_name, get_backend,
+                      register_backend)
 from .joints import JointType
 from .model import BUNDLED_ROBOTS, RobotModel, UnsupportedModelError, from_mujoco, load_model
 
 __all__ = [
-    "Backend", "BackendUnavailableError", "available_backends", "get_backend", "JointType",
+    "Backend", "BackendUnavailableError", "available_backends", "default_backend_name", "get_backend", "register_backend", "JointType",
     "BUNDLED_ROBOTS", "RobotModel", "UnsupportedModelError", "from_mujoco", "load_model",
 ]

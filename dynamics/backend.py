@@ -10,6 +10,7 @@ Derivative matrices are ``(..., nv, nv)``: rows = output, columns = derivative v
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,10 +23,40 @@ class BackendUnavailableError(RuntimeError):
     """A known backend cannot run on this machine (missing dependency or hardware)."""
 
 
+@dataclass(frozen=True)
+class CompiledForwardDynamics:
+    """What a compiled (numba) backend offers to compiled solver loops, so that a solver's kernel
+    can call the backend's forward dynamics without knowing the backend (see
+    :meth:`Backend.compiled_forward_dynamics`).
+
+    ``aba_range(*model_args, q, v, tau, fext, qdd, start, stop)``: a numba-compiled function
+    writing ``qdd[s] = ABA(q[s], v[s], tau[s])`` for ``start <= s < stop``, with q (S, nq), v and
+    tau (S, nv) read-only float64 C-contiguous arrays, qdd (S, nv) and fext ``model_args``' own
+    "no external force" array (``no_fext``). ``source_hash``: changes whenever the compiled code
+    behind ``aba_range`` changes; a caller that caches its own kernel on disk adds it to its stamp.
+    """
+
+    aba_range: Callable
+    model_args: tuple
+    no_fext: np.ndarray
+    source_hash: str
+
+
 class Backend:
-    """Batched rigid-body dynamics. Subclasses implement the underscore kernels on (B, …) arrays."""
+    """Batched rigid-body dynamics. Subclasses implement the underscore kernels on (B, …) arrays.
+
+    Capabilities a solver may ask for (and must not infer from the backend's name):
+    :attr:`prefers_compiled_solver`, :meth:`compiled_forward_dynamics`, :meth:`supports`."""
 
     name: str = "abstract"
+    #: the backend runs compiled code, so the solver's own loops (Riccati pass, rollouts) should be
+    #: compiled too or they dominate; interpreted backends (the numpy reference) leave this False
+    prefers_compiled_solver: bool = False
+
+    def compiled_forward_dynamics(self, model: RobotModel) -> CompiledForwardDynamics | None:
+        """The backend's forward dynamics as a function compiled solver loops can call, or None
+        when this backend has none (the solver then rolls out through :meth:`aba` in Python)."""
+        return None
 
     # ---------------------------------------------------------------- argument handling
     def _args(self, func: str, model: RobotModel, fext=None, **arrays):
@@ -51,11 +82,16 @@ class Backend:
         return batch, flat
 
     # ---------------------------------------------------------------- public API
-    def rnea(self, model: RobotModel, q, v, a, fext=None) -> np.ndarray:
+    def rnea(self, model: RobotModel, q, v, a, fext=None, algorithm: str = "recursive") -> np.ndarray:
         """Inverse dynamics ``tau = M(q) a + c(q, v) - Σ J_b^T fext_b`` (..., nv) [N m or N].
 
         fext: (..., nbody, 6) spatial force (force, torque) on each MuJoCo body in its body frame,
-        at the body origin; row 0 (world) is ignored."""
+        at the body origin; row 0 (world) is ignored.
+        algorithm: ``"recursive"`` (RNEA, O(n) depth) or ``"scan"`` (prefix-sum RNEA, seed 003,
+        O(log n) depth; see :mod:`dynamics.parallel_depth`)."""
+        if algorithm != "recursive":
+            from . import parallel_depth
+            return parallel_depth.rnea(self, model, q, v, a, fext=fext, algorithm=algorithm)
         batch, (q, v, a, fe) = self._args("rnea", model, fext, q=(q, "nq"), v=(v, "nv"), a=(a, "nv"))
         return unflatten(batch, self._rnea(model, q, v, a, fe))
 
@@ -86,11 +122,14 @@ class Backend:
         return unflatten(batch, self._aba(model, q, v, t, fe))
 
     def forward_dynamics(self, model: RobotModel, q, v, tau, fext=None, method: str = "aba") -> np.ndarray:
-        """Forward dynamics by ``method="aba"`` or ``"minv"`` (``M^-1 (tau - c)`` with the analytical M^-1)."""
+        """Forward dynamics by ``method="aba"``, ``"minv"`` (``M^-1 (tau - c)`` with the analytical
+        M^-1) or one of the parallel-in-depth methods of :mod:`dynamics.parallel_depth` (seed 002:
+        ``"jsiia"``, ``"abia"``, ``"oee"``)."""
         if method == "aba":
             return self.aba(model, q, v, tau, fext)
         if method != "minv":
-            raise ValueError(f"forward_dynamics: unknown method '{method}'; use 'aba' or 'minv'")
+            from . import parallel_depth
+            return parallel_depth.forward_dynamics(self, model, q, v, tau, fext=fext, method=method)
         batch, (q, v, t, fe) = self._args("forward_dynamics", model, fext, q=(q, "nq"), v=(v, "nv"),
                                           tau=(tau, "nv"))
         c = self._rnea(model, q, v, np.zeros_like(v), fe)
@@ -187,6 +226,31 @@ class Backend:
                                           v=(v, "nv"), tau=(tau, "nv"))
         return tuple(unflatten(batch, x) for x in self._aba_second_derivatives(model, q, v, t, fe))
 
+    # contact dynamics (rigid contacts; see dynamics.contact and docs/conventions.md)
+    def contact_dynamics(self, model: RobotModel, q, v, tau, contacts):
+        """``(a, lam)``: constrained forward dynamics (..., nv) and contact forces (..., nc)."""
+        from . import contact
+        return contact.contact_dynamics(self, model, q, v, tau, contacts)
+
+    def contact_dynamics_derivatives(self, model: RobotModel, q, v, tau, contacts):
+        """``(da_dq, da_dv, da_dtau, dlam_dq, dlam_dv, dlam_dtau)`` of :meth:`contact_dynamics`."""
+        from . import contact
+        return contact.contact_dynamics_derivatives(self, model, q, v, tau, contacts)
+
+    def impulse_dynamics(self, model: RobotModel, q, v_minus, contacts, restitution: float = 0.0):
+        """``(v_plus, impulse)``: velocity after a rigid impact (..., nv) and the impulse (..., nc)."""
+        from . import contact
+        return contact.impulse_dynamics(self, model, q, v_minus, contacts, restitution=restitution)
+
+    def impulse_dynamics_derivatives(self, model: RobotModel, q, v_minus, contacts, restitution: float = 0.0):
+        """``(dvp_dq, dvp_dvminus, dimp_dq, dimp_dvminus)`` of :meth:`impulse_dynamics`."""
+        from . import contact
+        return contact.impulse_dynamics_derivatives(self, model, q, v_minus, contacts, restitution=restitution)
+
+    #: tolerance this backend promises against the numpy reference, ``|x - ref| <= rtol * max(1, |ref|)``;
+    #: float64 backends keep the default, reduced-precision ones (fixed point, float32) declare theirs
+    rtol: float = 1e-10
+
     def supports(self, function: str) -> bool:
         """Whether this backend implements ``function`` (e.g. ``"aba_second_derivatives"``)."""
         return callable(getattr(self, "_" + function, None))
@@ -203,45 +267,95 @@ class Backend:
 
 @dataclass(frozen=True)
 class BackendInfo:
+    """How to build a backend: ``module:cls`` imported lazily (so an optional dependency such as
+    CuPy is only needed when the backend is asked for), or a ``factory(**options)`` callable."""
     name: str
     module: str
     cls: str
     description: str
+    factory: Callable[..., Backend] | None = None
 
 
-BACKENDS = {
+BACKENDS: dict[str, BackendInfo] = {
     "numpy": BackendInfo("numpy", "dynamics.numpy_backend", "NumpyBackend",
                          "reference implementation, batched numpy (always available)"),
     "numba": BackendInfo("numba", "dynamics.numba_backend", "NumbaBackend",
                          "compiled CPU backend, parallel over the batch (numba)"),
-}
-PLANNED = {
-    "gpu": "CuPy/CUDA backend (not implemented yet)",
-    "fpga-sim": "fixed-point datapath emulation with a cycle model (not implemented yet)",
+    "gpu": BackendInfo("gpu", "dynamics.gpu_backend", "GpuBackend",
+                       "NVIDIA GPU through CuPy + CUDA kernels (gpu extra); simulate=True runs the kernels "
+                       "in Numba's CUDA simulator on any machine"),
+    "fpga-sim": BackendInfo("fpga-sim", "dynamics.fpga_sim", "FpgaSimBackend",
+                            "fixed-point datapath emulation with a cycle-level accelerator timing model"),
 }
 _instances: dict[str, Backend] = {}
 
 
-def get_backend(name: str = "numpy") -> Backend:
-    """The backend called ``name`` (see :func:`available_backends`)."""
+def register_backend(name: str, factory: Callable[..., Backend] | str, description: str = "",
+                     replace: bool = False) -> None:
+    """Make ``get_backend(name, **options)`` build a backend that lives outside this package.
+
+    factory: a callable ``factory(**options) -> Backend``, or ``"module:Class"`` imported lazily.
+    A name already registered needs ``replace=True``."""
+    if not isinstance(name, str) or not name:
+        raise ValueError("register_backend: name must be a non-empty string")
+    if name in BACKENDS and not replace:
+        raise ValueError(f"register_backend: backend '{name}' is already registered; pass replace=True "
+                         f"to override it")
+    if isinstance(factory, str):
+        mod, sep, cls = factory.partition(":")
+        if not sep or not mod or not cls:
+            raise ValueError(f"register_backend: factory string must look like 'package.module:Class', "
+                             f"got '{factory}'")
+        BACKENDS[name] = BackendInfo(name, mod, cls, description)
+    elif callable(factory):
+        BACKENDS[name] = BackendInfo(name, "", "", description, factory)
+    else:
+        raise TypeError(f"register_backend: factory must be callable or 'module:Class', got "
+                        f"{type(factory).__name__}")
+    _instances.pop(name, None)
+
+
+def get_backend(name: str | Backend = "numpy", **options) -> Backend:
+    """The backend called ``name`` (see :func:`available_backends`).
+
+    options: passed to the backend's constructor (e.g. ``get_backend("gpu", simulate=True)``,
+    ``get_backend("fpga-sim", fmt="Q12.20")``). Without options the instance is shared."""
     if isinstance(name, Backend):
+        if options:
+            raise ValueError("get_backend: options are only accepted with a backend name, not an instance")
         return name
-    if name in _instances:
+    if not options and name in _instances:
         return _instances[name]
-    if name in BACKENDS:
-        info = BACKENDS[name]
+    if name not in BACKENDS:
+        raise ValueError(f"unknown backend '{name}'; known backends: {', '.join(BACKENDS)} "
+                         f"(dynamics.register_backend adds your own)")
+    info = BACKENDS[name]
+    if info.factory is not None:
+        inst = info.factory(**options)
+    else:
         try:
             mod = importlib.import_module(info.module)
             cls = getattr(mod, info.cls)
+        except BackendUnavailableError:
+            raise
         except (ImportError, AttributeError) as e:
             raise BackendUnavailableError(f"backend '{name}' is not available: {e}") from e
-        inst = cls()
+        inst = cls(**options)
+    if not isinstance(inst, Backend):
+        raise TypeError(f"backend '{name}': its factory returned {type(inst).__name__}, not a dynamics.Backend")
+    if not options:
         _instances[name] = inst
-        return inst
-    if name in PLANNED:
-        raise BackendUnavailableError(f"backend '{name}' is not available: {PLANNED[name]}; "
-                                      f"available backends: {', '.join(BACKENDS)}")
-    raise ValueError(f"unknown backend '{name}'; known backends: {', '.join([*BACKENDS, *PLANNED])}")
+    return inst
+
+
+def default_backend_name() -> str:
+    """The backend the library and the CLI use when none is named: ``"numba"`` when numba imports
+    here, else ``"numpy"`` (``mpc-accel backends`` says which)."""
+    try:
+        importlib.import_module("numba")
+    except ImportError:
+        return "numpy"
+    return "numba"
 
 
 def available_backends() -> dict[str, tuple[bool, str]]:
@@ -253,6 +367,4 @@ def available_backends() -> dict[str, tuple[bool, str]]:
             out[name] = (True, info.description)
         except Exception as e:  # report why, never crash a listing
             out[name] = (False, str(e))
-    for name, why in PLANNED.items():
-        out[name] = (False, why)
     return out

@@ -1,13 +1,15 @@
 """Optimal-control solvers on top of the dynamics layer.
 
->>> from solvers import ShootingProblem, DDP
->>> problem = ShootingProblem(model, x0, horizon=32, dt=0.01, running_cost=cost, terminal_cost=tcost)
+>>> from solvers import ActionModel, ShootingProblem, DDP
+>>> problem = ShootingProblem.uniform(model, x0, horizon=32, dt=0.01, running_cost=cost, terminal_cost=tcost)
+>>> # or knot by knot: ShootingProblem(x0, [ActionModel(model, cost, 0.01)] * 32, ActionModel(model, tcost, 0.0))
 >>> res = DDP(problem, box=True).solve(max_iter=50, tol=1e-6)
 
 :class:`ILQR` (Gauss–Newton), :class:`DDP` (with second-order dynamics terms), :class:`FDDP`
 (feasibility-driven multiple shooting); costs in :mod:`solvers.costs`. See docs/solvers.md.
 """
 
+from .action_model import ActionModel, FreeDynamics
 from .box_qp import BoxQPResult, box_qp
 from .costs import (ComPositionCost, ControlCost, Cost, CostSum, CustomCost, FramePlacementCost, FramePositionCost,
                     FrameRotationCost, JointLimitCost, ResidualCost, StateCost, as_cost, gravity_compensation)
@@ -21,7 +23,7 @@ from .state_space import StateSpace
 
 SOLVERS = {"ilqr": ILQR, "ddp": DDP, "fddp": FDDP}
 
-__all__ = ["ShootingProblem", "ILQR", "DDP", "FDDP", "SolverResult", "SOLVERS", "ProblemDerivatives",
+__all__ = ["ActionModel", "FreeDynamics", "ShootingProblem", "ILQR", "DDP", "FDDP", "SolverResult", "SOLVERS", "ProblemDerivatives",
            "DiscreteDynamics", "DynamicsDerivatives", "StateSpace", "box_qp", "BoxQPResult",
            "Cost", "CostSum", "ResidualCost", "CustomCost", "as_cost", "StateCost", "ControlCost",
            "FramePositionCost", "FrameRotationCost", "FramePlacementCost", "ComPositionCost", "JointLimitCost",

@@ -8,7 +8,8 @@ terminal model with dt = 0: cost not scaled) — our ``integrator="euler"``. Cos
 one with ``ActivationModelWeightedQuad`` (½ Σ w r²): :class:`FramePositionCost` →
 ``ResidualModelFrameTranslation``, :class:`StateCost` → ``ResidualModelState``,
 :class:`ControlCost` → ``ResidualModelControl``; a knot's sum weight becomes the
-``CostModelSum`` weight; time-varying references/weights give one action model per knot.
+``CostModelSum`` weight; every knot becomes its own action model with its own dt, cost,
+references and weights (our per-knot :class:`~solvers.action_model.ActionModel`).
 
 Restrictions (raise ``NotImplementedError``): hinge/slide robots with zero joint reference
 (then q and v coincide with Pinocchio's), identity actuation, ``passive_forces=False`` (Crocoddyl's
@@ -32,7 +33,7 @@ def _check(problem: ShootingProblem) -> None:
         raise NotImplementedError("hinge/slide joints with a MuJoCo 'ref' offset")
     if m.nu != m.nv or not np.array_equal(m.actuation_matrix, np.eye(m.nv)):
         raise NotImplementedError("only identity actuation (ActuationModelFull) is mapped")
-    if problem.dynamics._has_passive:
+    if any(g.item._has_passive for g in problem.dynamics_groups):
         raise NotImplementedError("build the ShootingProblem with passive_forces=False: Crocoddyl's free forward "
                                   "dynamics ignores joint damping and springs")
     if problem.integrator != "euler":
@@ -89,11 +90,11 @@ def build_crocoddyl_problem(problem: ShootingProblem, bounds: bool = False):
     nu = problem.nu
     running = []
     for t in range(problem.horizon):
-        dam = croc.DifferentialActionModelFreeFwdDynamics(state, actuation,
-                                                          _cost_model(croc, state, pm, problem.running_cost, t, nu))
+        am = problem.running_models[t]
+        dam = croc.DifferentialActionModelFreeFwdDynamics(state, actuation, _cost_model(croc, state, pm, am.cost, t, nu))
         if bounds:
             dam.u_lb, dam.u_ub = problem.u_lower.copy(), problem.u_upper.copy()
-        running.append(croc.IntegratedActionModelEuler(dam, problem.dt))
+        running.append(croc.IntegratedActionModelEuler(dam, am.dt))
     if problem.terminal_cost is None:
         tcost = croc.CostModelSum(state, nu)
     else:

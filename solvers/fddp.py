@@ -117,7 +117,7 @@ class FDDP(ILQR):
         p = self.problem
         with self._timed("forward"), np.errstate(all="ignore"):
             try:
-                xn = p.step(self.xs[:-1], self.us)
+                xn = p.next_states(self.xs[:-1], self.us)
                 g = np.concatenate([p.state.difference(self.xs[:1], p.x0[None]), p.state.difference(self.xs[1:], xn)])
             except ValueError:
                 return np.inf

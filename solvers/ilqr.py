@@ -69,9 +69,10 @@ class ILQR:
     gap_tol: gaps below this count as closed. gauss_newton_fallback (DDP): see
     :meth:`_backward_pass_with_regularization`. compiled: run the backward pass and the gradient
     recursion as compiled numba calls (:mod:`solvers.riccati_numba`), and the line-search
-    rollouts too where the dynamics allow it (Euler on the numba backend,
+    rollouts too where the dynamics allow it (Euler on a backend with compiled forward dynamics,
     :mod:`solvers.rollout_numba`), instead of the Python reference loops; ``None`` (default) does
-    so when the problem's dynamics backend is ``numba``.
+    so when the problem's backend says it prefers a compiled solver (``prefers_compiled_solver``:
+    the numba backend).
     """
 
     name = "ilqr"
@@ -99,7 +100,7 @@ class ILQR:
         self.gap_tol = float(gap_tol)
         self.gauss_newton_fallback = bool(gauss_newton_fallback)
         self._with_curvature = True
-        self.compiled = (problem.backend.name == "numba") if compiled is None else bool(compiled)
+        self.compiled = problem.backend.prefers_compiled_solver if compiled is None else bool(compiled)
         self._kernels = None
         self._rollout_kernel = None     # CompiledRollout, or False when the dynamics are not supported
         self.verbose = verbose
@@ -457,13 +458,13 @@ class ILQR:
 
     def _compiled_rollout(self):
         """The compiled forward pass (:mod:`solvers.rollout_numba`) when this solve uses compiled
-        kernels and the dynamics support it (semi-implicit Euler on the numba backend), else None."""
+        kernels and the dynamics support it (:func:`solvers.rollout_numba.compiled_rollout_available`), else None."""
         if not self.compiled:
             return None
         if self._rollout_kernel is None:
             from .rollout_numba import CompiledRollout, compiled_rollout_available
-            dyn = self.problem.dynamics
-            self._rollout_kernel = CompiledRollout(dyn) if compiled_rollout_available(dyn) else False
+            p = self.problem
+            self._rollout_kernel = CompiledRollout(p) if compiled_rollout_available(p) else False
         return self._rollout_kernel or None
 
     def _simulate(self, alphas, xs, us, k, K, with_cost: bool = True) -> Candidates:
@@ -492,7 +493,7 @@ class ILQR:
                     ok &= ~bad
                     u[bad] = us[t]
                 U[:, t] = u
-                xnext = p.step(X[:, t], u)
+                xnext = p.step(X[:, t], u, t)
                 bad = ~np.all(np.isfinite(xnext), axis=-1)
                 if bad.any():  # keep the batch finite; the candidate is marked failed
                     ok &= ~bad

@@ -15,10 +15,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dynamics import RobotModel, get_backend
+from dynamics import RobotModel, default_backend_name, get_backend
 from dynamics.backend import Backend
 from dynamics.inputs import sum_is_finite
 
+from .action_model import ActionModel, FreeDynamics
 from .costs import CostContext, CostDerivatives, CostSum, as_cost, gravity_compensation
 from .discrete_dynamics import DiscreteDynamics, DynamicsDerivatives
 from .state_space import StateSpace
@@ -38,48 +39,183 @@ class ProblemDerivatives:
         return float(self.running.l.sum() + self.terminal.l.sum())
 
 
-class ShootingProblem:
-    """Discrete-time optimal control problem over ``horizon`` knots of ``dt`` seconds.
+@dataclass(frozen=True)
+class KnotGroup:
+    """Knots evaluated together: ``knots`` (n,) sorted indices, ``rows`` the same as a slice when
+    they are contiguous (cheaper views), ``item`` what they share (a DiscreteDynamics or a Cost)."""
 
-    running_cost / terminal_cost: :class:`solvers.costs.Cost` (or plain-Python cost objects, see
-    :mod:`solvers.costs.custom`); terminal_cost may be None. backend: name or Backend instance.
-    integrator: ``"euler"`` (semi-implicit) or ``"rk4"``. u_lower / u_upper: (nu,) control
-    bounds, default the model's actuator limits. second_order: source of ``∂²a`` for DDP,
-    ``"auto"`` (analytical when the backend supports it, else central differences),
-    ``"analytical"``, ``"fd"`` or ``"complex"``. passive_forces: include joint damping and
-    hinge/slide springs from the model in the dynamics.
+    knots: np.ndarray
+    item: object
+
+    @property
+    def rows(self):
+        k = self.knots
+        if k[-1] - k[0] + 1 == k.size:
+            return slice(int(k[0]), int(k[-1]) + 1)
+        return k
+
+    @property
+    def contiguous(self) -> bool:
+        return isinstance(self.rows, slice)
+
+
+def _index(knots: list[int]) -> np.ndarray:
+    a = np.asarray(knots, dtype=np.intp)
+    a.setflags(write=False)
+    return a
+
+
+def _is_model_list(x) -> bool:
+    return isinstance(x, (list, tuple)) and len(x) > 0 and all(isinstance(a, ActionModel) for a in x)
+
+
+class ShootingProblem:
+    """Discrete-time optimal control problem over N knots, each described by an
+    :class:`~solvers.action_model.ActionModel` (its dynamics, cost and dt).
+
+    ``ShootingProblem(x0, running_models, terminal_model=None, backend=None, u_lower=None,
+    u_upper=None, second_order="auto")``: running_models is a list of N action models (the
+    same object may repeat); terminal_model an ActionModel whose cost is the terminal cost
+    (its dt is not used), or None. backend: name or Backend instance (default
+    :func:`dynamics.default_backend_name`). u_lower / u_upper: (nu,) control bounds, default the
+    model's actuator limits. second_order: source of ``∂²a`` for DDP, ``"auto"`` (analytical
+    when the backend supports it, else central differences), ``"analytical"``, ``"fd"`` or
+    ``"complex"``.
+
+    Knots with the same dynamics description and dt form one *dynamics group* and knots with the
+    same cost object one *cost group*; each group is evaluated with one batched backend call, so
+    a problem of a few phases costs a few calls per stage, not N.
+
+    The uniform case is a one-liner, :meth:`uniform` — also reachable as
+    ``ShootingProblem(model, x0, horizon, dt, running_cost, terminal_cost=None, ...)``.
     """
 
-    def __init__(self, model: RobotModel, x0, horizon: int, dt: float, running_cost, terminal_cost=None,
-                 backend: str | Backend = "numpy", integrator: str = "euler", u_lower=None, u_upper=None,
-                 second_order: str = "auto", passive_forces: bool = True):
+    def __init__(self, x0, running_models, terminal_model=None, *uniform_args, backend: str | Backend | None = None,
+                 u_lower=None, u_upper=None, second_order: str = "auto", **uniform_kwargs):
+        if isinstance(x0, RobotModel) or uniform_args or uniform_kwargs or not _is_model_list(running_models):
+            # ShootingProblem(model, x0, horizon, dt, running_cost, terminal_cost=None, ...): the uniform form
+            self._init_uniform(x0, running_models, terminal_model, *uniform_args, backend=backend, u_lower=u_lower,
+                               u_upper=u_upper, second_order=second_order, **uniform_kwargs)
+            return
+        self._init_models(x0, running_models, terminal_model, backend, u_lower, u_upper, second_order)
+
+    @classmethod
+    def uniform(cls, model: RobotModel, x0, horizon: int, dt: float, running_cost, terminal_cost=None,
+                backend: str | Backend | None = None, integrator: str = "euler", u_lower=None, u_upper=None,
+                second_order: str = "auto", passive_forces: bool = True) -> "ShootingProblem":
+        """``horizon`` identical knots of ``dt`` seconds sharing one running cost (and one dynamics
+        description ``FreeDynamics(integrator, passive_forces)``), then the terminal cost."""
+        return cls(model, x0, horizon, dt, running_cost, terminal_cost, backend=backend, integrator=integrator,
+                   u_lower=u_lower, u_upper=u_upper, second_order=second_order, passive_forces=passive_forces)
+
+    def _init_uniform(self, model, x0, horizon, dt=None, running_cost=None, terminal_cost=None, backend=None,
+                      integrator="euler", u_lower=None, u_upper=None, second_order="auto", passive_forces=True):
         if not isinstance(model, RobotModel):
             raise TypeError(f"ShootingProblem: model must be a RobotModel (dynamics.load_model), got "
                             f"{type(model).__name__}")
-        if int(horizon) != horizon or horizon < 1:
+        if isinstance(horizon, bool) or not isinstance(horizon, (int, np.integer, float)) or int(horizon) != horizon \
+                or horizon < 1:
             raise ValueError(f"horizon must be a positive integer number of knots, got {horizon}")
+        if dt is None or not (np.isfinite(dt) and dt > 0):
+            raise ValueError(f"time step dt must be a positive finite number of seconds, got {dt}")
+        if running_cost is None:
+            raise TypeError("ShootingProblem: running_cost is required")
+        dyn = FreeDynamics(integrator, passive_forces)
+        running = ActionModel(model, as_cost(running_cost, name="running"), dt, dyn)
+        terminal = None if terminal_cost is None else ActionModel(model, as_cost(terminal_cost, name="terminal"),
+                                                                  0.0, dyn)
+        self._init_models(x0, [running] * int(horizon), terminal, backend, u_lower, u_upper, second_order)
+
+    def _init_models(self, x0, running_models, terminal_model, backend, u_lower, u_upper, second_order) -> None:
+        running_models = tuple(running_models)
+        if not running_models:
+            raise ValueError("ShootingProblem: running_models is empty; give at least one ActionModel (horizon >= 1)")
+        for t, am in enumerate(running_models):
+            if not isinstance(am, ActionModel):
+                raise TypeError(f"ShootingProblem: running_models[{t}] is a {type(am).__name__}, expected an "
+                                f"ActionModel")
+        model = running_models[0].model
+        for t, am in enumerate(running_models):
+            if am.model is not model:
+                raise ValueError(f"ShootingProblem: running_models[{t}] describes another RobotModel than knot 0; "
+                                 f"every knot must use the same model object")
+            if not am.dt > 0:
+                raise ValueError(f"time step dt must be a positive finite number of seconds, got {am.dt} at knot {t}")
+        if terminal_model is not None:
+            if not isinstance(terminal_model, ActionModel):
+                raise TypeError(f"ShootingProblem: terminal_model must be an ActionModel or None, got "
+                                f"{type(terminal_model).__name__}")
+            if terminal_model.model is not model:
+                raise ValueError("ShootingProblem: the terminal model describes another RobotModel than the running "
+                                 "models")
         self.model = model
-        self.backend = get_backend(backend)
+        self.backend = get_backend(default_backend_name() if backend is None else backend)
         self.state = StateSpace(model)
-        self.dynamics = DiscreteDynamics(model, self.backend, dt, integrator, second_order, passive_forces)
-        self.horizon = int(horizon)
-        self.dt = float(dt)
-        self.integrator = integrator
+        self.running_models = running_models
+        self.terminal_model = terminal_model
+        self.horizon = len(running_models)
+        self.dts = np.array([am.dt for am in running_models], dtype=float)
+        self.dts.setflags(write=False)
         self.second_order = second_order
-        self.running_cost = as_cost(running_cost, name="running")
-        self.terminal_cost = None if terminal_cost is None else as_cost(terminal_cost, name="terminal")
-        for c in (self.running_cost, self.terminal_cost):
-            if c is not None:
-                c.check_model(model)
+        self.terminal_cost = None if terminal_model is None else terminal_model.cost
         if self.terminal_cost is not None and self.terminal_cost.uses_control:
             raise ValueError("the terminal cost depends on the control (e.g. a ControlCost); controls do not exist "
                              "at the terminal knot — remove that term from the terminal cost")
+        # groups: knots sharing a dynamics description and dt / a cost object (first-appearance order)
+        dyn_knots: dict = {}
+        cost_knots: dict = {}
+        for t, am in enumerate(running_models):
+            dyn_knots.setdefault((am.dynamics, am.dt), []).append(t)
+            cost_knots.setdefault(id(am.cost), (am.cost, []))[1].append(t)
+        self.dynamics_groups = tuple(
+            KnotGroup(_index(ks), DiscreteDynamics(model, self.backend, dt, d.integrator, second_order,
+                                                   d.passive_forces))
+            for (d, dt), ks in dyn_knots.items())
+        self.cost_groups = tuple(KnotGroup(_index(ks), cost) for cost, ks in cost_knots.values())
+        self._knot_dynamics = np.empty(self.horizon, dtype=object)
+        for g in self.dynamics_groups:
+            self._knot_dynamics[g.knots] = g.item
         self.u_lower = self._bound("u_lower", model.u_lower if u_lower is None else u_lower)
         self.u_upper = self._bound("u_upper", model.u_upper if u_upper is None else u_upper)
         if np.any(self.u_lower > self.u_upper):
             raise ValueError("u_lower must be <= u_upper in every component")
         self.set_initial_state(x0)
         self._knot_cache: dict = {}
+
+    # ------------------------------------------------------------ uniform-problem views
+    @property
+    def dt(self) -> float:
+        """The knots' common dt [s]; a problem with per-knot dt raises (use :attr:`dts`)."""
+        if np.all(self.dts == self.dts[0]):
+            return float(self.dts[0])
+        raise ValueError("this problem has per-knot time steps; use problem.dts (N,) instead of problem.dt")
+
+    @property
+    def running_cost(self):
+        """The running cost shared by every knot; a problem with several running costs raises
+        (use :attr:`running_models` or :attr:`cost_groups`)."""
+        if len(self.cost_groups) == 1:
+            return self.cost_groups[0].item
+        raise ValueError(f"this problem has {len(self.cost_groups)} different running costs; reach them through "
+                         f"problem.running_models[t].cost")
+
+    @property
+    def dynamics(self) -> DiscreteDynamics:
+        """The discrete dynamics shared by every knot; a problem with several dynamics groups
+        (different dt, integrator or dynamics kind) raises (use :meth:`knot_dynamics`)."""
+        if len(self.dynamics_groups) == 1:
+            return self.dynamics_groups[0].item
+        raise ValueError(f"this problem has {len(self.dynamics_groups)} dynamics groups (different dt or dynamics "
+                         f"per knot); use problem.knot_dynamics(t)")
+
+    def knot_dynamics(self, t: int) -> DiscreteDynamics:
+        """The discrete dynamics of knot t (0 <= t < N)."""
+        return self._knot_dynamics[t]
+
+    @property
+    def integrator(self) -> str:
+        names = {g.item.integrator for g in self.dynamics_groups}
+        return names.pop() if len(names) == 1 else "mixed"
 
     def _bound(self, name: str, b) -> np.ndarray:
         b = np.array(b, dtype=float)
@@ -140,16 +276,28 @@ class ShootingProblem:
         return xs, us
 
     # ------------------------------------------------------------ dynamics
-    def step(self, x, u) -> np.ndarray:
-        """``f(x, u)`` (..., nx)."""
-        return self.dynamics.step(x, u)
+    def step(self, x, u, t: int | None = None) -> np.ndarray:
+        """``f_t(x, u)`` (..., nx) with the dynamics of knot t (any knot of a uniform problem when
+        t is None)."""
+        dyn = self.dynamics if t is None else self._knot_dynamics[t]
+        return dyn.step(x, u)
+
+    def next_states(self, xs: np.ndarray, us: np.ndarray) -> np.ndarray:
+        """``f_t(xs[t], us[t])`` for every knot, xs (N, nx), us (N, nu): (N, nx), one batched call
+        per dynamics group."""
+        if len(self.dynamics_groups) == 1:
+            return self.dynamics_groups[0].item.step(xs, us)
+        out = np.empty((self.horizon, self.nx))
+        for g in self.dynamics_groups:
+            out[g.rows] = g.item.step(xs[g.rows], us[g.rows])
+        return out
 
     def rollout(self, us, x0=None) -> np.ndarray:
         """States (N+1, nx) from ``x0`` (default the problem's) under controls us (N, nu)."""
         xs = np.empty((self.horizon + 1, self.nx))
         xs[0] = self.x0 if x0 is None else x0
         for t in range(self.horizon):
-            xs[t + 1] = self.step(xs[t], us[t])
+            xs[t + 1] = self._knot_dynamics[t].step(xs[t], us[t])
         return xs
 
     # ------------------------------------------------------------ costs
@@ -160,32 +308,54 @@ class ShootingProblem:
         """Knot-index arrays, made once per key (the horizon is fixed)."""
         arr = self._knot_cache.get(key)
         if arr is None:
-            if len(self._knot_cache) > 64:
+            if len(self._knot_cache) > 256:
                 self._knot_cache.clear()
             arr = self._knot_cache[key] = make()
             arr.setflags(write=False)
         return arr
 
+    def _dt_of(self, g: KnotGroup) -> float | np.ndarray:
+        """The dt of a group's knots: one float when they share it, else (n,)."""
+        d = self.dts[g.rows]
+        return float(d[0]) if np.all(d == d[0]) else d
+
     @staticmethod
-    def _scaled_derivatives(cost, ctx: CostContext, scale: float) -> CostDerivatives:
-        """``cost.derivatives(ctx).scaled(scale)``; a CostSum's fresh arrays are scaled in place."""
+    def _scaled_derivatives(cost, ctx: CostContext, scale) -> CostDerivatives:
+        """``cost.derivatives(ctx)`` times ``scale`` (a float or per-knot (B,)); a CostSum's fresh
+        arrays are scaled in place."""
         d = cost.derivatives(ctx)
-        if scale == 1.0:
+        if isinstance(scale, float):
+            if scale == 1.0:
+                return d
+            if type(cost) is not CostSum:
+                return d.scaled(scale)
+            for a in (d.l, d.lx, d.lu, d.lxx, d.lxu, d.luu):
+                a *= scale
             return d
-        if type(cost) is not CostSum:
-            return d.scaled(scale)
-        for a in (d.l, d.lx, d.lu, d.lxx, d.lxu, d.luu):
-            a *= scale
-        return d
+        w1, w2 = scale[:, None], scale[:, None, None]
+        return CostDerivatives(scale * d.l, w1 * d.lx, w1 * d.lu, w2 * d.lxx, w2 * d.lxu, w2 * d.luu)
+
+    def _group_rows(self, g: KnotGroup, S: int, stride: int):
+        """Rows of group g's knots in S stacked trajectories of ``stride`` knots: a slice when
+        S == 1 and the knots are contiguous, else an index array."""
+        if S == 1:
+            return g.rows
+        return self._knots(("rows", id(g), S, stride), lambda: (np.arange(S)[:, None] * stride + g.knots).ravel())
 
     def running_costs(self, xs: np.ndarray, us: np.ndarray) -> np.ndarray:
-        """``dt · l(x_t, u_t)`` for xs (..., N+1 or N, nx), us (..., N, nu): (..., N)."""
+        """``dt_t · l_t(x_t, u_t)`` for xs (..., N+1 or N, nx), us (..., N, nu): (..., N)."""
         N = self.horizon
         lead = us.shape[:-2]
-        x = xs[..., :N, :].reshape(-1, self.nx)
-        u = us.reshape(-1, self.nu)
-        knots = np.tile(np.arange(N), int(np.prod(lead, dtype=int)))
-        return self.dt * self.running_cost.value(self._ctx(x, u, knots)).reshape(lead + (N,))
+        S = int(np.prod(lead, dtype=int))
+        X = xs[..., :N, :].reshape(S, N, self.nx)
+        U = us.reshape(S, N, self.nu)
+        out = np.empty((S, N))
+        for g in self.cost_groups:
+            x = X[:, g.rows].reshape(-1, self.nx)
+            u = U[:, g.rows].reshape(-1, self.nu)
+            val = g.item.value(self._ctx(x, u, np.tile(g.knots, S))).reshape(S, -1)
+            out[:, g.rows] = self.dts[g.rows] * val
+        return out.reshape(lead + (N,))
 
     def terminal_costs(self, xN: np.ndarray) -> np.ndarray:
         """``l_N(x_N)`` for xN (..., nx): (...)."""
@@ -206,8 +376,8 @@ class ShootingProblem:
 
     def _cost_batched(self, xs: np.ndarray, us: np.ndarray) -> np.ndarray | None:
         """:meth:`cost` for the usual case — xs (..., N+1, nx) finite, us (..., N, nu) — with the
-        kinematics of all S·(N+1) states computed once and shared by the running and terminal
-        costs. ``None`` otherwise (the general path then evaluates, or raises, as it always did)."""
+        kinematics of all S·(N+1) states computed once and shared by every cost group and the
+        terminal cost. ``None`` otherwise (the general path then evaluates, or raises)."""
         N, nx = self.horizon, self.nx
         lead = xs.shape[:-2]
         if xs.shape[-2:] != (N + 1, nx) or us.shape != lead + (N, self.nu):
@@ -216,16 +386,21 @@ class ShootingProblem:
         X = xs.reshape(S * (N + 1), nx)
         if not sum_is_finite(X):
             return None
+        U = us.reshape(S * N, self.nu)
         full = self._ctx(X, None, self._knots(("all", S), lambda: np.tile(np.arange(N + 1), S)), checked=True)
-        if S == 1:   # one trajectory: the running and terminal knots are slices
-            run_rows, term_rows = slice(0, N), slice(N, N + 1)
-        else:
-            run_rows = self._knots(("run_rows", S), lambda: (np.arange(S)[:, None] * (N + 1) + np.arange(N)).ravel())
-            term_rows = self._knots(("term_rows", S), lambda: np.arange(S) * (N + 1) + N)
-        run = self._ctx(X[run_rows], us.reshape(S * N, self.nu), self._knots(("run", S), lambda: np.tile(np.arange(N), S)),
-                        checked=True, knot_range=(0, N) if S == 1 else None, parent=full, rows=run_rows)
-        J = (self.dt * self.running_cost.value(run)).reshape(S, N).sum(axis=-1)
+        J = np.zeros(S)
+        for g in self.cost_groups:
+            x_rows = self._group_rows(g, S, N + 1)
+            u_rows = self._group_rows(g, S, N)
+            contiguous = S == 1 and g.contiguous
+            ctx = self._ctx(X[x_rows], U[u_rows], self._knots(("knots", id(g), S), lambda: np.tile(g.knots, S)),
+                            checked=True, knot_range=(g.rows.start, g.rows.stop) if contiguous else None,
+                            parent=full, rows=x_rows)
+            dt = self._dt_of(g)
+            J += (dt * g.item.value(ctx).reshape(S, -1) if isinstance(dt, float)
+                  else g.item.value(ctx).reshape(S, -1) * dt).sum(axis=-1)
         if self.terminal_cost is not None:
+            term_rows = slice(N, N + 1) if S == 1 else self._knots(("term_rows", S), lambda: np.arange(S) * (N + 1) + N)
             term = self._ctx(X[term_rows], None, self._knots(("term", S), lambda: np.full(S, N)), checked=True,
                              knot_range=(N, N + 1) if S == 1 else None, parent=full, rows=term_rows)
             J += self.terminal_cost.value(term)
@@ -233,14 +408,25 @@ class ShootingProblem:
 
     def cost_derivatives(self, xs: np.ndarray, us: np.ndarray,
                          _checked: bool = False) -> tuple[CostDerivatives, CostDerivatives]:
-        """Running (N knots, scaled by dt) and terminal (1 knot) cost derivatives. Kinematics are
-        computed once for all N+1 knots and shared by the running and terminal costs."""
+        """Running (N knots, each scaled by its dt) and terminal (1 knot) cost derivatives, one
+        batched evaluation per cost group. Kinematics are computed once for all N+1 knots and
+        shared by every group and the terminal cost."""
         N = self.horizon
         full = self._ctx(xs, None, self._knots("all", lambda: np.arange(N + 1)), checked=_checked,
                          knot_range=(0, N + 1))
-        run_ctx = self._ctx(xs[:N], us, self._knots("run", lambda: np.arange(N)), checked=_checked,
-                            knot_range=(0, N), parent=full, rows=slice(0, N))
-        run = self._scaled_derivatives(self.running_cost, run_ctx, self.dt)
+        run = None
+        for g in self.cost_groups:
+            rows = g.rows
+            ctx = self._ctx(xs[rows], us[rows], g.knots, checked=_checked,
+                            knot_range=(rows.start, rows.stop) if g.contiguous else None, parent=full, rows=rows)
+            d = self._scaled_derivatives(g.item, ctx, self._dt_of(g))
+            if len(self.cost_groups) == 1:
+                run = d
+                break
+            if run is None:
+                run = CostDerivatives.zeros(N, self.ndx, self.nu)
+            for name in ("l", "lx", "lu", "lxx", "lxu", "luu"):
+                getattr(run, name)[rows] = getattr(d, name)
         if self.terminal_cost is None:
             term = CostDerivatives.zeros(1, self.ndx, self.nu)
         else:
@@ -249,10 +435,25 @@ class ShootingProblem:
             term = self._scaled_derivatives(self.terminal_cost, term_ctx, 1.0)
         return run, term
 
+    def dynamics_derivatives(self, xs: np.ndarray, us: np.ndarray, second_order: bool = False) -> DynamicsDerivatives:
+        """Dynamics derivatives at knots xs (N, nx), us (N, nu): one batched call per dynamics group."""
+        if len(self.dynamics_groups) == 1:
+            return self.dynamics_groups[0].item._derivatives(xs, us, second_order)
+        N, nx, ndx, nu = self.horizon, self.nx, self.ndx, self.nu
+        out = DynamicsDerivatives(np.empty((N, nx)), np.empty((N, ndx, ndx)), np.empty((N, ndx, nu)),
+                                  np.empty((N, ndx, ndx + nu, ndx + nu)) if second_order else None)
+        for g in self.dynamics_groups:
+            rows = g.rows
+            d = g.item._derivatives(xs[rows], us[rows], second_order)
+            out.xnext[rows], out.Fx[rows], out.Fu[rows] = d.xnext, d.Fx, d.Fu
+            if second_order:
+                out.F2[rows] = d.F2
+        return out
+
     def derivatives(self, xs, us, second_order: bool = False) -> ProblemDerivatives:
-        """Cost and dynamics derivatives along a trajectory; the dynamics derivatives of all N
-        knots come from one batched backend call (plus one for the second-order terms)."""
+        """Cost and dynamics derivatives along a trajectory; the dynamics derivatives of each
+        dynamics group come from one batched backend call (plus one for the second-order terms)."""
         xs, us = self.check_trajectory(xs, us, "derivatives")
         run, term = self.cost_derivatives(xs, us, _checked=True)
-        dyn = self.dynamics._derivatives(xs[:-1], us, second_order)
+        dyn = self.dynamics_derivatives(xs[:-1], us, second_order)
         return ProblemDerivatives(run, term, dyn)

@@ -15,10 +15,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from dynamics.numba_backend.jit import jit
+from numba import njit
 
 from .box_qp import ALL_CLAMPED, HESSIAN_NOT_PD, INTERIOR, MAX_ITER, MAX_LINESEARCH, NO_DESCENT, NO_IMPROVEMENT, \
     SMALL_GRADIENT
+
+#: numba's njit with the on-disk cache and the numerics of the dynamics kernels (FMA contraction only,
+#: numpy's floating-point error model)
+jit = njit(cache=True, fastmath={"contract"}, error_model="numpy")
 
 # backward-pass status codes (the Python side words the message)
 OK = 0

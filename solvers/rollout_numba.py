@@ -1,5 +1,7 @@
 """Compiled forward pass: the whole batched closed-loop rollout of :meth:`ILQR._simulate` (S step
-sizes × N knots) in one numba call, for the semi-implicit Euler integrator on the ``numba`` backend.
+sizes × N knots) in one numba call, for the semi-implicit Euler integrator on any backend that offers
+its forward dynamics as a compiled function (:meth:`dynamics.Backend.compiled_forward_dynamics`:
+the ``numba`` backend).
 
 For each candidate ``s`` (step size ``α_s``) and knot ``t``::
 
@@ -7,7 +9,7 @@ For each candidate ``s`` (step size ``α_s``) and knot ``t``::
     x̂_t = x⁺_{t-1} ⊕ (α_s - 1) f̄_t          (FDDP with gaps f̄, also at t = 0 and t = N)
     u_t  = us_t + α_s k_t + K_t (x̂_t ⊖ xs_t)  (clipped to the bounds when clip)
     x⁺_t = f(x̂_t, u_t): τ = B u - D v - K_s (q - q_spring), a = ABA(q, v, τ),
-           v⁺ = v + dt a, q⁺ = q ⊕ dt v⁺
+           v⁺ = v + dt_t a, q⁺ = q ⊕ dt_t v⁺
 
 A non-finite ``u`` marks the candidate failed and is replaced by ``us_t``; a non-finite ``x⁺``
 marks it failed and is replaced by ``x̂_t`` (the batch stays finite), as in the Python loop.
@@ -179,13 +181,15 @@ def _all_finite(x):
     return True
 
 
-def _rollout_kernel(li, lf, gv, bl, bf, fext, joints, springs, B, damping, stiffness, qspring, has_passive, dt,
+def _rollout_kernel(margs, fext, joints, springs, B, damping, stiffness, qspring, has_passive, dts,
                     x0, alphas, xs, us, k, K, lo, hi, clip, gaps, X, U, ok, q, vt, q_ro, vt_ro):
     """The batched rollout (module docstring) into X (S, N+1, nx), U (S, N, nu), ok (S,).
 
+    margs / fext: the backend's packed model and "no external force" array
+    (:class:`dynamics.backend.CompiledForwardDynamics`); dts (N,) the knots' time steps.
     q (S, nq) and vt (2, S, nv) are scratch for the ABA inputs (q, v, tau); q_ro / vt_ro are
-    read-only views of the same memory, passed to ``aba_range`` so that it runs the numba
-    backend's own compiled specialisation (read-only float64 inputs)."""
+    read-only views of the same memory, passed to ``aba_range`` so that it runs the backend's
+    own compiled specialisation (read-only float64 inputs)."""
     S, N, nu = alphas.shape[0], us.shape[0], us.shape[1]
     nq, nv = qspring.shape[0], damping.shape[0]
     v = vt[0]
@@ -235,8 +239,9 @@ def _rollout_kernel(li, lf, gv, bl, bf, fext, joints, springs, B, damping, stiff
             for r in range(springs.shape[0]):
                 qa, va = springs[r, 0], springs[r, 1]
                 tau[s, va] -= stiffness[va] * (q[s, qa] - qspring[qa])
-        aba_range(li, lf, gv, bl, bf, q_ro, vt_ro[0], vt_ro[1], fext, acc, S - S, S)   # S - S: an int64 0 (a
+        aba_range(*margs, q_ro, vt_ro[0], vt_ro[1], fext, acc, S - S, S)   # S - S: an int64 0 (a
         # literal 0 would compile another specialisation of aba_range)
+        dt = dts[t]
         for s in range(S):
             x = X[s, t]
             for i in range(nv):
@@ -256,52 +261,84 @@ def _rollout_kernel(li, lf, gv, bl, bf, fext, joints, springs, B, damping, stiff
 _JITTED = ("_ratio", "_qmul", "_qnormalize", "_exp_quat", "_quat_log", "_rotate", "_so3_jac", "_integrate_q",
            "_difference_x", "_start_state", "_all_finite", "_rollout_kernel")
 _compiled = None
+_bound_hash: str | None = None
 
 
-def _kernel():
-    """The compiled rollout kernel (numba imported, functions jitted and the cache locator
-    registered on the first call)."""
-    global _compiled, aba_range
-    if _compiled is None:
-        from numba.core import caching
+def _jit(fn):
+    """numba's njit with the on-disk cache and the numerics of the dynamics kernels (FMA
+    contraction only, numpy's floating-point error model)."""
+    from numba import njit
+    return njit(cache=True, fastmath={"contract"}, error_model="numpy")(fn)
 
-        from dynamics.numba_backend import aba as aba_module
-        from dynamics.numba_backend.jit import PackageStampLocator, jit
 
-        class _RolloutStampLocator(PackageStampLocator):
-            """numba's locator for this file, with the numba backend's source hash in the stamp: the
-            cached kernel contains a compiled copy of ``aba_range`` and its callees."""
+def _kernel(fd):
+    """The compiled rollout kernel calling ``fd.aba_range`` (a
+    :class:`dynamics.backend.CompiledForwardDynamics`). numba imported, functions jitted and the
+    cache locator registered on the first call; the cached kernel contains a compiled copy of
+    ``aba_range``, so its stamp includes ``fd.source_hash``. One process binds one backend's
+    function (every compiled backend so far is the numba backend)."""
+    global _compiled, aba_range, _bound_hash
+    if _compiled is not None:
+        if fd.source_hash != _bound_hash or fd.aba_range is not aba_range:
+            raise RuntimeError("the compiled rollout is already bound to another backend's forward dynamics in "
+                               "this process; run the solver with compiled=False for the second backend")
+        return _compiled
+    from numba.core import caching
 
-            @classmethod
-            def from_function(cls, py_func, py_file):
-                try:
-                    if Path(py_file).resolve() != Path(__file__).resolve():
-                        return None
-                except OSError:
+    class _RolloutStampLocator(caching._CacheLocator):
+        """numba's locator for this file, with the backend's source hash in the stamp."""
+
+        def __init__(self, inner):
+            self._inner = inner
+
+        def ensure_cache_path(self):
+            self._inner.ensure_cache_path()
+
+        def get_cache_path(self):
+            return self._inner.get_cache_path()
+
+        def get_source_stamp(self):
+            return (self._inner.get_source_stamp(), _bound_hash)
+
+        def get_disambiguator(self):
+            return self._inner.get_disambiguator()
+
+        @classmethod
+        def from_function(cls, py_func, py_file):
+            try:
+                if Path(py_file).resolve() != Path(__file__).resolve():
                     return None
-                for other in caching.CacheImpl._locator_classes:
-                    if other is cls or isinstance(other, type) and issubclass(other, PackageStampLocator):
-                        continue
-                    inner = other.from_function(py_func, py_file)
-                    if inner is not None:
-                        return cls(inner)
+            except OSError:
                 return None
+            for other in caching.CacheImpl._locator_classes:
+                if other is cls or getattr(other, "__name__", "") == cls.__name__:
+                    continue
+                inner = other.from_function(py_func, py_file)
+                if inner is not None:
+                    return cls(inner)
+            return None
 
-        if not any(c.__name__ == "_RolloutStampLocator" for c in caching.CacheImpl._locator_classes):
-            caching.CacheImpl._locator_classes.insert(0, _RolloutStampLocator)
-        g = globals()
-        aba_range = aba_module.aba_range
-        for name in _JITTED:
-            g[name] = jit(g[name])
-        _compiled = g["_rollout_kernel"]
+    if not any(c.__name__ == "_RolloutStampLocator" for c in caching.CacheImpl._locator_classes):
+        caching.CacheImpl._locator_classes.insert(0, _RolloutStampLocator)
+    g = globals()
+    aba_range, _bound_hash = fd.aba_range, fd.source_hash
+    for name in _JITTED:
+        g[name] = _jit(g[name])
+    _compiled = g["_rollout_kernel"]
     return _compiled
 
 
 # ---------------------------------------------------------------- Python side
-def compiled_rollout_available(dynamics) -> bool:
-    """Whether :class:`CompiledRollout` implements ``dynamics`` (a :class:`DiscreteDynamics`):
-    semi-implicit Euler on the ``numba`` backend."""
-    return getattr(dynamics, "integrator", None) == "euler" and getattr(dynamics.backend, "name", None) == "numba"
+def compiled_rollout_available(problem) -> bool:
+    """Whether :class:`CompiledRollout` implements ``problem``'s dynamics: semi-implicit Euler free
+    dynamics at every knot (one passive-force setting), on a backend that offers
+    :meth:`~dynamics.backend.Backend.compiled_forward_dynamics`."""
+    groups = problem.dynamics_groups
+    if any(g.item.integrator != "euler" for g in groups):
+        return False
+    if len({(g.item._has_passive, g.item.damping.tobytes(), g.item.stiffness.tobytes()) for g in groups}) != 1:
+        return False
+    return problem.backend.compiled_forward_dynamics(problem.model) is not None
 
 
 def _ro(x, dtype=np.float64) -> np.ndarray:
@@ -314,20 +351,19 @@ def _ro(x, dtype=np.float64) -> np.ndarray:
 
 
 class CompiledRollout:
-    """The batched closed-loop rollout of :meth:`ILQR._simulate` for ``dynamics``
-    (a :class:`~solvers.discrete_dynamics.DiscreteDynamics` with ``compiled_rollout_available``)."""
+    """The batched closed-loop rollout of the solvers' forward pass for ``problem`` (a
+    :class:`~solvers.problem.ShootingProblem` with ``compiled_rollout_available``)."""
 
-    def __init__(self, dynamics):
-        if not compiled_rollout_available(dynamics):
-            raise ValueError(f"CompiledRollout needs the 'euler' integrator on the 'numba' backend, got "
-                             f"'{dynamics.integrator}' on '{dynamics.backend.name}'")
-        from dynamics.numba_backend.packing import packed
-        m = dynamics.model
-        self.dynamics = dynamics
+    def __init__(self, problem):
+        if not compiled_rollout_available(problem):
+            raise ValueError(f"CompiledRollout needs the 'euler' integrator at every knot and a backend with compiled "
+                             f"forward dynamics, got integrator '{problem.integrator}' on '{problem.backend.name}'")
+        dynamics = problem.dynamics_groups[0].item
+        m = problem.model
+        self.fd = problem.backend.compiled_forward_dynamics(m)
+        self.model = m
         self.nq, self.nv, self.nu = m.nq, m.nv, m.nu
         self.nx, self.ndx = m.nq + m.nv, 2 * m.nv
-        pm = packed(m)
-        self._model_args = (pm.li, pm.lf, pm.gv, pm.bl, pm.bf, pm.no_fext)
         rows = [(_SCALAR, int(qa), int(va)) for qa, va in zip(m.scalar_q_index, m.scalar_v_index)]
         rows += [(_BALL, qa, va) for qa, va in m.ball_adr] + [(_FREE, qa, va) for qa, va in m.free_adr]
         joints = np.array(rows, dtype=np.int64).reshape(-1, 3)
@@ -336,16 +372,18 @@ class CompiledRollout:
         has_passive = bool(dynamics._has_passive)
         self._dyn_args = (_ro(joints, np.int64), _ro(springs.reshape(-1, 2), np.int64),
                           _ro(np.asarray(dynamics.B, float).reshape(m.nv, m.nu)), _ro(dynamics.damping),
-                          _ro(dynamics.stiffness), _ro(m.qpos_spring), has_passive, float(dynamics.dt))
+                          _ro(dynamics.stiffness), _ro(m.qpos_spring), has_passive)
+        self._dts = _ro(problem.dts)
         self._no_gaps = _ro(np.zeros((0, self.ndx)))
 
-    def run(self, x0, alphas, xs, us, k, K, u_lower, u_upper, clip: bool, gaps=None):
+    def run(self, x0, alphas, xs, us, k, K, u_lower, u_upper, clip: bool, gaps=None, dts=None):
         """Roll out ``u = us + α k + K (x̂ ⊖ xs)`` from x0 for every step size α.
 
         x0 (nx,), alphas (S,), xs (N+1, nx), us (N, nu), k (N, nu), K (N, nu, ndx), u_lower /
         u_upper (nu,) (used when ``clip``), gaps None (single shooting) or (N+1, ndx) (FDDP:
-        ``x̂_t = f(x̂_{t-1}, u_{t-1}) ⊕ (α - 1) gaps[t]``). Returns ``(X (S, N+1, nx), U (S, N, nu),
-        ok (S,) bool)``; ``ok`` is False for candidates whose controls or states went non-finite."""
+        ``x̂_t = f(x̂_{t-1}, u_{t-1}) ⊕ (α - 1) gaps[t]``), dts (N,) time steps (default the
+        problem's). Returns ``(X (S, N+1, nx), U (S, N, nu), ok (S,) bool)``; ``ok`` is False for
+        candidates whose controls or states went non-finite."""
         alphas = _ro(alphas)
         us = _ro(us)
         if alphas.ndim != 1 or us.ndim != 2 or us.shape[1] != self.nu:
@@ -354,7 +392,8 @@ class CompiledRollout:
         S, N = alphas.shape[0], us.shape[0]
         nx, ndx, nu = self.nx, self.ndx, self.nu
         args = {"x0": (x0, (nx,)), "xs": (xs, (N + 1, nx)), "k": (k, (N, nu)), "K": (K, (N, nu, ndx)),
-                "u_lower": (u_lower, (nu,)), "u_upper": (u_upper, (nu,))}
+                "u_lower": (u_lower, (nu,)), "u_upper": (u_upper, (nu,)),
+                "dts": (self._dts if dts is None else dts, (N,))}
         if gaps is not None:
             args["gaps"] = (gaps, (N + 1, ndx))
         arr = {}
@@ -367,15 +406,15 @@ class CompiledRollout:
         ok = np.empty(S, dtype=np.bool_)
         q = np.empty((S, self.nq))
         vt = np.empty((2, S, self.nv))
-        _kernel()(*self._model_args, *self._dyn_args, arr["x0"], alphas, arr["xs"], us, arr["k"], arr["K"],
-                  arr["u_lower"], arr["u_upper"], bool(clip), arr.get("gaps", self._no_gaps), X, U, ok,
-                  q, vt, _ro(q), _ro(vt))
+        _kernel(self.fd)(self.fd.model_args, self.fd.no_fext, *self._dyn_args, arr["dts"], arr["x0"], alphas,
+                         arr["xs"], us, arr["k"], arr["K"], arr["u_lower"], arr["u_upper"], bool(clip),
+                         arr.get("gaps", self._no_gaps), X, U, ok, q, vt, _ro(q), _ro(vt))
         return X, U, ok
 
     def warmup(self) -> None:
         """Compile the kernel (first run on this machine) or load it from numba's on-disk cache, by
         one rollout of one knot from the neutral state (one compilation serves every robot)."""
-        x0 = np.concatenate([self.dynamics.model.neutral(), np.zeros(self.nv)])
+        x0 = np.concatenate([self.model.neutral(), np.zeros(self.nv)])
         z = np.zeros((1, self.nu))
         self.run(x0, np.ones(1), np.stack([x0, x0]), z, z, np.zeros((1, self.nu, self.ndx)), z[0], z[0], True,
-                 np.zeros((2, self.ndx)))
+                 np.zeros((2, self.ndx)), dts=np.full(1, 0.01))

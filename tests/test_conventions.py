@@ -225,10 +225,14 @@ def test_free_and_ball_integrate_are_right_perturbations(chain):
 
 
 # ---- Pinocchio: integrate, dIntegrate and dDifference (the conventions cite Pinocchio's)
-pin = pytest.importorskip("pinocchio")
+@pytest.fixture(scope="module")
+def pin():
+    """The ``pinocchio`` module; only the tests that request it skip when it is not installed (the
+    rest of this file needs MuJoCo only)."""
+    return pytest.importorskip("pinocchio", reason="Pinocchio is the oracle of this test (pip install pin)")
 
 
-def pin_chain():
+def pin_chain(pin):
     """The CHAIN_XML joint sequence in Pinocchio (joint placements do not matter for these maps)."""
     pm = pin.Model()
     j = pm.addJoint(0, pin.JointModelFreeFlyer(), pin.SE3.Identity(), "root")
@@ -250,9 +254,11 @@ def from_pin(q):
     return np.r_[q[0:3], q[6], q[3:6], q[10], q[7:10], q[11:]]
 
 
-def test_integrate_and_jacobians_match_pinocchio(chain):
+def test_integrate_and_jacobians_match_pinocchio(chain, pin):
+    """integrate / difference and their Jacobians equal Pinocchio's on a free-ball-hinge-slide chain
+    (quaternions reordered, tangent vectors passed unchanged)."""
     model, _ = chain
-    pm = pin_chain()
+    pm = pin_chain(pin)
     rng = np.random.default_rng(3)
     A0, A1 = pin.ArgumentPosition.ARG0, pin.ArgumentPosition.ARG1
     for _ in range(5):

@@ -294,11 +294,30 @@ def test_unknown_backend_name():
         assert name in msg
 
 
-@pytest.mark.parametrize("name", sorted(backend_mod.PLANNED))
-def test_planned_backend_unavailable(name):
-    with pytest.raises(dynamics.BackendUnavailableError, match=name):
-        dynamics.get_backend(name)
-    assert dynamics.available_backends()[name][0] is False
+def test_register_backend_outside_the_package(monkeypatch):
+    monkeypatch.setattr(backend_mod, "BACKENDS", dict(backend_mod.BACKENDS))
+    monkeypatch.setattr(backend_mod, "_instances", {})
+
+    class Mine(type(BE)):
+        name = "mine"
+
+        def __init__(self, scale=1.0):
+            self.scale = scale
+
+    dynamics.register_backend("mine", Mine, "a user's backend")
+    assert dynamics.available_backends()["mine"] == (True, "a user's backend")
+    be = dynamics.get_backend("mine")
+    assert isinstance(be, Mine) and be is dynamics.get_backend("mine")
+    assert dynamics.get_backend("mine", scale=2.0).scale == 2.0   # options: a fresh instance
+    with pytest.raises(ValueError, match="already registered"):
+        dynamics.register_backend("mine", Mine)
+    dynamics.register_backend("mine", "dynamics.numpy_backend:NumpyBackend", replace=True)
+    assert type(dynamics.get_backend("mine")).__name__ == "NumpyBackend"
+    with pytest.raises(ValueError, match="module:Class"):
+        dynamics.register_backend("bad", "no_colon_here")
+    dynamics.register_backend("notabackend", lambda: object())
+    with pytest.raises(TypeError, match="not a dynamics.Backend"):
+        dynamics.get_backend("notabackend")
 
 
 def test_backend_with_missing_module_unavailable(monkeypatch):

@@ -134,7 +134,7 @@ def _assert_close(a, b, what):
 
 def _check(p_np, p_nb, alphas, xs, us, k, K, clip, gaps=None, expect_ok=None):
     X_ref, U_ref, ok_ref = python_rollout(p_np, alphas, xs, us, k, K, clip, gaps)
-    X, U, ok = CompiledRollout(p_nb.dynamics).run(p_nb.x0, alphas, xs, us, k, K, p_nb.u_lower, p_nb.u_upper,
+    X, U, ok = CompiledRollout(p_nb).run(p_nb.x0, alphas, xs, us, k, K, p_nb.u_lower, p_nb.u_upper,
                                                   clip, gaps)
     S = len(alphas)
     assert X.shape == (S, N + 1, p_nb.nx) and U.shape == (S, N, p_nb.nu) and ok.shape == (S,) and ok.dtype == bool
@@ -196,13 +196,13 @@ def test_non_finite_controls(clip):
 def test_availability_and_warmup():
     task = tasks.get_task("iiwa-reach")
     x0 = task.initial_state()
-    assert compiled_rollout_available(task.build_problem(x0, 4, DT, backend="numba").dynamics)
+    assert compiled_rollout_available(task.build_problem(x0, 4, DT, backend="numba"))
     for backend, integrator in (("numpy", "euler"), ("numba", "rk4"), ("numpy", "rk4")):
-        dyn = task.build_problem(x0, 4, DT, backend=backend, integrator=integrator).dynamics
-        assert not compiled_rollout_available(dyn)
+        prob = task.build_problem(x0, 4, DT, backend=backend, integrator=integrator)
+        assert not compiled_rollout_available(prob)
         with pytest.raises(ValueError, match="euler"):
-            CompiledRollout(dyn)
-    cr = CompiledRollout(task.build_problem(x0, 4, DT, backend="numba").dynamics)
+            CompiledRollout(prob)
+    cr = CompiledRollout(task.build_problem(x0, 4, DT, backend="numba"))
     cr.warmup()
     with pytest.raises(ValueError, match="K has shape"):
         cr.run(x0, np.ones(2), np.zeros((5, 14)), np.zeros((4, 7)), np.zeros((4, 7)), np.zeros((4, 7, 7)),

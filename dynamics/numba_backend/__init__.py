@@ -124,6 +124,17 @@ class NumbaBackend(Backend):
         parallel(*args, min(nt, B))
 
     # ------------------------------------------------------------ compilation
+    prefers_compiled_solver = True
+
+    def compiled_forward_dynamics(self, model: RobotModel):
+        """:class:`~dynamics.backend.CompiledForwardDynamics` for the solvers' compiled rollout:
+        this backend's serial ``aba_range`` and the packed model arrays it takes."""
+        from ..backend import CompiledForwardDynamics
+        from .jit import package_source_hash
+        pm = packed(model)
+        return CompiledForwardDynamics(_k().aba.aba_range, (pm.li, pm.lf, pm.gv, pm.bl, pm.bf), pm.no_fext,
+                                       package_source_hash())
+
     def warmup(self, model: RobotModel, progress=None) -> None:
         """Compile (first run on this machine) or load from numba's on-disk cache every kernel, in its
         serial and parallel variant, by running each once on ``model``'s neutral configuration.

@@ -1,0 +1,81 @@
+"""Action models: the immutable description of one knot of a shooting problem.
+
+An action model says what happens over one interval of the horizon: which dynamics (free
+dynamics with an integrator; contact dynamics later), which cost, and how long the interval is.
+It holds no workspace and never changes once built (Crocoddyl's ``ActionModelAbstract``; the
+workspace, Crocoddyl's ``ActionData``, lives in the :class:`solvers.ShootingProblem` that
+groups knots of equal structure and evaluates each group with one batched backend call).
+
+>>> from solvers import ActionModel, FreeDynamics, ShootingProblem
+>>> walk = ActionModel(model, cost_a, dt=0.01)
+>>> settle = ActionModel(model, cost_b, dt=0.02, dynamics=FreeDynamics(integrator="rk4"))
+>>> problem = ShootingProblem(x0, [walk] * 20 + [settle] * 10, ActionModel(model, terminal_cost, dt=0.0))
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from dynamics import RobotModel
+
+from .costs import Cost, as_cost
+
+INTEGRATORS = ("euler", "rk4")
+
+
+@dataclass(frozen=True)
+class FreeDynamics:
+    """Unconstrained robot dynamics ``a = ABA(q, v, B u + τ_passive(q, v))`` integrated over the
+    knot's dt by ``integrator`` (``"euler"``: semi-implicit Euler, ``"rk4"``: Runge–Kutta on the
+    tangent space; see :mod:`solvers.discrete_dynamics`). passive_forces: joint damping and
+    hinge/slide springs of the model."""
+
+    integrator: str = "euler"
+    passive_forces: bool = True
+
+    def __post_init__(self):
+        if self.integrator not in INTEGRATORS:
+            raise ValueError(f"unknown integrator '{self.integrator}'; use one of {', '.join(INTEGRATORS)}")
+
+    @property
+    def kind(self) -> str:
+        return "free"
+
+
+@dataclass(frozen=True, eq=False)
+class ActionModel:
+    """One knot: ``model`` (RobotModel), ``cost`` (a :class:`solvers.costs.Cost` or a plain-Python
+    cost, see :mod:`solvers.costs.custom`), ``dt`` [s] (the interval it integrates over; a
+    terminal model's dt is not used and may be 0) and ``dynamics`` (default :class:`FreeDynamics`).
+
+    The running cost is integrated over the interval: the knot contributes ``dt · l(x, u)``; a
+    terminal model contributes ``l_N(x)`` unscaled (as Crocoddyl's integrated action models).
+    Knots that share the same cost *object* are evaluated together in one batched call, so give
+    knots of one phase the same cost object; per-knot references and weights are arrays with a
+    leading knot axis inside that object (:mod:`solvers.costs.base`)."""
+
+    model: RobotModel
+    cost: Cost
+    dt: float
+    dynamics: FreeDynamics = field(default_factory=FreeDynamics)
+
+    def __post_init__(self):
+        if not isinstance(self.model, RobotModel):
+            raise TypeError(f"ActionModel: model must be a RobotModel (dynamics.load_model), got "
+                            f"{type(self.model).__name__}")
+        dt = float(self.dt)
+        if not (np.isfinite(dt) and dt >= 0):
+            raise ValueError(f"ActionModel: dt must be a finite number of seconds >= 0, got {self.dt}")
+        if not isinstance(self.dynamics, FreeDynamics):
+            raise TypeError(f"ActionModel: dynamics must be a dynamics description such as FreeDynamics(), got "
+                            f"{type(self.dynamics).__name__}")
+        cost = as_cost(self.cost, name="action model")
+        cost.check_model(self.model)
+        object.__setattr__(self, "dt", dt)
+        object.__setattr__(self, "cost", cost)
+
+    @property
+    def nu(self) -> int:
+        return self.model.nu
