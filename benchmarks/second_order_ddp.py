@@ -140,7 +140,7 @@ def machine_info() -> dict[str, Any]:
 def iiwa_problem(N: int, dt: float, second_order: str) -> ShootingProblem:
     """The iiwa reaching task's problem (default task options)."""
     task = tasks.get_task("iiwa-reach")
-    return task.build_problem(task.initial_state(), N, dt, second_order=second_order)
+    return task.build_problem(task.initial_state(), N, dt, backend="numpy", second_order=second_order)
 
 
 def hyq_problem(N: int, dt: float, second_order: str) -> ShootingProblem:
@@ -153,7 +153,7 @@ def hyq_problem(N: int, dt: float, second_order: str) -> ShootingProblem:
                        "u": (ControlCost(m), 1e-4),
                        "com": (ComPositionCost(m, [0.0, 0.0, 0.6]), 1.0)})
     terminal = CostSum({"x": (StateCost(m, x_ref, np.full(2 * m.nv, 10.0)), 1.0)})
-    return ShootingProblem(m, x0, N, dt, running, terminal, second_order=second_order)
+    return ShootingProblem(m, x0, N, dt, running, terminal, backend="numpy", second_order=second_order)
 
 
 PROBLEMS: dict[str, Callable[[int, float, str], ShootingProblem]] = {"iiwa": iiwa_problem, "hyq": hyq_problem}

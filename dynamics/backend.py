@@ -141,17 +141,27 @@ class Backend:
                                           a=(a, "nv"))
         return tuple(unflatten(batch, x) for x in self._rnea_derivatives(model, q, v, a, fe))
 
-    def aba_derivatives(self, model: RobotModel, q, v, tau, fext=None, minv=None):
+    def aba_derivatives(self, model: RobotModel, q, v, tau, fext=None, minv=None, return_acceleration: bool = False):
         """``(da_dq, da_dv, da_dtau)``, each (..., nv, nv) (seed 000 Algorithm 3).
 
-        minv: optional precomputed ``M^-1`` (..., nv, nv) to reuse (Dadu-RBD's ΔiFD)."""
+        minv: optional precomputed ``M^-1`` (..., nv, nv) to reuse (Dadu-RBD's ΔiFD).
+        return_acceleration: also return the acceleration ``a`` (..., nv) that the algorithm
+        computes on the way (ABA), first: ``(a, da_dq, da_dv, da_dtau)`` — one call instead of
+        ``aba`` plus ``aba_derivatives``."""
         arrays = dict(q=(q, "nq"), v=(v, "nv"), tau=(tau, "nv"))
         batch, (q, v, t, fe) = self._args("aba_derivatives", model, fext, **arrays)
         mi = None
         if minv is not None:
             mi = as_array("minv", minv, (model.nv, model.nv), "aba_derivatives")
             mi = np.broadcast_to(mi, batch + (model.nv, model.nv)).reshape((-1, model.nv, model.nv))
+        if return_acceleration:
+            return tuple(unflatten(batch, x) for x in self._aba_derivatives_with_acceleration(model, q, v, t, fe, mi))
         return tuple(unflatten(batch, x) for x in self._aba_derivatives(model, q, v, t, fe, mi))
+
+    def _aba_derivatives_with_acceleration(self, model, q, v, tau, fext, minv):
+        """``(a, da_dq, da_dv, da_dtau)``; backends whose derivative kernel computes ``a`` anyway
+        override this to return it instead of running ABA a second time."""
+        return (self._aba(model, q, v, tau, fext), *self._aba_derivatives(model, q, v, tau, fext, minv))
 
     # kinematics
     def frame_placement(self, model: RobotModel, q, frame: str):

@@ -51,12 +51,38 @@ SECOND_ORDER_MODES = ("auto", "analytical", "fd", "complex")
 @dataclass
 class DynamicsDerivatives:
     """Derivatives of ``f`` at N knots. ``xnext`` (N, nx) = f(x, u); ``Fx`` (N, ndx, ndx);
-    ``Fu`` (N, ndx, nu); ``F2`` (N, ndx, nz, nz) or None when not requested."""
+    ``Fu`` (N, ndx, nu); the second-order tensor, when requested, in factored form:
+
+        F2[n, i] = Σ_r C[n, r, i] T[n, r]      C (N, R, ndx), T (N, R, nz, nz), nz = ndx + nu
+
+    so DDP's curvature ``V'_x · F2[n] = Σ_r (C[n] V'_x)_r T[n, r]`` never needs the full
+    (N, ndx, nz, nz) tensor. For the Euler integrator ``T`` is the acceleration Hessian (R = nv
+    rows) plus, for ball/free joints, the SO(3)/SE(3) integration terms of their tangent rows, so
+    R = nv (+ the Lie dofs) instead of ndx = 2 nv (see docs/second_order.md); for RK4, C = I and
+    T = F2. :attr:`F2` assembles the full tensor on demand (tests, diagnostics)."""
 
     xnext: np.ndarray
     Fx: np.ndarray
     Fu: np.ndarray
-    F2: np.ndarray | None = None
+    C: np.ndarray | None = None
+    T: np.ndarray | None = None
+
+    @property
+    def has_second_order(self) -> bool:
+        return self.T is not None
+
+    @property
+    def F2(self) -> np.ndarray | None:
+        """The full second-order tensor (N, ndx, nz, nz), assembled from the factors (None when
+        not requested)."""
+        if self.T is None:
+            return None
+        return np.einsum("nri,nrab->niab", self.C, self.T)
+
+    def curvature(self, t: int, Vx_next: np.ndarray) -> np.ndarray:
+        """``V'_x · F2[t]`` (nz, nz) from the factors."""
+        lam = self.C[t] @ Vx_next
+        return np.tensordot(lam, self.T[t], axes=(0, 0))
 
 
 class DiscreteDynamics:
@@ -107,6 +133,8 @@ class DiscreteDynamics:
         self._euclidean = model.is_euclidean
         # tangent blocks of ball/free joints (where integration has second-order terms)
         self._lie_blocks = [(va, 3, "ball") for _, va in model.ball_adr] + [(va, 6, "free") for _, va in model.free_adr]
+        self._lie_dofs = (np.concatenate([np.arange(va, va + n) for va, n, _ in self._lie_blocks])
+                          if self._lie_blocks else np.zeros(0, dtype=int))
 
     # ------------------------------------------------------------ sizes
     @property
@@ -205,13 +233,14 @@ class DiscreteDynamics:
         if self.integrator == "euler":
             return self._euler_derivatives(x, u, second_order)
         xn, Fx, Fu = self._rk4_first_order(x, u)
-        F2 = self._second_order_by_differences(x, u, xn) if second_order else None
-        return DynamicsDerivatives(xn, Fx, Fu, F2)
+        if not second_order:
+            return DynamicsDerivatives(xn, Fx, Fu)
+        F2 = self._second_order_by_differences(x, u, xn)
+        return DynamicsDerivatives(xn, Fx, Fu, np.broadcast_to(np.eye(self.ndx), (x.shape[0], self.ndx, self.ndx)), F2)
 
     def _accel_partials(self, q, v, tau):
         """``(a, ∂a/∂dq, ∂a/∂v, ∂a/∂u, M^-1)`` including the passive-force terms, (N, nv[, nv|nu])."""
-        daq, dav, Minv = self.backend.aba_derivatives(self.model, q, v, tau)
-        a = self.backend.aba(self.model, q, v, tau)
+        a, daq, dav, Minv = self.backend.aba_derivatives(self.model, q, v, tau, return_acceleration=True)
         # τ depends on q and v through τ_passive: chain rule with ∂a/∂τ = M^-1
         if self._has_stiffness:
             daq = daq - Minv * self.stiffness
@@ -253,19 +282,25 @@ class DiscreteDynamics:
         if not second_order:
             return DynamicsDerivatives(xn, Fx, Fu)
         Ha = self._acceleration_hessian(q, v, tau)                          # (N, nv, nz, nz)
-        F2 = np.empty((N, ndx, nz, nz))
+        # F2 = (∂²q⁺, ∂²v⁺) with v⁺ = v + dt a and q⁺ = q ⊕ w, w = dt v⁺:
+        #   F2_v = dt Ha,   F2_q = Jw (dt² Ha) + G (the SO(3)/SE(3) integration terms, Lie rows only)
+        # factored as F2[i] = Σ_r C[r, i] T[r] with T = (Ha, G_lie) and C = ([dt² Jwᵀ | dt I], [E_lie | 0])
+        lie = self._lie_dofs
+        R = nv + lie.size
+        C = np.zeros((N, R, ndx))
         if self._euclidean:
-            # q⁺ = q + dt v⁺: (F2_q, F2_v) = (dt² Ha, dt Ha), in one pass over the 2·N·nv·nz² entries
-            np.multiply(Ha.reshape(N, 1, nv * nz * nz), np.array([[dt * dt], [dt]]),
-                        out=F2.reshape(N, 2, nv * nz * nz))
+            C[:, np.arange(nv), np.arange(nv)] = dt * dt
         else:
-            F2[:, nv:] = dt * Ha
-            # q⁺ = q ⊕ w with w = dt v⁺: first-order chain through w ...
-            F2[:, :nv] = np.einsum("nim,nmab->niab", Jw, dt * dt * Ha)
-            # ... plus the second-order terms of the SO(3)/SE(3) integration itself
-            if self._lie_blocks:
-                F2[:, :nv] += self._lie_integration_terms(q, w, Jq, Jw, dt * dvn)
-        return DynamicsDerivatives(xn, Fx, Fu, F2)
+            C[:, :nv, :nv] = dt * dt * np.swapaxes(Jw, -1, -2)
+        C[:, np.arange(nv), nv + np.arange(nv)] = dt
+        if lie.size:
+            T = np.empty((N, R, nz, nz))
+            T[:, :nv] = Ha
+            T[:, nv:] = self._lie_integration_terms(q, w, Jq, Jw, dt * dvn)[:, lie]
+            C[:, nv + np.arange(lie.size), lie] = 1.0
+        else:
+            T = Ha
+        return DynamicsDerivatives(xn, Fx, Fu, C, T)
 
     def _second_order_acceleration_tensors(self, q, v, tau):
         mode = self.second_order

@@ -48,7 +48,8 @@ def _c(a: np.ndarray) -> np.ndarray:
 
 
 # placeholders for "none" with the dimensions the compiled kernel expects
-_NO_F2 = np.zeros((0, 1, 1, 1))
+_NO_C = np.zeros((0, 1, 1))
+_NO_T = np.zeros((0, 1, 1, 1))
 _NO_GAPS = np.zeros((0, 1))
 _NO_BOUNDS = np.zeros((1, 1))
 
@@ -227,10 +228,9 @@ class ILQR:
     def _curvature(self, t: int, Vx_next: np.ndarray, derivs: ProblemDerivatives):
         """Dynamics second-order term ``V'_x · F2`` at knot t over z = (dx, du), (ndx + nu, ndx + nu);
         None for Gauss–Newton (iLQR, or FDDP without ``second_order``)."""
-        F2 = derivs.dynamics.F2
-        if not self.uses_second_order or F2 is None:
+        if not self.uses_second_order or not derivs.dynamics.has_second_order:
             return None
-        return np.tensordot(Vx_next, F2[t], axes=(0, 0))
+        return derivs.dynamics.curvature(t, Vx_next)
 
     def _after_derivatives(self, d: ProblemDerivatives) -> None:
         """Gaps ``f̄_0 = x0 ⊖ xs_0``, ``f̄_{t+1} = f(xs_t, us_t) ⊖ xs_{t+1}`` of an infeasible iterate."""
@@ -283,7 +283,7 @@ class ILQR:
             if not np.all(np.isfinite(arr)):
                 t = int(np.argwhere(~np.isfinite(arr))[0][0])
                 raise SolverFailure(f"non-finite {name} at knot {t} of the current trajectory")
-        if d.dynamics.F2 is not None and not np.all(np.isfinite(d.dynamics.F2)):
+        if d.dynamics.has_second_order and not (np.all(np.isfinite(d.dynamics.T)) and np.all(np.isfinite(d.dynamics.C))):
             raise SolverFailure("non-finite second-order dynamics derivatives on the current trajectory")
         self._after_derivatives(d)
         return d
@@ -341,13 +341,14 @@ class ILQR:
         kern = self._compiled()
         run, dyn = d.running, d.dynamics
         box = self.box and p.has_bounds
-        F2 = dyn.F2 if (self._with_curvature and self.uses_second_order and dyn.F2 is not None) else _NO_F2
+        curv = self._with_curvature and self.uses_second_order and dyn.has_second_order
+        C, T = (dyn.C, dyn.T) if curv else (_NO_C, _NO_T)
         gaps = _NO_GAPS if self.feasible else self.gaps
         lower = p.u_lower - self.us if box else _NO_BOUNDS
         upper = p.u_upper - self.us if box else _NO_BOUNDS
         status, t = kern.backward_pass_kernel(
             _c(dyn.Fx), _c(dyn.Fu), _c(run.lx), _c(run.lu), _c(run.lxx), _c(run.lxu), _c(run.luu),
-            _c(d.terminal.lx[0]), _c(d.terminal.lxx[0]), _c(F2), _c(gaps), float(mu), box,
+            _c(d.terminal.lx[0]), _c(d.terminal.lxx[0]), _c(C), _c(T), _c(gaps), float(mu), box,
             _c(lower), _c(upper), _c(self.k), self.K, self.k, self.Qu, self.Quuk, self.Vx, self.Vxx)
         if status == kern.OK:
             return None

@@ -440,14 +440,17 @@ class ShootingProblem:
         if len(self.dynamics_groups) == 1:
             return self.dynamics_groups[0].item._derivatives(xs, us, second_order)
         N, nx, ndx, nu = self.horizon, self.nx, self.ndx, self.nu
-        out = DynamicsDerivatives(np.empty((N, nx)), np.empty((N, ndx, ndx)), np.empty((N, ndx, nu)),
-                                  np.empty((N, ndx, ndx + nu, ndx + nu)) if second_order else None)
-        for g in self.dynamics_groups:
-            rows = g.rows
-            d = g.item._derivatives(xs[rows], us[rows], second_order)
+        parts = [(g.rows, g.item._derivatives(xs[g.rows], us[g.rows], second_order)) for g in self.dynamics_groups]
+        out = DynamicsDerivatives(np.empty((N, nx)), np.empty((N, ndx, ndx)), np.empty((N, ndx, nu)))
+        if second_order:   # factors of different row counts (e.g. Euler and RK4 groups): pad with zero rows
+            R = max(d.T.shape[1] for _, d in parts)
+            out.C = np.zeros((N, R, ndx))
+            out.T = np.zeros((N, R, ndx + nu, ndx + nu))
+        for rows, d in parts:
             out.xnext[rows], out.Fx[rows], out.Fu[rows] = d.xnext, d.Fx, d.Fu
             if second_order:
-                out.F2[rows] = d.F2
+                r = d.T.shape[1]
+                out.C[rows, :r], out.T[rows, :r] = d.C, d.T
         return out
 
     def derivatives(self, xs, us, second_order: bool = False) -> ProblemDerivatives:

@@ -230,21 +230,24 @@ def _ab_add(A, B, C, out):
 
 
 @jit
-def backward_pass_kernel(Fx, Fu, lx, lu, lxx, lxu, luu, VxN, VxxN, F2, gaps, mu, box, lower, upper, k_warm,
+def backward_pass_kernel(Fx, Fu, lx, lu, lxx, lxu, luu, VxN, VxxN, C, T, gaps, mu, box, lower, upper, k_warm,
                          K, k, Qu_out, Quuk_out, Vx_out, Vxx_out):
     """Riccati recursion of :meth:`solvers.ilqr.ILQR._backward_pass` over the N knots.
 
     Fx (N, ndx, ndx), Fu (N, ndx, nu), lx (N, ndx), lu (N, nu), lxx (N, ndx, ndx), lxu (N, ndx, nu),
     luu (N, nu, nu): dynamics Jacobians and running-cost derivatives; VxN (ndx,), VxxN (ndx, ndx):
-    terminal cost; F2 (N, ndx, nz, nz) dynamics second-order tensor (DDP curvature ``V'_x · F2``)
-    or an array with N = 0 for none; gaps (N+1, ndx) or (0, ndx) for a feasible iterate; mu
+    terminal cost; C (N, R, ndx), T (N, R, nz, nz): the dynamics second-order tensor in factored
+    form ``F2[n, i] = Σ_r C[n, r, i] T[n, r]`` (DDP curvature ``V'_x · F2 = Σ_r (C V'_x)_r T_r``,
+    :class:`solvers.discrete_dynamics.DynamicsDerivatives`), or arrays with N = 0 for none; gaps (N+1, ndx) or (0, ndx) for a feasible iterate; mu
     regularisation; box: use the box QP with ``lower <= k <= upper`` (N, nu) (bounds minus the
     current controls); k_warm (N, nu) the box-QP starting point. Outputs K (N, nu, ndx), k (N, nu),
     Qu_out, Quuk_out (N, nu), Vx_out (N+1, ndx), Vxx_out (N+1, ndx, ndx).
     Returns ``(status, t)``: OK, or the failure code and the knot where it happened."""
     N, ndx, nu = Fu.shape
     nz = ndx + nu
-    curvature = F2.shape[0] > 0
+    curvature = T.shape[0] > 0
+    R = T.shape[1]
+    lam = np.empty(R)
     has_gaps = gaps.shape[0] > 0
     Vx = VxN.copy()
     Vxx = VxxN.copy()
@@ -294,15 +297,21 @@ def backward_pass_kernel(Fx, Fu, lx, lu, lxx, lxu, luu, VxN, VxxN, F2, gaps, mu,
         _ab_add(FuV, Fx[t], lxu[t].T, Qux)
         _ab_add(FuV, Fu[t], luu[t], Quu)
         if curvature:
-            F2t = F2[t]
+            Ct = C[t]
+            Tt = T[t]
+            for r in range(R):
+                s = 0.0
+                for i in range(ndx):
+                    s += Ct[r, i] * Vx[i]
+                lam[r] = s
             for a in range(nz * nz):
                 H[a] = 0.0
-            for i in range(ndx):
-                w = Vx[i]
+            for r in range(R):
+                w = lam[r]
                 if w != 0.0:
                     for a in range(nz):
                         for b in range(nz):
-                            H[a * nz + b] += w * F2t[i, a, b]
+                            H[a * nz + b] += w * Tt[r, a, b]
             for a in range(ndx):
                 for b in range(ndx):
                     Qxx[a, b] += H[a * nz + b]

@@ -162,3 +162,22 @@ def test_invalid_options_raise(bundled):
         DiscreteDynamics(m, BE, 0.01, second_order="exact")
     with pytest.raises(ValueError, match="dt"):
         DiscreteDynamics(m, BE, -0.01)
+
+
+@pytest.mark.parametrize("robot, lie_rows", [("iiwa", 0), ("hyq", 6)])
+def test_factored_second_order_tensor(robot, lie_rows, rng):
+    """DDP's curvature from the factors (C, T) equals the contraction of the full F2, and the
+    factors have nv (+ Lie dofs) rows instead of ndx = 2 nv (docs/second_order.md)."""
+    m = dynamics.load_model(robot)
+    dyn = DiscreteDynamics(m, BE, 0.02)
+    N = 3
+    x = np.concatenate([m.random_configuration(rng, N), rng.normal(size=(N, m.nv))], axis=-1)
+    u = rng.normal(size=(N, m.nu))
+    d = dyn.derivatives(x, u, second_order=True)
+    assert d.T.shape == (N, m.nv + lie_rows, 2 * m.nv + m.nu, 2 * m.nv + m.nu)
+    assert d.C.shape == (N, m.nv + lie_rows, 2 * m.nv)
+    F2 = d.F2
+    for t in range(N):
+        Vx = rng.normal(size=2 * m.nv)
+        ref = np.tensordot(Vx, F2[t], axes=(0, 0))
+        assert np.abs(d.curvature(t, Vx) - ref).max() <= 1e-12 * max(1.0, np.abs(ref).max())

@@ -224,8 +224,20 @@ class NumbaBackend(Backend):
         fe = pm.no_fext if fext is None else _f64(fext)
         mi = pm.no_minv if minv is None else _f64(minv)
         self._run("aba_derivatives", pm, k.aba_derivatives_range, k.aba_derivatives_parallel, B, pm.li, pm.lf,
-                  pm.gv, pm.bl, pm.bf, _f64(q), _f64(v), _f64(tau), fe, mi, out)
+                  pm.gv, pm.bl, pm.bf, _f64(q), _f64(v), _f64(tau), fe, mi, out, np.empty((0, nv)))  # writeable, like acc below
         return out[0], out[1], out[2]
+
+    def _aba_derivatives_with_acceleration(self, model, q, v, tau, fext, minv):
+        pm = packed(model)
+        k = _k().aba_derivatives
+        B, nv = q.shape[0], pm.nv
+        out = np.empty((3, B, nv, nv))
+        acc = np.empty((B, nv))
+        fe = pm.no_fext if fext is None else _f64(fext)
+        mi = pm.no_minv if minv is None else _f64(minv)
+        self._run("aba_derivatives", pm, k.aba_derivatives_range, k.aba_derivatives_parallel, B, pm.li, pm.lf,
+                  pm.gv, pm.bl, pm.bf, _f64(q), _f64(v), _f64(tau), fe, mi, out, acc)
+        return acc, out[0], out[1], out[2]
 
     def _rnea_second_derivatives(self, model, q, v, a, fext):
         pm = packed(model)

@@ -34,10 +34,11 @@ def neg_product(Mi, X, out):
 
 
 @jit
-def aba_derivatives_range(li, lf, gv, bl, bf, q, v, tau, fext, minv_in, out, start, stop):
+def aba_derivatives_range(li, lf, gv, bl, bf, q, v, tau, fext, minv_in, out, acc, start, stop):
     """``out[0] = ∂a/∂q``, ``out[1] = ∂a/∂v``, ``out[2] = ∂a/∂τ`` (3, B, nv, nv) for q (B, nq),
     v, tau (B, nv); fext (B, nbody, 6) or (0, nbody, 6) for none; minv_in (B, nv, nv), or
-    (0, nv, nv) to compute ``M^-1``. States ``start`` to ``stop - 1``, on the calling thread."""
+    (0, nv, nv) to compute ``M^-1``; acc (B, nv) receives the acceleration ABA computed on the way,
+    or (0, nv) to drop it. States ``start`` to ``stop - 1``, on the calling thread."""
     L = li.shape[0]
     nv = v.shape[1]
     buf = np.empty(253 * L + 56 * nv + 12 * L * nv + 2 * nv * nv + 105)
@@ -72,6 +73,7 @@ def aba_derivatives_range(li, lf, gv, bl, bf, q, v, tau, fext, minv_in, out, sta
     fl, o = view2(buf, o, L, 6)
     has_fext = fext.shape[0] > 0
     has_minv = minv_in.shape[0] > 0
+    has_acc = acc.shape[0] > 0
     for b in range(start, stop):
         if has_fext:
             link_external_forces(bl, bf, fext[b], fl)
@@ -81,6 +83,9 @@ def aba_derivatives_range(li, lf, gv, bl, bf, q, v, tau, fext, minv_in, out, sta
         articulated_inertias(li, lf, oY, J, IA, U, UD, Dinv, tmp66, chol)
         aba_bias_pass(li, J, tau[b], IA, U, UD, cb, pA, u)
         aba_acceleration_pass(li, gv, J, U, Dinv, cb, u, qdd, oa)
+        if has_acc:
+            for r in range(nv):
+                acc[b, r] = qdd[r]
         Mi = out[2, b]
         if has_minv:
             for r in range(nv):
@@ -99,8 +104,9 @@ def aba_derivatives_range(li, lf, gv, bl, bf, q, v, tau, fext, minv_in, out, sta
 
 
 @jit_parallel
-def aba_derivatives_parallel(li, lf, gv, bl, bf, q, v, tau, fext, minv_in, out, nt):
+def aba_derivatives_parallel(li, lf, gv, bl, bf, q, v, tau, fext, minv_in, out, acc, nt):
     """As :func:`aba_derivatives_range` on the whole batch, in ``nt`` slices on the worker threads."""
     B = q.shape[0]
     for c in prange(nt):
-        aba_derivatives_range(li, lf, gv, bl, bf, q, v, tau, fext, minv_in, out, c * B // nt, (c + 1) * B // nt)
+        aba_derivatives_range(li, lf, gv, bl, bf, q, v, tau, fext, minv_in, out, acc, c * B // nt,
+                              (c + 1) * B // nt)

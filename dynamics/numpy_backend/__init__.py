@@ -38,6 +38,9 @@ class NumpyBackend(Backend):
     def _aba_derivatives(self, model, q, v, tau, fext, minv):
         return _abad.aba_derivatives(model, q, v, tau, fext, minv)
 
+    def _aba_derivatives_with_acceleration(self, model, q, v, tau, fext, minv):
+        return _abad.aba_derivatives(model, q, v, tau, fext, minv, return_acceleration=True)
+
     def _rnea_second_derivatives(self, model, q, v, a, fext):
         return _rneas.rnea_second_derivatives(model, q, v, a, fext)
 

@@ -12,9 +12,11 @@ from .minv import minv as minv_fn
 from .rnea_derivatives import rnea_derivatives
 
 
-def aba_derivatives(model, q, v, tau, fext=None, minv=None):
-    """Returns ``(da_dq, da_dv, da_dtau)``, each (B, nv, nv)."""
+def aba_derivatives(model, q, v, tau, fext=None, minv=None, return_acceleration: bool = False):
+    """Returns ``(da_dq, da_dv, da_dtau)``, each (B, nv, nv); with ``return_acceleration`` the
+    acceleration ABA computed on the way comes first, ``(a (B, nv), da_dq, da_dv, da_dtau)``."""
     a = aba(model, q, v, tau, fext)
     dtau_dq, dtau_dv = rnea_derivatives(model, q, v, a, fext)
     Mi = minv_fn(model, q) if minv is None else minv
-    return -Mi @ dtau_dq, -Mi @ dtau_dv, Mi
+    out = (-Mi @ dtau_dq, -Mi @ dtau_dv, Mi)
+    return (a, *out) if return_acceleration else out
