@@ -24,8 +24,8 @@ from .ilqr import ILQR
 class DDP(ILQR):
     """Second-order DDP on a :class:`ShootingProblem` (same options as :class:`ILQR`). The source
     of the second-order dynamics derivatives is the problem's ``second_order`` setting; the
-    curvature ``V'_x · F2[t]`` is added in :meth:`ILQR._curvature` (shared with
-    ``FDDP(second_order=True)``)."""
+    curvature ``V'_x · F2[t]`` is added by the shared backward pass
+    (:class:`solvers.backward_pass.BackwardPass`, also used by ``FDDP(second_order=True)``)."""
 
     name = "ddp"
     uses_second_order = True

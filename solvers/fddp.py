@@ -58,11 +58,6 @@ class FDDP(ILQR):
         self.feasible = False
         return xs, us
 
-    def _start_states(self, alphas: np.ndarray, t: int, xnext: np.ndarray) -> np.ndarray:
-        if self.feasible:
-            return xnext
-        return self.problem.state.integrate(xnext, (alphas - 1.0)[:, None] * self.gaps[t])
-
     def _rollout_gaps(self):
         return None if self.feasible else self.gaps
 

@@ -9,22 +9,19 @@ One iteration at the current trajectory (xs, us):
 
 1. derivatives: cost derivatives and the dynamics Jacobians ``Fx, Fu`` of all N knots, from one
    batched backend call (:meth:`ShootingProblem.derivatives`);
-2. backward pass (t = N-1 … 0), with ``V'`` the value function at t+1::
+2. backward pass (:mod:`solvers.backward_pass`): the Riccati recursion from t = N-1 to 0 with
+   ``Q_uu + μI`` and a box QP per knot, giving ``k``, ``K`` (gains of clamped controls zero);
+   DDP adds the dynamics curvature ``V'_x · F2`` (:mod:`solvers.ddp`); μ is raised until it
+   succeeds (:mod:`solvers.regularization`);
+3. forward pass (:mod:`solvers.forward_pass`) and line search (:mod:`solvers.line_search`):
+   nonlinear rollouts ``u_t = us_t + α k_t + K_t (x̂_t ⊖ xs_t)`` (clipped to the bounds) for
+   step sizes α = 1, ½, …; accept the first with actual reduction ≥ armijo × expected reduction
+   ``-(α Σ kᵀQ_u + ½ α² Σ kᵀQ_uu k)``; lower μ after a step, raise it after a failed search.
 
-       Q_x  = l_x  + Fxᵀ V'_x            Q_u  = l_u  + Fuᵀ V'_x
-       Q_xx = l_xx + Fxᵀ V'_xx Fx        Q_ux = l_ux + Fuᵀ V'_xx Fx       Q_uu = l_uu + Fuᵀ V'_xx Fu
-       k = argmin_{lower <= us+k <= upper} ½ kᵀ (Q_uu + μI) k + Q_uᵀ k   (box QP; or -Q̃_uu⁻¹ Q_u)
-       K = -Q̃_uu,ff⁻¹ Q_ux,f on free rows, 0 on clamped rows
-       V_x  = Q_x  + Kᵀ Q_uu k + Kᵀ Q_u + Q_uxᵀ k
-       V_xx = Q_xx + Kᵀ Q_uu K + Kᵀ Q_ux + Q_uxᵀ K
+Stopping (:mod:`solvers.stopping`): the ∞-norm of the projected gradient ``∂J/∂us`` below ``tol``.
 
-   (DDP adds the dynamics curvature ``V'_x · F2`` to the Q blocks, see :mod:`solvers.ddp`.)
-3. forward pass: nonlinear rollout ``u_t = us_t + α k_t + K_t (x̂_t ⊖ xs_t)`` (clipped to the
-   bounds) for step sizes α = 1, ½, …; accept the first with actual reduction ≥ armijo × expected
-   reduction ``-(α Σ kᵀQ_u + ½ α² Σ kᵀQ_uu k)``; adapt μ (:mod:`solvers.regularization`).
-
-Stopping: the ∞-norm of the projected gradient ``∂J/∂us`` (adjoint recursion along the current
-feasible trajectory; components pushing into an active bound are dropped) below ``tol``.
+This class is the loop that composes those pieces; DDP (second-order curvature) and FDDP (gaps,
+its own acceptance test) change only what their papers change.
 """
 
 from __future__ import annotations
@@ -33,25 +30,14 @@ import time
 from contextlib import contextmanager
 
 import numpy as np
-import scipy.linalg as sla
 
-from .box_qp import box_qp
+from .backward_pass import BackwardPass
+from .forward_pass import ForwardPass
 from .line_search import LINE_SEARCHES, Candidates, LineSearchResult, default_alphas, line_search
 from .problem import ProblemDerivatives, ShootingProblem
 from .regularization import Regularization
 from .result import TIMING_KEYS, SolverResult
-
-
-def _c(a: np.ndarray) -> np.ndarray:
-    """float64 C-contiguous (what the compiled kernels are specialised for)."""
-    return np.ascontiguousarray(a, dtype=np.float64)
-
-
-# placeholders for "none" with the dimensions the compiled kernel expects
-_NO_C = np.zeros((0, 1, 1))
-_NO_T = np.zeros((0, 1, 1, 1))
-_NO_GAPS = np.zeros((0, 1))
-_NO_BOUNDS = np.zeros((1, 1))
+from .stopping import projected_gradient_norm
 
 
 class SolverFailure(RuntimeError):
@@ -102,9 +88,17 @@ class ILQR:
         self.gauss_newton_fallback = bool(gauss_newton_fallback)
         self._with_curvature = True
         self.compiled = problem.backend.prefers_compiled_solver if compiled is None else bool(compiled)
-        self._kernels = None
-        self._rollout_kernel = None     # CompiledRollout, or False when the dynamics are not supported
+        self.backward = BackwardPass(problem.horizon, problem.nu, problem.ndx, self.compiled)
+        self.forward = ForwardPass(problem, self.compiled)
         self.verbose = verbose
+
+    # the backward pass's results (views of its workspace)
+    K = property(lambda self: self.backward.K, doc="feedback gains (N, nu, ndx) of the last backward pass")
+    k = property(lambda self: self.backward.k, doc="feed-forward steps (N, nu) of the last backward pass")
+    Qu = property(lambda self: self.backward.Qu)
+    Quuk = property(lambda self: self.backward.Quuk)
+    Vx = property(lambda self: self.backward.Vx, doc="value gradients (N+1, ndx)")
+    Vxx = property(lambda self: self.backward.Vxx, doc="value Hessians (N+1, ndx, ndx)")
 
     # ------------------------------------------------------------ public API
     def solve(self, xs_init=None, us_init=None, max_iter: int = 50, tol: float = 1e-6) -> SolverResult:
@@ -122,13 +116,8 @@ class ILQR:
             raise ValueError(f"tol must be >= 0, got {tol}")
         self.timings = dict.fromkeys(TIMING_KEYS, 0.0)
         t_start = time.perf_counter()
-        N, nu, ndx = p.horizon, p.nu, p.ndx
-        self.K = np.zeros((N, nu, ndx))
-        self.k = np.zeros((N, nu))
-        self.Vx = np.zeros((N + 1, ndx))
-        self.Vxx = np.zeros((N + 1, ndx, ndx))
-        self.Qu = np.zeros((N, nu))
-        self.Quuk = np.zeros((N, nu))
+        N, ndx = p.horizon, p.ndx
+        self.backward.reset()
         self.gaps = np.zeros((N + 1, ndx))
         self.feasible = True
         self.fallbacks = 0
@@ -225,13 +214,6 @@ class ILQR:
         xs_nom = np.repeat(self.problem.x0[None], self.problem.horizon + 1, axis=0)
         return self._simulate(np.ones(1), xs_nom, us, np.zeros_like(us), zero_K, with_cost=False)
 
-    def _curvature(self, t: int, Vx_next: np.ndarray, derivs: ProblemDerivatives):
-        """Dynamics second-order term ``V'_x · F2`` at knot t over z = (dx, du), (ndx + nu, ndx + nu);
-        None for Gauss–Newton (iLQR, or FDDP without ``second_order``)."""
-        if not self.uses_second_order or not derivs.dynamics.has_second_order:
-            return None
-        return derivs.dynamics.curvature(t, Vx_next)
-
     def _after_derivatives(self, d: ProblemDerivatives) -> None:
         """Gaps ``f̄_0 = x0 ⊖ xs_0``, ``f̄_{t+1} = f(xs_t, us_t) ⊖ xs_{t+1}`` of an infeasible iterate."""
         if self.feasible:
@@ -289,24 +271,10 @@ class ILQR:
         return d
 
     def _gradient_norm(self, d: ProblemDerivatives) -> float:
-        """∞-norm of the projected gradient of J(us) along the current feasible trajectory, by the
-        adjoint recursion ``λ_N = l_N,x``, ``g_t = l_u + Fuᵀ λ_{t+1}``, ``λ_t = l_x + Fxᵀ λ_{t+1}``."""
         p = self.problem
-        lam = d.terminal.lx[0]
-        g = np.empty((p.horizon, p.nu))
-        Fx, Fu = d.dynamics.Fx, d.dynamics.Fu
-        if self.compiled:
-            self._compiled().gradient_kernel(_c(Fx), _c(Fu), _c(d.running.lx), _c(d.running.lu), _c(lam), g)
-        else:
-            for t in range(p.horizon - 1, -1, -1):
-                g[t] = d.running.lu[t] + Fu[t].T @ lam
-                lam = d.running.lx[t] + Fx[t].T @ lam
-        if self.box:
-            scale = 1e-9 * (1.0 + np.abs(self.us))
-            at_lo = self.us <= p.u_lower + scale
-            at_hi = self.us >= p.u_upper - scale
-            g = np.where((at_lo & (g > 0)) | (at_hi & (g < 0)), 0.0, g)
-        return float(np.abs(g).max()) if g.size else 0.0
+        box = self.box and p.has_bounds
+        return projected_gradient_norm(d, self.us, p.u_lower if box else None, p.u_upper if box else None,
+                                       self.compiled)
 
     def _backward_pass_with_regularization(self, d: ProblemDerivatives) -> None:
         """Backward pass, raising μ until ``Q_uu + μI`` is positive definite at every knot. With
@@ -328,92 +296,13 @@ class ILQR:
                 raise SolverFailure(f"regularization blow-up in the backward pass ({failure}; mu > "
                                     f"{self.reg.mu_max:.1e})")
 
-    def _compiled(self):
-        """The compiled kernels (imported on first use: importing them imports numba)."""
-        if self._kernels is None:
-            from . import riccati_numba
-            self._kernels = riccati_numba
-        return self._kernels
-
-    def _backward_pass_compiled(self, d: ProblemDerivatives, mu: float) -> str | None:
-        """:meth:`_backward_pass` as one compiled call (:func:`solvers.riccati_numba.backward_pass_kernel`)."""
-        p = self.problem
-        kern = self._compiled()
-        run, dyn = d.running, d.dynamics
-        box = self.box and p.has_bounds
-        curv = self._with_curvature and self.uses_second_order and dyn.has_second_order
-        C, T = (dyn.C, dyn.T) if curv else (_NO_C, _NO_T)
-        gaps = _NO_GAPS if self.feasible else self.gaps
-        lower = p.u_lower - self.us if box else _NO_BOUNDS
-        upper = p.u_upper - self.us if box else _NO_BOUNDS
-        status, t = kern.backward_pass_kernel(
-            _c(dyn.Fx), _c(dyn.Fu), _c(run.lx), _c(run.lu), _c(run.lxx), _c(run.lxu), _c(run.luu),
-            _c(d.terminal.lx[0]), _c(d.terminal.lxx[0]), _c(C), _c(T), _c(gaps), float(mu), box,
-            _c(lower), _c(upper), _c(self.k), self.K, self.k, self.Qu, self.Quuk, self.Vx, self.Vxx)
-        if status == kern.OK:
-            return None
-        return kern.MESSAGES[status].format(t=t)
-
     def _backward_pass(self, d: ProblemDerivatives, mu: float) -> str | None:
-        """Riccati recursion (module docstring); returns None on success or why it failed."""
-        if self.compiled:
-            return self._backward_pass_compiled(d, mu)
+        """One Riccati pass (:class:`solvers.backward_pass.BackwardPass`); None on success."""
         p = self.problem
-        N, nu, ndx = p.horizon, p.nu, p.ndx
-        run, dyn = d.running, d.dynamics
         box = self.box and p.has_bounds
-        gaps = None if self.feasible else self.gaps
-        Vx = d.terminal.lx[0].copy()
-        Vxx = d.terminal.lxx[0].copy()
-        if gaps is not None:
-            Vx = Vx + Vxx @ gaps[N]
-        self.Vx[N], self.Vxx[N] = Vx, Vxx
-        eye_u = np.eye(nu)
-        k_warm = self.k  # box-QP warm start: the previous iteration's feed-forward (Tassa et al. 2014)
-        for t in range(N - 1, -1, -1):
-            Fx, Fu = dyn.Fx[t], dyn.Fu[t]
-            FxV = Fx.T @ Vxx
-            FuV = Fu.T @ Vxx
-            Qx = run.lx[t] + Fx.T @ Vx
-            Qu = run.lu[t] + Fu.T @ Vx
-            Qxx = run.lxx[t] + FxV @ Fx
-            Qux = run.lxu[t].T + FuV @ Fx
-            Quu = run.luu[t] + FuV @ Fu
-            H = self._curvature(t, Vx, d) if self._with_curvature else None
-            if H is not None:
-                Qxx = Qxx + H[:ndx, :ndx]
-                Qux = Qux + H[ndx:, :ndx]
-                Quu = Quu + H[ndx:, ndx:]
-            Quu = 0.5 * (Quu + Quu.T)
-            Quu_reg = Quu + mu * eye_u
-            K = np.zeros((nu, ndx))
-            if box:
-                res = box_qp(Quu_reg, Qu, p.u_lower - self.us[t], p.u_upper - self.us[t], x0=k_warm[t])
-                if not res.ok:
-                    return f"Q_uu + mu I not positive definite at knot {t}"
-                k = res.x
-                if res.chol is not None and res.free.any():
-                    K[res.free] = -sla.cho_solve(res.chol, Qux[res.free], check_finite=False)
-            else:
-                try:
-                    c = sla.cho_factor(Quu_reg, check_finite=False)
-                except np.linalg.LinAlgError:
-                    return f"Q_uu + mu I not positive definite at knot {t}"
-                if not np.all(np.isfinite(c[0])):
-                    return f"non-finite Q_uu at knot {t}"
-                k = -sla.cho_solve(c, Qu, check_finite=False)
-                K = -sla.cho_solve(c, Qux, check_finite=False)
-            Quuk = Quu @ k
-            Vx = Qx + K.T @ Quuk + K.T @ Qu + Qux.T @ k
-            Vxx = Qxx + K.T @ Quu @ K + K.T @ Qux + Qux.T @ K
-            Vxx = 0.5 * (Vxx + Vxx.T)
-            if gaps is not None:
-                Vx = Vx + Vxx @ gaps[t]
-            if not (np.all(np.isfinite(Vx)) and np.all(np.isfinite(Vxx))):
-                return f"non-finite value function at knot {t}"
-            self.K[t], self.k[t], self.Qu[t], self.Quuk[t] = K, k, Qu, Quuk
-            self.Vx[t], self.Vxx[t] = Vx, Vxx
-        return None
+        return self.backward.run(d, mu, self.us, p.u_lower if box else None, p.u_upper if box else None,
+                                 None if self.feasible else self.gaps,
+                                 self._with_curvature and self.uses_second_order)
 
     # ------------------------------------------------------------ forward pass
     def _line_search(self):
@@ -449,57 +338,15 @@ class ILQR:
         self._last_candidates_xs = {float(a): c.xs[s] for s, a in enumerate(alphas)}
         return c
 
-    def _start_states(self, alphas: np.ndarray, t: int, xnext: np.ndarray) -> np.ndarray:
-        """State x̂_t of each candidate given the dynamics output ``xnext`` (single shooting: equal)."""
-        return xnext
-
     def _rollout_gaps(self) -> np.ndarray | None:
         """Gaps the forward pass closes (FDDP on an infeasible iterate); None: single shooting."""
         return None
 
-    def _compiled_rollout(self):
-        """The compiled forward pass (:mod:`solvers.rollout_numba`) when this solve uses compiled
-        kernels and the dynamics support it (:func:`solvers.rollout_numba.compiled_rollout_available`), else None."""
-        if not self.compiled:
-            return None
-        if self._rollout_kernel is None:
-            from .rollout_numba import CompiledRollout, compiled_rollout_available
-            p = self.problem
-            self._rollout_kernel = CompiledRollout(p) if compiled_rollout_available(p) else False
-        return self._rollout_kernel or None
-
     def _simulate(self, alphas, xs, us, k, K, with_cost: bool = True) -> Candidates:
         """Batched closed-loop rollout of ``u = us + α k + K (x̂ ⊖ xs)`` for all step sizes α."""
         p = self.problem
-        S, N = alphas.shape[0], p.horizon
-        clip = self.box and p.has_bounds
-        compiled = self._compiled_rollout()
-        if compiled is not None:
-            with self._timed("forward"):
-                X, U, ok = compiled.run(p.x0, alphas, xs, us, k, K, p.u_lower, p.u_upper, clip, self._rollout_gaps())
-            return self._score(X, U, ok, with_cost)
-        X = np.empty((S, N + 1, p.nx))
-        U = np.empty((S, N, p.nu))
-        ok = np.ones(S, dtype=bool)
-        with self._timed("forward"), np.errstate(all="ignore"):
-            xnext = np.repeat(p.x0[None], S, axis=0)
-            for t in range(N):
-                X[:, t] = self._start_states(alphas, t, xnext)
-                dx = p.state.difference(xs[t], X[:, t])
-                u = us[t] + alphas[:, None] * k[t] + dx @ K[t].T
-                if clip:
-                    u = np.clip(u, p.u_lower, p.u_upper)
-                bad = ~np.all(np.isfinite(u), axis=-1)
-                if bad.any():
-                    ok &= ~bad
-                    u[bad] = us[t]
-                U[:, t] = u
-                xnext = p.step(X[:, t], u, t)
-                bad = ~np.all(np.isfinite(xnext), axis=-1)
-                if bad.any():  # keep the batch finite; the candidate is marked failed
-                    ok &= ~bad
-                    xnext[bad] = X[bad, t]
-            X[:, N] = self._start_states(alphas, N, xnext)
+        with self._timed("forward"):
+            X, U, ok = self.forward.run(alphas, xs, us, k, K, self.box and p.has_bounds, self._rollout_gaps())
         return self._score(X, U, ok, with_cost)
 
     def _score(self, X, U, ok, with_cost: bool) -> Candidates:

@@ -229,7 +229,9 @@ def test_second_order_ddp_benchmark_quick_runs():
     entries = {(e["robot"], e["horizon"], e["provider"]): e for e in out["results"]}
     assert set(entries) == {("iiwa", 16, p) for p in ("analytical", "fd", "complex")}
     for (_, _, prov), e in entries.items():
-        assert e["per_iteration_s"] > 0 and e["tensor_s"] > 0 and e["derivative_stage_s"] > 0
+        # per_iteration_s is T(K iterations) - T(0 iterations): it can come out negative on a loaded
+        # machine, so only its presence is checked; the two direct measurements are positive
+        assert np.isfinite(e["per_iteration_s"]) and e["tensor_s"] > 0 and e["derivative_stage_s"] > 0
         assert e["gauss_newton_fallbacks"] == 0
         if prov == "analytical":
             assert e["ratio_analytical_over_this"] is None

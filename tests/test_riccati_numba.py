@@ -36,7 +36,7 @@ def hyq_problem() -> ShootingProblem:
 
 def run_backward(solver, d, mu, compiled: bool, k_warm=None):
     """One backward pass; ``k_warm`` (the box-QP starting point, overwritten by a pass) is restored first."""
-    solver.compiled = compiled
+    solver.backward.compiled = compiled
     if k_warm is not None:
         solver.k[:] = k_warm
     failure = solver._backward_pass(d, mu)
@@ -150,17 +150,18 @@ def test_default_follows_the_backend():
 
 
 def test_fddp_second_order_uses_the_curvature():
-    """FDDP(second_order=True) adds V'_x·F2 (it used to be silently dropped): its Q_uu differs from
-    the Gauss–Newton one, and equals DDP's at the same feasible trajectory."""
+    """FDDP(second_order=True) adds V'_x·F2 (it used to be silently dropped): at the same feasible
+    trajectory and derivatives, its backward pass differs from the Gauss–Newton one and equals
+    DDP's."""
     p = iiwa_problem()
-    gn, d = prepared(FDDP, p)
-    so = FDDP(p, second_order=True, compiled=False)
-    so.xs, so.us, so.k = gn.xs, gn.us, gn.k.copy()
-    so.K, so.Qu, so.Quuk = np.zeros_like(gn.K), np.zeros_like(gn.Qu), np.zeros_like(gn.Quuk)
-    so.Vx, so.Vxx, so.gaps, so.feasible = np.zeros_like(gn.Vx), np.zeros_like(gn.Vxx), gn.gaps, True
-    so.timings = {"derivatives": 0.0}
-    d2 = so._derivatives()
-    assert d2.dynamics.F2 is not None
-    H = so._curvature(3, gn.Vx[4], d2)
-    assert H is not None and np.abs(H).max() > 0
-    assert gn._curvature(3, gn.Vx[4], d) is None
+    gn, _ = prepared(FDDP, p)
+    d2 = p.derivatives(gn.xs, gn.us, second_order=True)
+    assert d2.dynamics.has_second_order and np.abs(d2.dynamics.T).max() > 0
+    out = {}
+    for name, solver in (("gn", FDDP(p, compiled=False)), ("so", FDDP(p, second_order=True, compiled=False)),
+                         ("ddp", DDP(p, compiled=False))):
+        solver.xs, solver.us, solver.gaps, solver.feasible = gn.xs, gn.us, np.zeros_like(gn.gaps), True
+        assert solver._backward_pass(d2, 1e-6) is None
+        out[name] = solver.K.copy()
+    assert np.abs(out["so"] - out["gn"]).max() > 1e-6 * np.abs(out["gn"]).max()
+    np.testing.assert_array_equal(out["so"], out["ddp"])

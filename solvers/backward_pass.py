@@ -1,0 +1,147 @@
+"""The Riccati backward pass shared by iLQR, DDP and FDDP, with its workspace.
+
+References: Tassa, Erez & Todorov 2012, eq. (5)–(11) (regularised ``Q_uu``); Tassa, Mansard &
+Todorov 2014, Algorithm 2 (control limits: a box QP per knot, gains zero on clamped controls);
+Mastalli et al. 2020, eq. (11) (FDDP: the value gradient at the end of each interval,
+``V_x ← V_x + V_xx f̄``). With ``V'`` the value function at t+1::
+
+    Q_x  = l_x  + Fxᵀ V'_x            Q_u  = l_u  + Fuᵀ V'_x
+    Q_xx = l_xx + Fxᵀ V'_xx Fx        Q_ux = l_ux + Fuᵀ V'_xx Fx       Q_uu = l_uu + Fuᵀ V'_xx Fu
+    (DDP: + V'_x · F2, the dynamics curvature, solvers.ddp)
+    k = argmin_{lower <= us+k <= upper} ½ kᵀ (Q_uu + μI) k + Q_uᵀ k   (box QP; or -Q̃_uu⁻¹ Q_u)
+    K = -Q̃_uu,ff⁻¹ Q_ux,f on free rows, 0 on clamped rows
+    V_x  = Q_x  + Kᵀ Q_uu k + Kᵀ Q_u + Q_uxᵀ k
+    V_xx = Q_xx + Kᵀ Q_uu K + Kᵀ Q_ux + Q_uxᵀ K
+
+Two implementations of the same recursion: the Python reference below and one compiled numba
+call (:mod:`solvers.riccati_numba`), chosen once per solver; tests/test_riccati_numba.py checks
+that they agree.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.linalg as sla
+
+from .box_qp import box_qp
+from .problem import ProblemDerivatives
+
+# placeholders for "none" with the dimensions the compiled kernel expects
+_NO_C = np.zeros((0, 1, 1))
+_NO_T = np.zeros((0, 1, 1, 1))
+_NO_GAPS = np.zeros((0, 1))
+_NO_BOUNDS = np.zeros((1, 1))
+
+
+def _c(a: np.ndarray) -> np.ndarray:
+    """float64 C-contiguous (what the compiled kernels are specialised for)."""
+    return np.ascontiguousarray(a, dtype=np.float64)
+
+
+class BackwardPass:
+    """Riccati recursion over N knots into preallocated arrays: ``K`` (N, nu, ndx), ``k`` (N, nu),
+    ``Qu``, ``Quuk`` (N, nu) (for the expected improvement), ``Vx`` (N+1, ndx), ``Vxx`` (N+1,
+    ndx, ndx). ``k`` also warm-starts the next box QP (Tassa et al. 2014). compiled: run it as one
+    numba call."""
+
+    def __init__(self, N: int, nu: int, ndx: int, compiled: bool):
+        self.N, self.nu, self.ndx = N, nu, ndx
+        self.compiled = bool(compiled)
+        self.K = np.zeros((N, nu, ndx))
+        self.k = np.zeros((N, nu))
+        self.Qu = np.zeros((N, nu))
+        self.Quuk = np.zeros((N, nu))
+        self.Vx = np.zeros((N + 1, ndx))
+        self.Vxx = np.zeros((N + 1, ndx, ndx))
+        self._kernels = None
+
+    def reset(self) -> None:
+        for a in (self.K, self.k, self.Qu, self.Quuk, self.Vx, self.Vxx):
+            a[:] = 0.0
+
+    def run(self, d: ProblemDerivatives, mu: float, us: np.ndarray, lower: np.ndarray | None,
+            upper: np.ndarray | None, gaps: np.ndarray | None, curvature: bool) -> str | None:
+        """One pass at regularisation ``mu``. us (N, nu) the current controls; lower / upper (nu,)
+        absolute control bounds, or None for the unconstrained pass; gaps (N+1, ndx) or None
+        (feasible iterate); curvature: add the dynamics' ``V'_x · F2`` (DDP). Returns None on
+        success, else why it failed (and at which knot)."""
+        curvature = curvature and d.dynamics.has_second_order
+        if self.compiled:
+            return self._run_compiled(d, mu, us, lower, upper, gaps, curvature)
+        return self._run_python(d, mu, us, lower, upper, gaps, curvature)
+
+    # ------------------------------------------------------------ compiled
+    def _run_compiled(self, d, mu, us, lower, upper, gaps, curvature) -> str | None:
+        if self._kernels is None:
+            from . import riccati_numba   # imports numba: only when used
+            self._kernels = riccati_numba
+        kern = self._kernels
+        run, dyn = d.running, d.dynamics
+        box = lower is not None
+        C, T = (dyn.C, dyn.T) if curvature else (_NO_C, _NO_T)
+        lo = lower - us if box else _NO_BOUNDS
+        hi = upper - us if box else _NO_BOUNDS
+        status, t = kern.backward_pass_kernel(
+            _c(dyn.Fx), _c(dyn.Fu), _c(run.lx), _c(run.lu), _c(run.lxx), _c(run.lxu), _c(run.luu),
+            _c(d.terminal.lx[0]), _c(d.terminal.lxx[0]), _c(C), _c(T), _c(_NO_GAPS if gaps is None else gaps),
+            float(mu), box, _c(lo), _c(hi), _c(self.k), self.K, self.k, self.Qu, self.Quuk, self.Vx, self.Vxx)
+        if status == kern.OK:
+            return None
+        return kern.MESSAGES[status].format(t=t)
+
+    # ------------------------------------------------------------ Python reference
+    def _run_python(self, d, mu, us, lower, upper, gaps, curvature) -> str | None:
+        N, nu, ndx = self.N, self.nu, self.ndx
+        run, dyn = d.running, d.dynamics
+        box = lower is not None
+        Vx = d.terminal.lx[0].copy()
+        Vxx = d.terminal.lxx[0].copy()
+        if gaps is not None:
+            Vx = Vx + Vxx @ gaps[N]
+        self.Vx[N], self.Vxx[N] = Vx, Vxx
+        eye_u = np.eye(nu)
+        k_warm = self.k  # box-QP warm start: the previous iteration's feed-forward (Tassa et al. 2014)
+        for t in range(N - 1, -1, -1):
+            Fx, Fu = dyn.Fx[t], dyn.Fu[t]
+            FxV = Fx.T @ Vxx
+            FuV = Fu.T @ Vxx
+            Qx = run.lx[t] + Fx.T @ Vx
+            Qu = run.lu[t] + Fu.T @ Vx
+            Qxx = run.lxx[t] + FxV @ Fx
+            Qux = run.lxu[t].T + FuV @ Fx
+            Quu = run.luu[t] + FuV @ Fu
+            if curvature:
+                H = dyn.curvature(t, Vx)
+                Qxx = Qxx + H[:ndx, :ndx]
+                Qux = Qux + H[ndx:, :ndx]
+                Quu = Quu + H[ndx:, ndx:]
+            Quu = 0.5 * (Quu + Quu.T)
+            Quu_reg = Quu + mu * eye_u
+            K = np.zeros((nu, ndx))
+            if box:
+                res = box_qp(Quu_reg, Qu, lower - us[t], upper - us[t], x0=k_warm[t])
+                if not res.ok:
+                    return f"Q_uu + mu I not positive definite at knot {t}"
+                k = res.x
+                if res.chol is not None and res.free.any():
+                    K[res.free] = -sla.cho_solve(res.chol, Qux[res.free], check_finite=False)
+            else:
+                try:
+                    c = sla.cho_factor(Quu_reg, check_finite=False)
+                except np.linalg.LinAlgError:
+                    return f"Q_uu + mu I not positive definite at knot {t}"
+                if not np.all(np.isfinite(c[0])):
+                    return f"non-finite Q_uu at knot {t}"
+                k = -sla.cho_solve(c, Qu, check_finite=False)
+                K = -sla.cho_solve(c, Qux, check_finite=False)
+            Quuk = Quu @ k
+            Vx = Qx + K.T @ Quuk + K.T @ Qu + Qux.T @ k
+            Vxx = Qxx + K.T @ Quu @ K + K.T @ Qux + Qux.T @ K
+            Vxx = 0.5 * (Vxx + Vxx.T)
+            if gaps is not None:
+                Vx = Vx + Vxx @ gaps[t]
+            if not (np.all(np.isfinite(Vx)) and np.all(np.isfinite(Vxx))):
+                return f"non-finite value function at knot {t}"
+            self.K[t], self.k[t], self.Qu[t], self.Quuk[t] = K, k, Qu, Quuk
+            self.Vx[t], self.Vxx[t] = Vx, Vxx
+        return None
