@@ -85,3 +85,39 @@ def aba_second_derivatives_numerical(backend, model, q, v, tau, fext=None, metho
     d2a_dqdtau = np.moveaxis(D_q[:, 2], 1, -1)
     out = (d2a_dq2, d2a_dv2, d2a_dqdv, d2a_dqdtau)
     return tuple(unflatten(batch, np.ascontiguousarray(x.real)) for x in out)
+
+
+def contact_second_derivatives_numerical(backend, model, q, v, tau, contacts, eps: float = 1e-5):
+    """Second-order partials of the *constrained* acceleration of
+    :meth:`~dynamics.Backend.contact_dynamics`: ``(d2a_dq2, d2a_dv2, d2a_dqdv, d2a_dqdtau)``, each
+    (B, nv, nv, nv), index order and perturbations as :func:`aba_second_derivatives_numerical`.
+
+    Central differences (step ``eps``) of the analytical first-order
+    ``contact_dynamics_derivatives``, all 6·nv perturbations of a state in one batched call — the
+    numerical provider DDP uses on contact knots until an analytical form exists. q, v, tau:
+    float64 (B, nq), (B, nv), (B, nv)."""
+    from .backend import get_backend
+    be = get_backend(backend)
+    q, v, tau = (np.asarray(a, float) for a in (q, v, tau))
+    B, nv = q.shape[0], model.nv
+    E = np.eye(nv) * eps
+    Z = np.zeros((nv, nv))
+    Q, V, T = [], [], []
+    for s in (1.0, -1.0):
+        for which in range(3):
+            qq = np.repeat(q[:, None], nv, axis=1)
+            if which == 0:
+                qq = model.integrate(qq, np.broadcast_to(s * E, (B, nv, nv)))
+            Q.append(qq)
+            V.append(v[:, None] + (s * E if which == 1 else Z))
+            T.append(tau[:, None] + (s * E if which == 2 else Z))
+    Q = np.stack(Q, axis=1).reshape(-1, model.nq)
+    V = np.stack(V, axis=1).reshape(-1, nv)
+    T = np.stack(T, axis=1).reshape(-1, nv)
+    d = be.contact_dynamics_derivatives(model, Q, V, T, contacts)
+    daq = np.asarray(d[0]).reshape(B, 6, nv, nv, nv)
+    dav = np.asarray(d[1]).reshape(B, 6, nv, nv, nv)
+    D_q = (daq[:, 0:3] - daq[:, 3:6]) / (2 * eps)      # [b, block, k, i, j]
+    D_v = (dav[:, 0:3] - dav[:, 3:6]) / (2 * eps)
+    return (np.moveaxis(D_q[:, 0], 1, -1), np.moveaxis(D_v[:, 1], 1, -1), np.moveaxis(D_q[:, 1], 1, -1),
+            np.moveaxis(D_q[:, 2], 1, -1))

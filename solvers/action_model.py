@@ -45,6 +45,34 @@ class FreeDynamics:
 
 
 @dataclass(frozen=True, eq=False)
+class ContactDynamics:
+    """Rigid-contact dynamics: the frames of ``contacts`` (a :class:`dynamics.ContactSet`) do not
+    accelerate (point contacts) or do not move (6-D contacts); ``a`` solves the KKT system
+    ``M a + b = τ + Jᵀλ, J a + γ = 0`` (:meth:`dynamics.Backend.contact_dynamics`) and is integrated
+    like :class:`FreeDynamics` (Mastalli et al. 2020's ``DifferentialActionModelContactFwdDynamics``).
+    The first-order derivatives are analytical (Carpentier & Mansard 2018); DDP's second-order
+    term on these knots comes from central differences of them
+    (:func:`dynamics.second_order_numerical.contact_second_derivatives_numerical`), and the solve
+    result says so. Knots share a group when they share this object."""
+
+    contacts: object
+    integrator: str = "euler"
+    passive_forces: bool = True
+
+    def __post_init__(self):
+        from dynamics.contact import ContactSet
+        if not isinstance(self.contacts, ContactSet):
+            raise TypeError(f"ContactDynamics: contacts must be a dynamics.ContactSet, got "
+                            f"{type(self.contacts).__name__}")
+        if self.integrator not in INTEGRATORS:
+            raise ValueError(f"unknown integrator '{self.integrator}'; use one of {', '.join(INTEGRATORS)}")
+
+    @property
+    def kind(self) -> str:
+        return "contact"
+
+
+@dataclass(frozen=True, eq=False)
 class ActionModel:
     """One knot: ``model`` (RobotModel), ``cost`` (a :class:`solvers.costs.Cost` or a plain-Python
     cost, see :mod:`solvers.costs.custom`), ``dt`` [s] (the interval it integrates over; a
@@ -59,7 +87,7 @@ class ActionModel:
     model: RobotModel
     cost: Cost
     dt: float
-    dynamics: FreeDynamics = field(default_factory=FreeDynamics)
+    dynamics: FreeDynamics | ContactDynamics = field(default_factory=FreeDynamics)
 
     def __post_init__(self):
         if not isinstance(self.model, RobotModel):
@@ -68,9 +96,11 @@ class ActionModel:
         dt = float(self.dt)
         if not (np.isfinite(dt) and dt >= 0):
             raise ValueError(f"ActionModel: dt must be a finite number of seconds >= 0, got {self.dt}")
-        if not isinstance(self.dynamics, FreeDynamics):
-            raise TypeError(f"ActionModel: dynamics must be a dynamics description such as FreeDynamics(), got "
+        if not isinstance(self.dynamics, (FreeDynamics, ContactDynamics)):
+            raise TypeError(f"ActionModel: dynamics must be FreeDynamics(...) or ContactDynamics(contacts), got "
                             f"{type(self.dynamics).__name__}")
+        if isinstance(self.dynamics, ContactDynamics) and self.dynamics.contacts.model is not self.model:
+            raise ValueError("ActionModel: the ContactSet was built for another RobotModel than this action model's")
         cost = as_cost(self.cost, name="action model")
         cost.check_model(self.model)
         object.__setattr__(self, "dt", dt)

@@ -39,7 +39,7 @@ from dynamics import RobotModel
 from dynamics.backend import Backend
 from dynamics.inputs import sum_is_finite
 from dynamics.joints import JointType
-from dynamics.second_order_numerical import aba_second_derivatives_numerical
+from dynamics.second_order_numerical import aba_second_derivatives_numerical, contact_second_derivatives_numerical
 from dynamics.spatial import motion_cross_matrix, skew
 
 from .state_space import StateSpace
@@ -89,11 +89,15 @@ class DiscreteDynamics:
     """``x⁺ = f(x, u)`` for one robot, integrator and time step; batched over leading dims."""
 
     def __init__(self, model: RobotModel, backend: Backend, dt: float, integrator: str = "euler",
-                 second_order: str = "auto", passive_forces: bool = True):
+                 second_order: str = "auto", passive_forces: bool = True, contacts=None):
         if integrator not in INTEGRATORS:
             raise ValueError(f"unknown integrator '{integrator}'; use one of {', '.join(INTEGRATORS)}")
         if second_order not in SECOND_ORDER_MODES:
             raise ValueError(f"unknown second_order '{second_order}'; use one of {', '.join(SECOND_ORDER_MODES)}")
+        if contacts is not None and second_order in ("analytical", "complex"):
+            raise ValueError(f"second_order='{second_order}' is not available for contact dynamics (no analytical "
+                             f"second-order contact derivatives yet); use second_order='auto' or 'fd' (central "
+                             f"differences of the analytical first-order ones)")
         if second_order == "analytical" and not backend.supports("aba_second_derivatives"):
             raise ValueError(f"second_order='analytical' but backend '{backend.name}' does not implement "
                              f"aba_second_derivatives; use second_order='auto' or 'fd'")
@@ -104,6 +108,7 @@ class DiscreteDynamics:
             raise ValueError(f"time step dt must be a positive finite number of seconds, got {dt}")
         self.model, self.backend, self.dt = model, backend, float(dt)
         self.integrator, self.second_order = integrator, second_order
+        self.contacts = contacts
         self.state = StateSpace(model)
         nv = model.nv
         self.B = np.asarray(model.actuation_matrix, dtype=float)
@@ -166,7 +171,27 @@ class DiscreteDynamics:
 
     def acceleration(self, x: np.ndarray, u: np.ndarray) -> np.ndarray:
         q, v = self._split(x)
-        return self.backend.aba(self.model, q, v, self.torques(q, v, u))
+        return self._acc(q, v, self.torques(q, v, u))
+
+    def _acc(self, q: np.ndarray, v: np.ndarray, tau: np.ndarray) -> np.ndarray:
+        """``a(q, v, τ)``: ABA, or the constrained acceleration of the contact set."""
+        if self.contacts is None:
+            return self.backend.aba(self.model, q, v, tau)
+        return self.backend.contact_dynamics(self.model, q, v, tau, self.contacts)[0]
+
+    @property
+    def second_order_source(self) -> str:
+        """Where DDP's ``∂²a`` comes from on these knots, in words (reported by the solvers)."""
+        mode = self.second_order
+        if self.integrator == "rk4":
+            return "central differences of the exact RK4 Jacobians"
+        if self.contacts is not None:
+            return "central differences of the analytical first-order contact-dynamics derivatives"
+        if mode == "auto":
+            mode = "analytical" if self.backend.supports("aba_second_derivatives") else "fd"
+        return {"analytical": "analytical (FDSVA-SO, seed 004)",
+                "fd": "central differences of the analytical first-order ABA derivatives",
+                "complex": "complex step of the analytical first-order ABA derivatives"}[mode]
 
     def _split(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(q, v)`` as C-contiguous arrays (what the backends take without copying or checks)."""
@@ -183,7 +208,7 @@ class DiscreteDynamics:
         u = np.asarray(u, float)
         if self.integrator == "euler":
             q, v = self._split(x)
-            vn = v + self.dt * self.backend.aba(self.model, q, v, self.torques(q, v, u))
+            vn = v + self.dt * self._acc(q, v, self.torques(q, v, u))
             w = self.dt * vn
             if self._euclidean and sum_is_finite(w):
                 nq = q.shape[-1]
@@ -240,7 +265,11 @@ class DiscreteDynamics:
 
     def _accel_partials(self, q, v, tau):
         """``(a, ∂a/∂dq, ∂a/∂v, ∂a/∂u, M^-1)`` including the passive-force terms, (N, nv[, nv|nu])."""
-        a, daq, dav, Minv = self.backend.aba_derivatives(self.model, q, v, tau, return_acceleration=True)
+        if self.contacts is None:
+            a, daq, dav, Minv = self.backend.aba_derivatives(self.model, q, v, tau, return_acceleration=True)
+        else:   # Minv stands for ∂a/∂τ below (= M⁻¹ without contacts)
+            a = self._acc(q, v, tau)
+            daq, dav, Minv = self.backend.contact_dynamics_derivatives(self.model, q, v, tau, self.contacts)[:3]
         # τ depends on q and v through τ_passive: chain rule with ∂a/∂τ = M^-1
         if self._has_stiffness:
             daq = daq - Minv * self.stiffness
@@ -304,6 +333,8 @@ class DiscreteDynamics:
 
     def _second_order_acceleration_tensors(self, q, v, tau):
         mode = self.second_order
+        if self.contacts is not None:
+            return contact_second_derivatives_numerical(self.backend, self.model, q, v, tau, self.contacts)
         if mode == "auto":
             mode = "analytical" if self.backend.supports("aba_second_derivatives") else "fd"
         if mode == "analytical":

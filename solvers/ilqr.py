@@ -182,7 +182,13 @@ class ILQR:
                             cost=float(self.cost) if hasattr(self, "cost") else np.nan, cost_history=history,
                             iterations=it, converged=converged, reason=reason, timings=dict(self.timings),
                             solver=self.name, gradient_norm=float(gnorm), gap=self._final_gap(),
-                            regularization=self.reg.mu, step_sizes=steps, gauss_newton_fallbacks=self.fallbacks)
+                            regularization=self.reg.mu, step_sizes=steps, gauss_newton_fallbacks=self.fallbacks,
+                            second_order=self._second_order_sources())
+
+    def _second_order_sources(self) -> tuple:
+        if not self.uses_second_order:
+            return ()
+        return tuple(dict.fromkeys(g.item.second_order_source for g in self.problem.dynamics_groups))
 
     # ------------------------------------------------------------ hooks (FDDP / DDP override)
     def _initial_trajectory(self, xs_init, us_init):

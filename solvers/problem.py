@@ -19,7 +19,7 @@ from dynamics import RobotModel, default_backend_name, get_backend
 from dynamics.backend import Backend
 from dynamics.inputs import sum_is_finite
 
-from .action_model import ActionModel, FreeDynamics
+from .action_model import ActionModel, ContactDynamics, FreeDynamics
 from .costs import CostContext, CostDerivatives, CostSum, as_cost, gravity_compensation
 from .discrete_dynamics import DiscreteDynamics, DynamicsDerivatives
 from .state_space import StateSpace
@@ -169,7 +169,7 @@ class ShootingProblem:
             cost_knots.setdefault(id(am.cost), (am.cost, []))[1].append(t)
         self.dynamics_groups = tuple(
             KnotGroup(_index(ks), DiscreteDynamics(model, self.backend, dt, d.integrator, second_order,
-                                                   d.passive_forces))
+                                                   d.passive_forces, contacts=getattr(d, "contacts", None)))
             for (d, dt), ks in dyn_knots.items())
         self.cost_groups = tuple(KnotGroup(_index(ks), cost) for cost, ks in cost_knots.values())
         self._knot_dynamics = np.empty(self.horizon, dtype=object)

@@ -23,7 +23,8 @@ class SolverResult:
     gap: largest dynamics gap ‖f(x_t, u_t) ⊖ x_{t+1}‖∞ (0 for a feasible trajectory);
     regularization: final μ; step_sizes: accepted step size per iteration (0 = rejected);
     gauss_newton_fallbacks: backward passes where DDP's curvature made ``Q_uu`` indefinite and the
-    Gauss–Newton pass was used instead.
+    Gauss–Newton pass was used instead; second_order: where the dynamics' second-order terms came
+    from, per kind of knot (empty for Gauss–Newton solvers: iLQR, FDDP without second_order).
     """
 
     xs: np.ndarray
@@ -42,6 +43,7 @@ class SolverResult:
     regularization: float = 0.0
     step_sizes: list = field(default_factory=list)
     gauss_newton_fallbacks: int = 0
+    second_order: tuple = ()
 
     def shifted(self, n: int = 1) -> tuple[np.ndarray, np.ndarray]:
         """``(xs, us)`` moved ``n`` knots earlier, the last state/control repeated to fill the end:

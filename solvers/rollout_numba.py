@@ -331,10 +331,10 @@ def _kernel(fd):
 # ---------------------------------------------------------------- Python side
 def compiled_rollout_available(problem) -> bool:
     """Whether :class:`CompiledRollout` implements ``problem``'s dynamics: semi-implicit Euler free
-    dynamics at every knot (one passive-force setting), on a backend that offers
+    dynamics (no contacts) at every knot (one passive-force setting), on a backend that offers
     :meth:`~dynamics.backend.Backend.compiled_forward_dynamics`."""
     groups = problem.dynamics_groups
-    if any(g.item.integrator != "euler" for g in groups):
+    if any(g.item.integrator != "euler" or g.item.contacts is not None for g in groups):
         return False
     if len({(g.item._has_passive, g.item.damping.tobytes(), g.item.stiffness.tobytes()) for g in groups}) != 1:
         return False
