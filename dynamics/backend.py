@@ -52,6 +52,8 @@ class Backend:
     #: the backend runs compiled code, so the solver's own loops (Riccati pass, rollouts) should be
     #: compiled too or they dominate; interpreted backends (the numpy reference) leave this False
     prefers_compiled_solver: bool = False
+    #: the kernels accept complex inputs and propagate them exactly (complex-step derivatives)
+    complex_step_safe: bool = False
 
     def compiled_forward_dynamics(self, model: RobotModel) -> CompiledForwardDynamics | None:
         """The backend's forward dynamics as a function compiled solver loops can call, or None

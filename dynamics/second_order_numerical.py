@@ -31,8 +31,8 @@ def aba_second_derivatives_numerical(backend, model, q, v, tau, fext=None, metho
     be = get_backend(backend)
     if method not in ("central", "complex"):
         raise ValueError(f"unknown method '{method}'; use 'central' or 'complex'")
-    if method == "complex" and be.name != "numpy":
-        raise ValueError(f"complex step needs a complex-capable backend ('numpy'), not '{be.name}'")
+    if method == "complex" and not be.complex_step_safe:
+        raise ValueError(f"complex step needs a complex-step-safe backend ('numpy'), not '{be.name}'")
     func = "aba_second_derivatives_numerical"
     arrays = {"q": (as_array("q", q, (model.nq,), func), 1), "v": (as_array("v", v, (model.nv,), func), 1),
               "tau": (as_array("tau", tau, (model.nv,), func), 1)}

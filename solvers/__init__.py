@@ -9,7 +9,7 @@
 (feasibility-driven multiple shooting); costs in :mod:`solvers.costs`. See docs/solvers.md.
 """
 
-from .action_model import ActionModel, ContactDynamics, FreeDynamics
+from .action_model import ActionModel, ContactDynamics, FreeDynamics, ImpulseDynamics
 from .box_qp import BoxQPResult, box_qp
 from .costs import (ComPositionCost, ControlCost, Cost, CostSum, CustomCost, FramePlacementCost, FramePositionCost,
                     FrameRotationCost, JointLimitCost, ResidualCost, StateCost, as_cost, gravity_compensation)
@@ -23,7 +23,7 @@ from .state_space import StateSpace
 
 SOLVERS = {"ilqr": ILQR, "ddp": DDP, "fddp": FDDP}
 
-__all__ = ["ActionModel", "ContactDynamics", "FreeDynamics", "ShootingProblem", "ILQR", "DDP", "FDDP", "SolverResult", "SOLVERS", "ProblemDerivatives",
+__all__ = ["ActionModel", "ContactDynamics", "FreeDynamics", "ImpulseDynamics", "ShootingProblem", "ILQR", "DDP", "FDDP", "SolverResult", "SOLVERS", "ProblemDerivatives",
            "DiscreteDynamics", "DynamicsDerivatives", "StateSpace", "box_qp", "BoxQPResult",
            "Cost", "CostSum", "ResidualCost", "CustomCost", "as_cost", "StateCost", "ControlCost",
            "FramePositionCost", "FrameRotationCost", "FramePlacementCost", "ComPositionCost", "JointLimitCost",

@@ -73,10 +73,40 @@ class ContactDynamics:
 
 
 @dataclass(frozen=True, eq=False)
+class ImpulseDynamics:
+    """A rigid impact on the frames of ``contacts`` (touchdown): the configuration is unchanged and
+    the velocity jumps to ``v⁺`` with ``M (v⁺ − v⁻) = Jᵀ Λ``, ``J v⁺ = −e J v⁻``
+    (:meth:`dynamics.Backend.impulse_dynamics`, restitution e); Crocoddyl's
+    ``ActionModelImpulseFwdDynamics``. The knot takes no time (its ActionModel's dt must be 0) and
+    its cost is counted once, not integrated over a dt; the control has no effect on it, so give
+    the knot a control regularisation. First-order derivatives are analytical; DDP's second-order
+    term is central differences of them."""
+
+    contacts: object
+    restitution: float = 0.0
+
+    def __post_init__(self):
+        from dynamics.contact import ContactSet
+        if not isinstance(self.contacts, ContactSet):
+            raise TypeError(f"ImpulseDynamics: contacts must be a dynamics.ContactSet, got "
+                            f"{type(self.contacts).__name__}")
+        if not 0.0 <= float(self.restitution) <= 1.0:
+            raise ValueError(f"ImpulseDynamics: restitution must be in [0, 1], got {self.restitution}")
+
+    @property
+    def kind(self) -> str:
+        return "impulse"
+
+    integrator = "impulse"
+    passive_forces = False
+
+
+@dataclass(frozen=True, eq=False)
 class ActionModel:
     """One knot: ``model`` (RobotModel), ``cost`` (a :class:`solvers.costs.Cost` or a plain-Python
     cost, see :mod:`solvers.costs.custom`), ``dt`` [s] (the interval it integrates over; a
-    terminal model's dt is not used and may be 0) and ``dynamics`` (default :class:`FreeDynamics`).
+    terminal model's dt is not used and may be 0; an impulse knot's is 0) and ``dynamics``
+    (:class:`FreeDynamics` by default, :class:`ContactDynamics`, :class:`ImpulseDynamics`).
 
     The running cost is integrated over the interval: the knot contributes ``dt · l(x, u)``; a
     terminal model contributes ``l_N(x)`` unscaled (as Crocoddyl's integrated action models).
@@ -87,7 +117,7 @@ class ActionModel:
     model: RobotModel
     cost: Cost
     dt: float
-    dynamics: FreeDynamics | ContactDynamics = field(default_factory=FreeDynamics)
+    dynamics: FreeDynamics | ContactDynamics | ImpulseDynamics = field(default_factory=FreeDynamics)
 
     def __post_init__(self):
         if not isinstance(self.model, RobotModel):
@@ -96,11 +126,14 @@ class ActionModel:
         dt = float(self.dt)
         if not (np.isfinite(dt) and dt >= 0):
             raise ValueError(f"ActionModel: dt must be a finite number of seconds >= 0, got {self.dt}")
-        if not isinstance(self.dynamics, (FreeDynamics, ContactDynamics)):
-            raise TypeError(f"ActionModel: dynamics must be FreeDynamics(...) or ContactDynamics(contacts), got "
-                            f"{type(self.dynamics).__name__}")
-        if isinstance(self.dynamics, ContactDynamics) and self.dynamics.contacts.model is not self.model:
+        if not isinstance(self.dynamics, (FreeDynamics, ContactDynamics, ImpulseDynamics)):
+            raise TypeError(f"ActionModel: dynamics must be FreeDynamics(...), ContactDynamics(contacts) or "
+                            f"ImpulseDynamics(contacts), got {type(self.dynamics).__name__}")
+        contacts = getattr(self.dynamics, "contacts", None)
+        if contacts is not None and contacts.model is not self.model:
             raise ValueError("ActionModel: the ContactSet was built for another RobotModel than this action model's")
+        if isinstance(self.dynamics, ImpulseDynamics) and dt != 0.0:
+            raise ValueError(f"ActionModel: an impulse knot takes no time; give it dt=0, not {dt}")
         cost = as_cost(self.cost, name="action model")
         cost.check_model(self.model)
         object.__setattr__(self, "dt", dt)
@@ -109,3 +142,9 @@ class ActionModel:
     @property
     def nu(self) -> int:
         return self.model.nu
+
+    @property
+    def cost_scale(self) -> float:
+        """What the knot's cost is multiplied by in the total: its dt (integrated over the
+        interval), or 1 for an impulse knot (counted once)."""
+        return 1.0 if isinstance(self.dynamics, ImpulseDynamics) else self.dt

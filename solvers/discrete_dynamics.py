@@ -89,8 +89,11 @@ class DiscreteDynamics:
     """``x⁺ = f(x, u)`` for one robot, integrator and time step; batched over leading dims."""
 
     def __init__(self, model: RobotModel, backend: Backend, dt: float, integrator: str = "euler",
-                 second_order: str = "auto", passive_forces: bool = True, contacts=None):
-        if integrator not in INTEGRATORS:
+                 second_order: str = "auto", passive_forces: bool = True, contacts=None, restitution: float = 0.0):
+        if integrator == "impulse":
+            if contacts is None:
+                raise ValueError("integrator='impulse' (an impact knot) needs the contacts that touch down")
+        elif integrator not in INTEGRATORS:
             raise ValueError(f"unknown integrator '{integrator}'; use one of {', '.join(INTEGRATORS)}")
         if second_order not in SECOND_ORDER_MODES:
             raise ValueError(f"unknown second_order '{second_order}'; use one of {', '.join(SECOND_ORDER_MODES)}")
@@ -101,14 +104,15 @@ class DiscreteDynamics:
         if second_order == "analytical" and not backend.supports("aba_second_derivatives"):
             raise ValueError(f"second_order='analytical' but backend '{backend.name}' does not implement "
                              f"aba_second_derivatives; use second_order='auto' or 'fd'")
-        if second_order == "complex" and backend.name != "numpy":
-            raise ValueError(f"second_order='complex' needs the complex-capable 'numpy' backend, not "
+        if second_order == "complex" and not backend.complex_step_safe:
+            raise ValueError(f"second_order='complex' needs a complex-step-safe backend (the 'numpy' reference), not "
                              f"'{backend.name}'; use second_order='fd'")
-        if not (np.isfinite(dt) and dt > 0):
+        if integrator != "impulse" and not (np.isfinite(dt) and dt > 0):
             raise ValueError(f"time step dt must be a positive finite number of seconds, got {dt}")
         self.model, self.backend, self.dt = model, backend, float(dt)
         self.integrator, self.second_order = integrator, second_order
         self.contacts = contacts
+        self.restitution = float(restitution)
         self.state = StateSpace(model)
         nv = model.nv
         self.B = np.asarray(model.actuation_matrix, dtype=float)
@@ -185,6 +189,8 @@ class DiscreteDynamics:
         mode = self.second_order
         if self.integrator == "rk4":
             return "central differences of the exact RK4 Jacobians"
+        if self.integrator == "impulse":
+            return "central differences of the analytical first-order impulse-dynamics derivatives"
         if self.contacts is not None:
             return "central differences of the analytical first-order contact-dynamics derivatives"
         if mode == "auto":
@@ -206,6 +212,10 @@ class DiscreteDynamics:
         so a batched rollout can drop them."""
         x = np.asarray(x, float)
         u = np.asarray(u, float)
+        if self.integrator == "impulse":
+            q, v = self._split(x)
+            vp = self.backend.impulse_dynamics(self.model, q, v, self.contacts, self.restitution)[0]
+            return np.concatenate([q, vp], axis=-1)
         if self.integrator == "euler":
             q, v = self._split(x)
             vn = v + self.dt * self._acc(q, v, self.torques(q, v, u))
@@ -257,7 +267,7 @@ class DiscreteDynamics:
         """:meth:`derivatives` for float64 arrays x (N, nx), u (N, nu)."""
         if self.integrator == "euler":
             return self._euler_derivatives(x, u, second_order)
-        xn, Fx, Fu = self._rk4_first_order(x, u)
+        xn, Fx, Fu = self._first_order(x, u)
         if not second_order:
             return DynamicsDerivatives(xn, Fx, Fu)
         F2 = self._second_order_by_differences(x, u, xn)
@@ -406,6 +416,26 @@ class DiscreteDynamics:
         cross[:, :, :nv, :] = GqwW                            # E^T (Gqw W)
         return cross + np.swapaxes(cross, -1, -2) + np.swapaxes(W, -1, -2)[:, None] @ (Gww @ W[:, None])
 
+    def _first_order(self, x, u):
+        """``(f(x, u), Fx, Fu)`` of the RK4 or impulse knots (the Euler path is fused above)."""
+        if self.integrator == "impulse":
+            return self._impulse_first_order(x, u)
+        return self._rk4_first_order(x, u)
+
+    def _impulse_first_order(self, x, u):
+        """Impact: ``q⁺ = q``, ``v⁺ = v⁺(q, v)``; Fx = [[I, 0], [∂v⁺/∂q, ∂v⁺/∂v]], Fu = 0 (analytical
+        impulse-dynamics derivatives, one batched call)."""
+        nv = self.model.nv
+        q, v = self._split(x)
+        vp = self.backend.impulse_dynamics(self.model, q, v, self.contacts, self.restitution)[0]
+        dvq, dvv = self.backend.impulse_dynamics_derivatives(self.model, q, v, self.contacts, self.restitution)[:2]
+        N = x.shape[0]
+        Fx = np.zeros((N, 2 * nv, 2 * nv))
+        Fx[:, np.arange(nv), np.arange(nv)] = 1.0
+        Fx[:, nv:, :nv] = dvq
+        Fx[:, nv:, nv:] = dvv
+        return np.concatenate([q, vp], axis=-1), Fx, np.zeros((N, 2 * nv, self.nu))
+
     def _rk4_first_order(self, x, u):
         """RK4 Jacobians by the chain rule through the stages, one batched aba_derivatives call."""
         ss, dt, nv, nu = self.state, self.dt, self.model.nv, self.model.nu
@@ -438,7 +468,7 @@ class DiscreteDynamics:
         return ss.integrate(x, s), Fz[..., :ndx], Fz[..., ndx:]
 
     def _second_order_by_differences(self, x, u, xn, h: float = 1e-5):
-        """``F2`` by central differences of the exact Jacobians of ``F(z) = f(x ⊕ dx, u + du) ⊖ f(x, u)``:
+        """``F2`` (RK4 and impulse knots) by central differences of the exact Jacobians of ``F(z) = f(x ⊕ dx, u + du) ⊖ f(x, u)``:
         ``∂F/∂z (z) = Jd(f0, f(z)) [Fx(z) Jint(x, dx), Fu(z)]``, all perturbations in one batch."""
         ss = self.state
         N, ndx, nu = x.shape[0], self.ndx, self.nu
@@ -446,7 +476,7 @@ class DiscreteDynamics:
         Z = np.concatenate([np.eye(nz) * h, -np.eye(nz) * h])           # (2nz, nz)
         xp = ss.integrate(x[:, None, :], np.broadcast_to(Z[:, :ndx], (N, 2 * nz, ndx)))
         up = u[:, None, :] + Z[:, ndx:]
-        xnp, Fx, Fu = self._rk4_first_order(xp.reshape(-1, self.nx), up.reshape(-1, nu))
+        xnp, Fx, Fu = self._first_order(xp.reshape(-1, self.nx), up.reshape(-1, nu))
         _, Jint = ss.integrate_jacobians(np.repeat(x, 2 * nz, axis=0), np.tile(Z[:, :ndx], (N, 1)))
         _, Jd = ss.difference_jacobians(np.repeat(xn, 2 * nz, axis=0), xnp)
         Jz = Jd @ np.concatenate([Fx @ Jint, Fu], axis=-1)

@@ -19,7 +19,7 @@ from dynamics import RobotModel, default_backend_name, get_backend
 from dynamics.backend import Backend
 from dynamics.inputs import sum_is_finite
 
-from .action_model import ActionModel, ContactDynamics, FreeDynamics
+from .action_model import ActionModel, ContactDynamics, FreeDynamics, ImpulseDynamics
 from .costs import CostContext, CostDerivatives, CostSum, as_cost, gravity_compensation
 from .discrete_dynamics import DiscreteDynamics, DynamicsDerivatives
 from .state_space import StateSpace
@@ -139,7 +139,7 @@ class ShootingProblem:
             if am.model is not model:
                 raise ValueError(f"ShootingProblem: running_models[{t}] describes another RobotModel than knot 0; "
                                  f"every knot must use the same model object")
-            if not am.dt > 0:
+            if not am.dt > 0 and not isinstance(am.dynamics, ImpulseDynamics):
                 raise ValueError(f"time step dt must be a positive finite number of seconds, got {am.dt} at knot {t}")
         if terminal_model is not None:
             if not isinstance(terminal_model, ActionModel):
@@ -156,6 +156,9 @@ class ShootingProblem:
         self.horizon = len(running_models)
         self.dts = np.array([am.dt for am in running_models], dtype=float)
         self.dts.setflags(write=False)
+        # what each knot's running cost is multiplied by: dt, or 1 on impulse knots
+        self.cost_scales = np.array([am.cost_scale for am in running_models], dtype=float)
+        self.cost_scales.setflags(write=False)
         self.second_order = second_order
         self.terminal_cost = None if terminal_model is None else terminal_model.cost
         if self.terminal_cost is not None and self.terminal_cost.uses_control:
@@ -169,7 +172,8 @@ class ShootingProblem:
             cost_knots.setdefault(id(am.cost), (am.cost, []))[1].append(t)
         self.dynamics_groups = tuple(
             KnotGroup(_index(ks), DiscreteDynamics(model, self.backend, dt, d.integrator, second_order,
-                                                   d.passive_forces, contacts=getattr(d, "contacts", None)))
+                                                   d.passive_forces, contacts=getattr(d, "contacts", None),
+                                                   restitution=getattr(d, "restitution", 0.0)))
             for (d, dt), ks in dyn_knots.items())
         self.cost_groups = tuple(KnotGroup(_index(ks), cost) for cost, ks in cost_knots.values())
         self._knot_dynamics = np.empty(self.horizon, dtype=object)
@@ -315,8 +319,9 @@ class ShootingProblem:
         return arr
 
     def _dt_of(self, g: KnotGroup) -> float | np.ndarray:
-        """The dt of a group's knots: one float when they share it, else (n,)."""
-        d = self.dts[g.rows]
+        """The cost scale (dt, or 1 on impulse knots) of a group's knots: one float when they share
+        it, else (n,)."""
+        d = self.cost_scales[g.rows]
         return float(d[0]) if np.all(d == d[0]) else d
 
     @staticmethod
@@ -354,7 +359,7 @@ class ShootingProblem:
             x = X[:, g.rows].reshape(-1, self.nx)
             u = U[:, g.rows].reshape(-1, self.nu)
             val = g.item.value(self._ctx(x, u, np.tile(g.knots, S))).reshape(S, -1)
-            out[:, g.rows] = self.dts[g.rows] * val
+            out[:, g.rows] = self.cost_scales[g.rows] * val
         return out.reshape(lead + (N,))
 
     def terminal_costs(self, xN: np.ndarray) -> np.ndarray:

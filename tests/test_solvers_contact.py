@@ -79,3 +79,44 @@ def test_contact_second_order_refused_where_not_available(hyq):
         DiscreteDynamics(m, dynamics.get_backend("numpy"), 0.01, second_order="analytical", contacts=cs)
     with pytest.raises(TypeError, match="ContactSet"):
         ContactDynamics(FEET)
+
+
+def test_impulse_knot_jacobians_and_touchdown(hyq, rng):
+    """An impact knot (ImpulseDynamics): configuration unchanged, feet velocities zero after it,
+    Jacobians against central differences; a problem with an impulse in the middle is solved."""
+    from solvers import ImpulseDynamics
+    m, x0, cs = hyq
+    be = dynamics.get_backend("numpy")
+    dyn = DiscreteDynamics(m, be, 0.0, integrator="impulse", contacts=cs)
+    ss = dyn.state
+    x = ss.integrate(x0, np.r_[0.02 * rng.normal(size=m.nv), rng.normal(size=m.nv)])
+    u = np.zeros(m.nu)
+    xp = dyn.step(x, u)
+    np.testing.assert_array_equal(xp[:m.nq], x[:m.nq])
+    for foot in FEET:
+        vf = be.frame_velocity(m, xp[:m.nq], xp[m.nq:], foot)
+        assert np.abs(vf[:3]).max() < 1e-10, (foot, vf)
+    d = dyn.derivatives(x[None], u[None], second_order=True)
+    h = 1e-6
+    J = np.empty((ss.ndx, ss.ndx))
+    for k in range(ss.ndx):
+        e = np.zeros(ss.ndx)
+        e[k] = h
+        J[:, k] = (ss.difference(xp, dyn.step(ss.integrate(x, e), u))
+                   - ss.difference(xp, dyn.step(ss.integrate(x, -e), u))) / (2 * h)
+    assert np.abs(d.Fx[0] - J).max() <= 1e-6 * max(1.0, np.abs(J).max())
+    assert np.all(d.Fu == 0) and d.has_second_order
+    # a swing-free "drop": contact knots, one impact, contact knots; the cost counts the impulse knot once
+    w = np.r_[np.full(6, 10.0), np.full(m.nv - 6, 1.0), np.full(m.nv, 0.1)]
+    run = StateCost(m, x0, w) + ControlCost(m, np.zeros(m.nu), 1e-4)
+    stance = ActionModel(m, run, 0.02, ContactDynamics(cs))
+    impact = ActionModel(m, run, 0.0, ImpulseDynamics(cs))
+    with pytest.raises(ValueError, match="dt=0"):
+        ActionModel(m, run, 0.02, ImpulseDynamics(cs))
+    p = ShootingProblem(x, [stance] * 2 + [impact] + [stance] * 3, ActionModel(m, StateCost(m, x0, 10 * w), 0.0),
+                        backend="numpy")
+    assert p.cost_scales[2] == 1.0 and p.dts[2] == 0.0 and len(p.dynamics_groups) == 2
+    r = FDDP(p).solve(max_iter=30, tol=1e-6)
+    assert r.converged, r.reason
+    vf = be.frame_velocity(m, r.xs[3, :m.nq], r.xs[3, m.nq:], "lf_foot")
+    assert np.abs(vf[:3]).max() < 1e-8

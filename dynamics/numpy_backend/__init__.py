@@ -19,6 +19,7 @@ from . import rnea_second_derivatives as _rneas
 
 class NumpyBackend(Backend):
     name = "numpy"
+    complex_step_safe = True
 
     def _rnea(self, model, q, v, a, fext):
         return _rnea.rnea(model, q, v, a, fext)
