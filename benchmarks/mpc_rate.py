@@ -107,17 +107,18 @@ def closed_loop(task, backend: str, solver: str, N: int, dt: float, duration: fl
                          warmup_s=warm)
     tm = s["timing"]
     med = tm["update_latency_ms"]["median"]
-    ev = s.get("evaluation", {})
-    covered = [t for t in (s.get("targets") or []) if t["t_start_s"] is not None]
+    ev = s.get("evaluation") or {}
+    crit = {c["name"]: c for c in ev.get("criteria", [])}
+    covered = [r for r in (ev.get("details") or {}).get("targets", []) if r["t_start_s"] is not None]
     return {"control_loop_hz": tm["control_loop_hz"], "max_update_rate_hz": 1e3 / med if med else None,
             "update_latency_ms": tm["update_latency_ms"], "stage_ms": tm["stage_ms"],
             "stage_fraction": tm["stage_fraction"], "updates": tm["updates"], "real_time_factor": tm["real_time_factor"],
             "warmup_s": warm, "initial_solve_s": tm["initial_solve_s"], "completed": s["completed"],
             "mean_ee_error_m": (s.get("tracking") or {}).get("ee_error", {}).get("mean"),
-            "time_to_reach_s": [t["time_to_reach_s"] for t in covered],
-            "targets_reached": [t["success"] for t in covered],
+            "time_to_reach_s": [r["time_to_reach_s"] for r in covered],
+            "targets_reached": [bool(crit[f"target {r['index']} time to reach"]["passed"]) for r in covered],
             "torque_violation_steps": s["constraints"]["torque_limit"]["violation_steps"],
-            "torque_violation_Nm": ev.get("torque_violation")}
+            "torque_violation_Nm": crit.get("torque limit", {}).get("value")}
 
 
 def warm_start_problem(task, N: int, dt: float, backend: str):

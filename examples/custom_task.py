@@ -9,12 +9,19 @@ solver's own model, or load the task anywhere a task name is accepted::
 
 What it shows:
 
-* a plain-Python cost (:class:`TableClearance`): no base class, just batched ``residual`` and
-  ``residual_jacobian`` methods (x: (B, nx), u: (B, nu) or None at the terminal knot) and a
-  ``weights`` attribute; leave out ``residual_jacobian`` and the solver falls back to finite
-  differences with a one-time warning;
+* a cost written in plain Python (:class:`TableClearance`): a subclass of
+  :class:`solvers.costs.ResidualCost` with batched ``residual(ctx)`` and ``residual_jacobian(ctx)``.
+  The :class:`solvers.costs.CostContext` ``ctx`` carries the knots' states (``ctx.x``, ``ctx.q``),
+  the problem's backend (``ctx.backend``) and shared kinematics: ``ctx.frame_position("ee")`` is
+  computed once per evaluation for every cost term on that frame (here also the tracking cost), on
+  whatever backend the problem uses — no backend is hard-coded;
 * a :class:`tasks.Task` dataclass with a time-varying reference: ``update_problem`` gives every
-  knot of the horizon its own point on the circle.
+  knot of the horizon its own point on the circle; its ``build_problem`` passes the backend it is
+  given (default: :func:`dynamics.default_backend_name`) to the problem;
+* success criteria (:class:`tasks.Criterion`) that ``mpc-accel run`` prints and plots like any
+  task's::
+
+    mpc-accel run examples/custom_task.py:IiwaCircle --horizon 20 --dt 0.02
 """
 
 from __future__ import annotations
@@ -31,28 +38,35 @@ import dynamics  # noqa: E402
 import tasks  # noqa: E402
 from solvers import DDP, ControlCost, CostSum, FramePositionCost, ShootingProblem, StateCost  # noqa: E402
 from solvers import gravity_compensation  # noqa: E402
+from solvers.costs import CostContext, ResidualCost  # noqa: E402
 
 
-class TableClearance:
-    """Soft constraint ``z_ee >= height``: residual ``min(z_ee - height, 0)`` [m], cost ½ w r²."""
+class TableClearance(ResidualCost):
+    """Soft constraint ``z_ee >= height``: residual ``min(z_ee - height, 0)`` [m], cost ½ w r².
+
+    Kinematics come from the context: the problem's backend, shared with the other terms on the
+    same frame."""
+
+    nr = 1
 
     def __init__(self, model: dynamics.RobotModel, height: float, weight: float = 1e4, frame: str = "ee"):
-        self.model, self.height, self.frame = model, height, frame
-        self.backend = dynamics.get_backend("numpy")
-        self.weights = np.array([weight])
+        self.model, self.height, self.frame = model, float(height), frame
+        self.name = "table_clearance"
+        model.frame(frame)                       # fail early on an unknown frame
+        super().__init__(weights=np.array([weight]))
 
-    def residual(self, x, u):
-        _, p = self.backend.frame_placement(self.model, x[:, :self.model.nq], self.frame)
-        return np.minimum(p[:, 2:3] - self.height, 0.0)                    # (B, 1)
+    def residual(self, ctx: CostContext) -> np.ndarray:
+        z = ctx.frame_position(self.frame)[:, 2:3]                          # (B, 1), shared kinematics
+        return np.minimum(z - self.height, 0.0)
 
-    def residual_jacobian(self, x, u):
-        q = x[:, :self.model.nq]
-        _, p = self.backend.frame_placement(self.model, q, self.frame)
-        J = self.backend.frame_jacobian(self.model, q, self.frame, "local_world_aligned")
-        rx = np.zeros((x.shape[0], 1, 2 * self.model.nv))
-        below = p[:, 2] < self.height
-        rx[below, 0, :self.model.nv] = J[below, 2, :]                       # d z_ee / d q
-        ru = None if u is None else np.zeros((x.shape[0], 1, self.model.nu))
+    def residual_jacobian(self, ctx: CostContext):
+        nv = self.model.nv
+        z = ctx.frame_position(self.frame)[:, 2]
+        J = ctx.frame_jacobian(self.frame, "local_world_aligned")           # (B, 6, nv), linear part first
+        rx = np.zeros((ctx.batch, 1, 2 * nv))
+        below = z < self.height
+        rx[below, 0, :nv] = J[below, 2, :]                                  # d z_ee / d q
+        ru = None if ctx.terminal else np.zeros((ctx.batch, 1, self.model.nu))
         return rx, ru
 
 
@@ -73,8 +87,12 @@ class IiwaCircle(tasks.Task):
     def __post_init__(self):
         self.model = dynamics.load_model("iiwa")
         self.center = np.asarray(self.center, float)
+        if self.center.shape != (3,) or not np.all(np.isfinite(self.center)):
+            raise ValueError(f"center must be a finite (3,) position [m], got {self.center!r}")
+        if not (self.radius >= 0 and self.period > 0 and self.revolutions > 0):
+            raise ValueError("radius must be >= 0, period and revolutions > 0")
         self.q_home = self.model.keyframe("home")
-        self.u_gravity = gravity_compensation(self.model, dynamics.get_backend("numpy"), self.q_home)
+        self.backend = dynamics.get_backend(dynamics.default_backend_name())  # for metrics; set by build_problem
 
     @property
     def duration(self) -> float:
@@ -88,19 +106,21 @@ class IiwaCircle(tasks.Task):
     def initial_state(self) -> np.ndarray:
         return np.concatenate([self.q_home, np.zeros(self.model.nv)])
 
-    def build_problem(self, x0, horizon, dt, backend="numpy", **solver_opts) -> ShootingProblem:
+    def build_problem(self, x0, horizon, dt, backend=None, **solver_opts) -> ShootingProblem:
         m = self.model
+        self.backend = dynamics.get_backend(self.resolve_backend(backend))   # the problem's backend
+        u_gravity = gravity_compensation(m, self.backend, self.q_home)
         x_ref = self.initial_state()
         running = CostSum({
             "ee": (FramePositionCost(m, "ee", self.point(0.0)), 2e3),
             "table": (TableClearance(m, self.table_height), 1.0),        # the plain-Python cost
             "state": (StateCost(m, x_ref, np.r_[np.full(7, 0.5), np.full(7, 0.5)]), 1.0),
-            "control": (ControlCost(m, self.u_gravity), 1e-3),
+            "control": (ControlCost(m, u_gravity), 1e-3),
         })
         terminal = CostSum({"ee": (FramePositionCost(m, "ee", self.point(0.0)), 2e4),
                             "table": (TableClearance(m, self.table_height), 10.0)})
         problem = ShootingProblem(m, self.check_state(x0, "x0"), horizon, dt, running, terminal,
-                                  backend=backend, **solver_opts)
+                                  backend=self.backend, **solver_opts)
         self.update_problem(problem, 0.0)
         return problem
 
@@ -109,19 +129,41 @@ class IiwaCircle(tasks.Task):
         problem.running_cost["ee"].target = refs
         problem.terminal_cost["ee"].target = refs
 
+    def ee_position(self, x) -> np.ndarray:
+        """End-effector position(s) [m] of state(s) x (..., nx)."""
+        q = np.ascontiguousarray(np.asarray(x, float)[..., :self.model.nq])
+        return self.backend.frame_placement(self.model, q, "ee")[1]
+
     def metrics(self, t: float, x) -> dict[str, float]:
-        q = self.check_state(x)[:self.model.nq]
-        _, p = dynamics.get_backend("numpy").frame_placement(self.model, q, "ee")
+        p = self.ee_position(self.check_state(x))
         return {"ee_error": float(np.linalg.norm(p - self.point(t))), "ee_height": float(p[2])}
 
-    def evaluate(self, times, states, controls) -> dict:
-        errs = np.array([self.metrics(t, x)["ee_error"] for t, x in zip(times, states)])
-        settled = np.asarray(times) >= self.settle_time
-        return {"success": bool(errs[settled].max(initial=0.0) < 0.02), "max_error_after_settling": float(
-            errs[settled].max(initial=0.0))}
+    def metric_info(self) -> dict[str, tasks.MetricInfo]:
+        return {"ee_error": tasks.MetricInfo(unit="m", threshold=0.02, log=True, label="distance to circle"),
+                "ee_height": tasks.MetricInfo(unit="m", threshold=self.table_height, label="height above floor")}
+
+    def evaluate(self, times, states, controls) -> tasks.Evaluation:
+        """``max error after settling`` (< 2 cm after ``settle_time``) and ``lowest height``
+        (the end effector stays above the table, within 5 mm: the constraint is soft)."""
+        times = np.asarray(times, float)
+        states = np.asarray(states, float)
+        if states.shape[0] == 0:
+            return tasks.Evaluation()
+        p = self.ee_position(states)
+        errs = np.linalg.norm(p - self.point(times), axis=-1)
+        settled = times >= self.settle_time
+        worst = float(errs[settled].max()) if settled.any() else None
+        low = float(p[:, 2].min())
+        return tasks.Evaluation([
+            tasks.Criterion("max error after settling", worst, "m", worst is not None and worst < 0.02,
+                            f"< 2 cm after {self.settle_time:g} s" if worst is not None
+                            else f"not measured: the run ended before {self.settle_time:g} s"),
+            tasks.Criterion("lowest height", low, "m", low >= self.table_height - 0.005,
+                            f">= table {self.table_height:g} m - 5 mm"),
+        ])
 
 
-def main(duration: float = 1.0) -> dict:
+def main(duration: float = 1.0) -> tasks.Evaluation:
     """Receding horizon on the solver's own model (no simulator): solve, apply u_0, shift, repeat."""
     task = IiwaCircle()
     horizon, dt = 20, 0.02
@@ -143,7 +185,9 @@ def main(duration: float = 1.0) -> dict:
         x = problem.step(x, res.us[0])
         t += dt
     out = task.evaluate(times, states, controls)
-    print({k: round(v, 4) for k, v in task.metrics(t, x).items()}, out)
+    print({k: round(v, 4) for k, v in task.metrics(t, x).items()})
+    for c in out.criteria:
+        print(f"  {c.name}: {c.value:.4g} {c.unit} ({'pass' if c.passed else 'FAIL'}; {c.detail})")
     return out
 
 

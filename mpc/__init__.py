@@ -3,7 +3,7 @@ reference and Riccati feedback applied between updates), and the ``mpc-accel`` c
 
 >>> from tasks import get_task
 >>> from mpc import MPC
->>> ctrl = MPC(get_task("iiwa-reach"), solver="ddp", backend="numba", horizon=32, dt=0.01)
+>>> ctrl = MPC(get_task("iiwa-reach"), solver="ddp", horizon=32, dt=0.01)   # backend: dynamics.default_backend_name()
 """
 
 from .controller import MPC, SOLVERS, STAGES, UpdateRecord

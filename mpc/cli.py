@@ -5,15 +5,22 @@ Subcommands: ``run`` (closed-loop simulation), ``tasks`` (list tasks), ``backend
 backends and whether each is available here). Also callable as ``python -m mpc``.
 Exit codes: 0 success; 1 the run aborted (instability or solver failure) or failed at runtime;
 2 bad arguments; 3 the run completed but the task's success criteria were not met (with
-``--strict``).
+``--strict``). Bad arguments give a one-line message; an exception raised inside a task's or a
+cost's code (or the solver) is shown with its traceback.
+
+The report is built from the documented :class:`tasks.Task` interface only (``metrics``,
+``metric_info``, ``evaluate``, ``events``, ``markers``), so every task gets the same table, JSON
+and plots.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import inspect
 import math
 import sys
+import traceback
 from pathlib import Path
 
 EPILOG_MAIN = """\
@@ -35,13 +42,19 @@ timing modes:
             time); meanwhile the previous plan keeps running. A slow solver/backend hurts control.
 
 outputs (in --out): summary.json (control-loop rate, latency and per-stage split, constraint
-violations, tracking errors, success per target), trajectory.npz, and with --plot tracking.png,
-torques.png, latency.png; with --video an MP4 (or GIF) rendered offscreen.
+violations, the task's metrics and its criteria with pass/fail), trajectory.npz, and with --plot
+tracking.png (the task's metrics), torques.png, latency.png; with --video an MP4 (or GIF) rendered
+offscreen.
+
+the policy: between updates the command u = u_ff + K (x - x_ref) is saturated at the control
+bounds, and the box-QP solvers zero the gains of controls clamped at a bound (--no-box: an
+unconstrained QP, the command is still saturated).
 
 examples:
   mpc-accel run iiwa-reach --solver ddp --backend numba --horizon 32 --mode lockstep --duration 8 \\
       --out runs/iiwa --plot --video
   mpc-accel run iiwa-reach --mode realtime --update-every 5 --iterations 2
+  mpc-accel run iiwa-reach --solver ddp --second-order analytical --integrator rk4 --max-iter 3 --tol 1e-8
   mpc-accel run my_module:MyTask --dt 0.02 --horizon 25"""
 
 
@@ -72,6 +85,16 @@ def _positive_float(s: str) -> float:
     return v
 
 
+def _nonnegative_float(s: str) -> float:
+    try:
+        v = float(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got '{s}'") from None
+    if not math.isfinite(v) or v < 0:
+        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {s}")
+    return v
+
+
 def _task_arg(s: str) -> tuple[str, object]:
     key, eq, raw = s.partition("=")
     if not eq or not key.strip().isidentifier():
@@ -86,8 +109,12 @@ def _task_arg(s: str) -> tuple[str, object]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .controller import SOLVERS
+    from dynamics import default_backend_name
+
+    from .controller import INTEGRATORS, LINE_SEARCHES, SECOND_ORDER, SOLVERS
     from sim.runner import MODES
+
+    default_backend = default_backend_name()
 
     p = _Parser(prog="mpc-accel", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG_MAIN,
                 description="Real-time nonlinear MPC (DDP/iLQR/FDDP) on MuJoCo robots, with batched rigid-body "
@@ -102,19 +129,40 @@ def build_parser() -> argparse.ArgumentParser:
                    help="keyword argument for the task's constructor (repeatable), e.g. --task-arg reach_time=1.0")
     g = r.add_argument_group("controller")
     g.add_argument("--solver", choices=list(SOLVERS), default="ddp", help="optimal-control solver (default: ddp)")
-    g.add_argument("--backend", default="numba",
-                   help="dynamics backend (see 'mpc-accel backends'; default: numba, compiled; "
-                        "numpy is the slow reference)")
+    g.add_argument("--backend", default=default_backend,
+                   help=f"dynamics backend (see 'mpc-accel backends'; default here: {default_backend} — numba, "
+                        f"compiled, when numba imports, else numpy, the slow reference)")
     g.add_argument("--horizon", type=_positive_int, default=32, help="number of knots N (default: 32)")
     g.add_argument("--dt", type=_positive_float, default=0.01, help="knot spacing in seconds (default: 0.01)")
-    g.add_argument("--iterations", type=_positive_int, default=1,
-                   help="solver iterations per update (the maximum with --time-budget; default: 1)")
+    g.add_argument("--iterations", "--max-iter", dest="iterations", type=_positive_int, default=1,
+                   help="solver iterations per update: the most a solve runs (it stops earlier when --tol is "
+                        "met; the maximum with --time-budget; default: 1)")
     g.add_argument("--time-budget", type=_positive_float, default=None, metavar="SECONDS",
                    help="wall-clock budget per update; stop iterating when the next iteration would exceed it")
     g.add_argument("--initial-iterations", type=_positive_int, default=50,
                    help="iterations of the first solve, before the clock starts (default: 50)")
+    g.add_argument("--tol", type=_nonnegative_float, default=1e-6,
+                   help="a solve stops when the projected gradient norm of the cost is below this (0: always "
+                        "run every iteration; default: 1e-6)")
     g.add_argument("--no-feedback", action="store_true",
                    help="apply only the feed-forward plan between updates (no Riccati gains), for comparison")
+    g.add_argument("--refresh-gains", action="store_true",
+                   help="after the last iteration of an update, re-linearise at the accepted trajectory and "
+                        "recompute the gains (one more derivative stage and backward pass per update; default "
+                        "off: the gains of the update's last backward pass, as in Crocoddyl-based MPC)")
+    g.add_argument("--no-box", action="store_true",
+                   help="solve without the control bounds (unconstrained QP in the backward pass); the command "
+                        "is still saturated at the actuator limits")
+    g.add_argument("--line-search", choices=list(LINE_SEARCHES), default="backtracking",
+                   help="backtracking: one rollout per step size, largest first; parallel: all step sizes "
+                        "rolled out as one batch (default: backtracking)")
+    g.add_argument("--integrator", choices=list(INTEGRATORS), default="euler",
+                   help="discretisation of the dynamics in the problem: euler (semi-implicit) or rk4 "
+                        "(default: euler)")
+    g.add_argument("--second-order", choices=list(SECOND_ORDER), default="auto",
+                   help="where DDP gets the second derivatives of the dynamics: analytical, fd (central "
+                        "differences), complex (complex step; numpy backend only) or auto (analytical when the backend has them, "
+                        "else fd); ignored by ilqr and fddp (default: auto)")
     s = r.add_argument_group("simulation")
     s.add_argument("--mode", choices=list(MODES), default="lockstep", help="timing mode (default: lockstep)")
     s.add_argument("--update-every", type=_positive_int, default=None, metavar="STEPS",
@@ -152,21 +200,54 @@ def cmd_tasks() -> int:
 
 
 def cmd_backends() -> int:
-    from dynamics import available_backends
+    from dynamics import available_backends, default_backend_name
 
+    default = default_backend_name()
     for name, (ok, why) in available_backends().items():
-        print(f"{name:<10} {'available  ' if ok else 'unavailable'}  {why}")
+        mark = "*" if name == default else " "
+        print(f"{mark} {name:<10} {'available  ' if ok else 'unavailable'}  {why}")
+    print(f"\n* default: {default} (used by 'mpc-accel run', mpc.MPC and Task.build_problem when no backend is "
+          f"named: numba when it imports here, else numpy)")
     return 0
 
 
 def _load_task(spec: str, kwargs: dict | None = None):
+    """Build the task. A spec that names nothing usable, or --task-arg keys the constructor does
+    not take, raise :class:`_ArgError` (one line); what the task's own code raises (importing its
+    module, its constructor) propagates as :class:`_UserCodeError` with the original traceback."""
     import tasks
 
+    kwargs = kwargs or {}
     try:
-        return tasks.get_task(spec, **(kwargs or {}))
+        cls = tasks.resolve_task(spec)
+    except tasks.TaskCodeError as e:
+        raise _UserCodeError(str(e)) from e.__cause__
     except (KeyError, ValueError, FileNotFoundError, AttributeError, TypeError, ImportError) as e:
         msg = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
         raise _ArgError(msg if spec in msg else f"task '{spec}': {msg}") from e
+    try:
+        inspect.signature(cls).bind(**kwargs)
+    except TypeError as e:
+        raise _ArgError(f"task '{spec}': {e} (check --task-arg)") from e
+    except ValueError:
+        pass  # no signature to check: let the constructor decide
+    try:
+        return cls(**kwargs)
+    except Exception as e:
+        raise _UserCodeError(f"task '{spec}': its constructor raised {type(e).__name__}: {e}") from e
+
+
+class _UserCodeError(Exception):
+    """An exception raised inside the task's (or a cost's) code; shown with its traceback."""
+
+
+def _report_user_error(e: BaseException, what: str) -> int:
+    """Print the traceback of ``e`` (the cause of a :class:`_UserCodeError`) and one summary line; exit code 1."""
+    inner = e.__cause__ if isinstance(e, _UserCodeError) and e.__cause__ is not None else e
+    traceback.print_exception(type(inner), inner, inner.__traceback__, file=sys.stderr)
+    msg = str(e) if isinstance(e, _UserCodeError) else f"{type(e).__name__}: {e}"
+    print(f"mpc-accel: error: {what}: {msg} (traceback above)", file=sys.stderr)
+    return 1
 
 
 class _ArgError(Exception):
@@ -201,34 +282,54 @@ def cmd_run(a: argparse.Namespace) -> int:
         duration = a.duration if a.duration is not None else float(getattr(task, "duration", 0) or 0)
         if duration <= 0:
             raise _ArgError(f"task '{a.task}' has no duration; give --duration SECONDS")
+        if a.second_order == "complex" and not backend.complex_step_safe:
+            raise _ArgError(f"--second-order complex needs a complex-step-safe backend (numpy), not "
+                            f"'{backend.name}'; use --second-order fd, or --backend numpy")
+        if a.second_order == "analytical" and not backend.supports("aba_second_derivatives"):
+            raise _ArgError(f"--second-order analytical: backend '{backend.name}' has no analytical second "
+                            f"derivatives; use --second-order auto or fd")
         if a.viewer:
-            from sim.viewer import check_display
-            check_display()
+            from sim.viewer import ViewerUnavailable, check_display
+            try:
+                check_display()
+            except ViewerUnavailable as e:
+                raise _ArgError(str(e)) from e
     except _ArgError as e:
         return _fail(str(e))
-    except Exception as e:  # noqa: BLE001 — e.g. ViewerUnavailable: report on one line
-        return _fail(str(e))
+    except _UserCodeError as e:
+        return _report_user_error(e, "the task's code failed")
 
     out = a.out if a.out is not None else Path("runs") / str(getattr(task, "name", "task")).replace("/", "_")
-    config = {**({"task_args": dict(a.task_arg)} if a.task_arg else {}), "solver": a.solver, "backend": backend.name, "horizon": a.horizon, "dt": a.dt,
-              "iterations": a.iterations, "time_budget": a.time_budget, "mode": a.mode,
-              "update_every": update_every, "duration": duration, "feedback": not a.no_feedback}
+    config = {**({"task_args": dict(a.task_arg)} if a.task_arg else {}), "solver": a.solver,
+              "backend": backend.name, "horizon": a.horizon, "dt": a.dt, "iterations": a.iterations,
+              "time_budget": a.time_budget, "tol": a.tol, "mode": a.mode, "update_every": update_every,
+              "duration": duration, "feedback": not a.no_feedback, "box": not a.no_box,
+              "refresh_gains": a.refresh_gains, "line_search": a.line_search, "integrator": a.integrator,
+              "second_order": a.second_order}
     say = (lambda *x: None) if a.json else (lambda *x: print(*x, file=sys.stderr))
     try:
+        # builds the task's problem: its costs and build_problem run here
         ctrl = MPC(task, solver=a.solver, backend=backend.name, horizon=a.horizon, dt=a.dt,
                    iterations_per_update=a.iterations, time_budget=a.time_budget,
-                   initial_iterations=a.initial_iterations, feedback=not a.no_feedback)
-    except (ValueError, TypeError) as e:
-        return _fail(str(e))
+                   initial_iterations=a.initial_iterations, feedback=not a.no_feedback, tol=a.tol,
+                   refresh_gains=a.refresh_gains, box=not a.no_box, line_search=a.line_search,
+                   integrator=a.integrator, second_order=a.second_order)
+    except Exception as e:  # noqa: BLE001 — the task's build_problem, its costs or the solver set-up
+        return _report_user_error(e, f"setting up the controller for task '{task.name}' failed")
     show = not (a.quiet or a.json)
-    if backend.name == "numba" and show:
+    if backend.prefers_compiled_solver and show:   # a compiled backend: its kernels compile on the first run
         say("mpc-accel: loading the compiled kernels (the first run on a machine compiles them: "
             "about 3 min on 2 cores; cached on disk afterwards)")
 
     def warmup_progress(label: str, done: int, total: int) -> None:
         print(f"\r  kernels {done}/{total}: {label:<40}", end="", file=sys.stderr, flush=True)
 
-    warmup_s = ctrl.warmup(progress=warmup_progress if show else None)
+    try:
+        warmup_s = ctrl.warmup(progress=warmup_progress if show else None)
+    except Exception as e:  # noqa: BLE001 — a throw-away solve: the task's costs run here too
+        if show:
+            print(file=sys.stderr)
+        return _report_user_error(e, "warming up the controller failed")
     if show:
         print(f"\r  kernels ready{'':<50}", file=sys.stderr, flush=True)
     say(f"mpc-accel: {task.name}: backend '{backend.name}' warm-up {warmup_s:.2f} s")
@@ -237,44 +338,43 @@ def cmd_run(a: argparse.Namespace) -> int:
     if progress is not None:
         callbacks.append(progress)
     viewer = None
-    if a.viewer:
-        from sim.viewer import PassiveViewer
-        viewer = PassiveViewer(model.mj_model)
-        callbacks.append(viewer)
     try:
+        if a.viewer:
+            from sim.viewer import PassiveViewer
+            viewer = PassiveViewer(model.mj_model)
+            callbacks.append(viewer)
         result = simulate(model, ctrl, task.initial_state(), duration, mode=a.mode, update_every=update_every,
                           callbacks=tuple(callbacks))
-    except Exception as e:  # noqa: BLE001 — runtime failure outside the controller (e.g. viewer)
+    except Exception as e:  # noqa: BLE001 — the first solve (task costs), the viewer, a callback
         close_progress()
-        return _fail(f"{type(e).__name__}: {e}", code=1)
+        return _report_user_error(e, "the run failed")
     finally:
         if viewer is not None:
             viewer.close()
     close_progress()
 
-    metrics = report.metric_series(task, result)
-    summary = report.summarize(result, task, metrics, config=config, warmup_s=warmup_s)
-    files = [report.write_summary(summary, out / "summary.json"), report.write_trajectory(result, out / "trajectory.npz", metrics)]
+    try:
+        metrics = report.metric_series(task, result)
+        summary = report.summarize(result, task, metrics, config=config, warmup_s=warmup_s)
+    except Exception as e:  # noqa: BLE001 — task.metrics / task.evaluate
+        return _report_user_error(e, f"evaluating the run with task '{task.name}' failed")
+    files = [report.write_summary(summary, out / "summary.json"),
+             report.write_trajectory(result, out / "trajectory.npz", metrics)]
     notes = []
     if a.plot:
         from sim import plots
         try:
-            times = None
-            if hasattr(task, "switch_period") and hasattr(task, "targets"):
-                times = [i * task.switch_period for i in range(1, len(task.targets))]
-            if "ee_error" in metrics:
-                files.append(plots.plot_tracking(result, metrics, out / "tracking.png",
-                                                 threshold=getattr(task, "reach_tolerance", None), target_times=times))
-            files.append(plots.plot_torques(result, out / "torques.png"))
+            events = list(task.events(result.sim_time) or [])
+            files.append(plots.plot_metrics(result, metrics, out / "tracking.png", info=report.metric_info(task),
+                                            events=events))
+            files.append(plots.plot_torques(result, out / "torques.png", events=events))
             files.append(plots.plot_latency(result, out / "latency.png"))
         except plots.PlotsUnavailable as e:
             notes.append(f"no plots: {e}")
     if a.video:
         from sim.video import render_video, sample_frames
         idx, _ = sample_frames(result.t, result.x, a.fps)
-        markers = None
-        if hasattr(task, "target_at"):
-            markers = task.target_at(result.t[idx])
+        markers = task.markers(result.t[idx])
         say("mpc-accel: rendering video ...")
         outcome = render_video(model.mj_model, result.x[idx, :model.nq], out / "video", fps=a.fps, markers=markers)
         if outcome.path is not None:
@@ -292,6 +392,9 @@ def cmd_run(a: argparse.Namespace) -> int:
         for n in notes:
             print(f"note: {n}")
         print("files: " + ", ".join(str(f) for f in files))
+    if result.error_traceback:
+        print(result.error_traceback, end="", file=sys.stderr)
+        print(f"mpc-accel: error: the run aborted: {result.aborted} (traceback above)", file=sys.stderr)
     if not result.completed:
         return 1
     if a.strict and not summary.get("success"):

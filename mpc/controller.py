@@ -5,7 +5,8 @@ At every update the controller (1) moves the task's references to the current ti
 solver with the previous plan shifted to the current time (:meth:`mpc.plan.Plan.resample`: an exact
 shift by ``n`` knots when the elapsed time is ``n·dt``, interpolated otherwise), (4) runs a few
 solver iterations and (5) returns a :class:`mpc.plan.Plan`: feed-forward controls, state
-trajectory and the Riccati feedback gains, which the simulator applies between updates.
+trajectory and the Riccati feedback gains, which the simulator applies between updates. The plan
+saturates its command at the problem's control bounds (the policy respects the box).
 """
 
 from __future__ import annotations
@@ -16,12 +17,15 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from dynamics.backend import get_backend
+from dynamics.backend import default_backend_name, get_backend
 
 from .plan import Plan
 
 SOLVERS = {"ilqr": "ILQR", "ddp": "DDP", "fddp": "FDDP"}
 STAGES = ("derivatives", "backward", "forward", "cost")
+INTEGRATORS = ("euler", "rk4")
+SECOND_ORDER = ("auto", "analytical", "fd", "complex")
+LINE_SEARCHES = ("backtracking", "parallel")
 
 
 @dataclass
@@ -62,38 +66,63 @@ def _positive(name: str, value, integer: bool = False):
 class MPC:
     """Model-predictive controller for a task (see ``tasks``).
 
-    task: the task (model, costs, references); solver: ``"ilqr"``, ``"ddp"`` or ``"fddp"``
-    (box-constrained controls); backend: dynamics backend name (``"numba"``: compiled dynamics and
-    solver kernels, call :meth:`warmup` once before timing; ``"numpy"``: the reference); horizon: number of knots N;
-    dt: knot spacing [s]; iterations_per_update: solver iterations per update (the maximum when
-    ``time_budget`` is set); time_budget: optional wall-clock budget per update [s] — no new
-    iteration is started once the estimated finish would exceed it (at least one iteration is run);
-    initial_iterations: iterations of the first solve (:meth:`start`); feedback: apply the Riccati
-    gains between updates (False gives an open-loop plan, for comparison); tol: solver tolerance;
-    refresh_gains: after the last iteration of an update, re-linearise at the accepted trajectory
-    and recompute the gains (one more derivative stage and backward pass per update). Off by
-    default, as in Crocoddyl-based MPC: the gains of the update's last backward pass are used.
+    task: the task (model, costs, references); solver: ``"ilqr"``, ``"ddp"`` or ``"fddp"``;
+    backend: dynamics backend name, None for :func:`dynamics.default_backend_name` (``"numba"``
+    when numba imports: compiled dynamics and solver kernels, call :meth:`warmup` once before
+    timing; else ``"numpy"``, the reference); horizon: number of knots N; dt: knot spacing [s];
+    iterations_per_update: solver iterations per update (the maximum when ``time_budget`` is set);
+    time_budget: optional wall-clock budget per update [s] — no new iteration is started once the
+    estimated finish would exceed it (at least one iteration is run); initial_iterations:
+    iterations of the first solve (:meth:`start`); feedback: apply the Riccati gains between
+    updates (False gives an open-loop plan, for comparison); tol: solver tolerance (a solve stops
+    when the projected gradient norm is below it; 0 runs every iteration); refresh_gains: after
+    the last iteration of an update, re-linearise at the accepted trajectory and recompute the
+    gains (one more derivative stage and backward pass per update; off by default, as in
+    Crocoddyl-based MPC: the gains of the update's last backward pass are used); box: the solver
+    respects the problem's control bounds (box-QP backward pass; False: unconstrained QP — the
+    command is still saturated at the bounds);
+    line_search: ``"backtracking"`` or ``"parallel"`` (all step sizes rolled out as one batch);
+    integrator: ``"euler"`` (semi-implicit) or ``"rk4"``; second_order: DDP's source of ``∂²f``,
+    ``"auto"``, ``"analytical"``, ``"fd"`` or ``"complex"``. integrator and second_order go to
+    ``task.build_problem`` (only when they differ from the defaults, so tasks whose
+    ``build_problem`` takes no solver options keep working).
     """
 
-    def __init__(self, task, solver: str = "ddp", backend: str = "numba", horizon: int = 32, dt: float = 0.01,
+    def __init__(self, task, solver: str = "ddp", backend: str | None = None, horizon: int = 32, dt: float = 0.01,
                  iterations_per_update: int = 1, time_budget: float | None = None, initial_iterations: int = 50,
-                 feedback: bool = True, tol: float = 1e-6, refresh_gains: bool = False):
+                 feedback: bool = True, tol: float = 1e-6, refresh_gains: bool = False, box: bool = True,
+                 line_search: str = "backtracking", integrator: str = "euler", second_order: str = "auto"):
         self.task = task
         self.model = task.model
         self.solver_name = str(solver).lower()
         cls = _solver_class(solver)
-        self.backend = get_backend(backend)  # raises a clear error for unknown/unavailable backends
+        for name, value, allowed in (("line_search", line_search, LINE_SEARCHES),
+                                     ("integrator", integrator, INTEGRATORS),
+                                     ("second_order", second_order, SECOND_ORDER)):
+            if value not in allowed:
+                raise ValueError(f"MPC: unknown {name} '{value}'; choose one of {', '.join(allowed)}")
+        # raises a clear error for unknown/unavailable backends
+        self.backend = get_backend(default_backend_name() if backend is None else backend)
         self.horizon = _positive("horizon", horizon, integer=True)
         self.dt = _positive("dt", dt)
         self.iterations_per_update = _positive("iterations_per_update", iterations_per_update, integer=True)
         self.initial_iterations = _positive("initial_iterations", initial_iterations, integer=True)
         self.time_budget = None if time_budget is None else _positive("time_budget", time_budget)
         self.feedback = bool(feedback)
+        if isinstance(tol, bool) or not isinstance(tol, (int, float, np.number)) or not (0 <= tol < math.inf):
+            raise ValueError(f"MPC: tol must be a finite number >= 0 (0: always run every iteration), got {tol!r}")
         self.tol = float(tol)
-        x0 = np.asarray(task.initial_state(), float)
-        self.problem = task.build_problem(x0, self.horizon, self.dt, backend=self.backend.name)
+        self.box = bool(box)
+        self.line_search = line_search
+        self.integrator = integrator
+        self.second_order = second_order
         self.refresh_gains = bool(refresh_gains)
-        self.solver = cls(self.problem, box=True, refresh_gains=self.refresh_gains)
+        x0 = np.asarray(task.initial_state(), float)
+        opts = {k: v for k, v, d in (("integrator", integrator, "euler"), ("second_order", second_order, "auto"))
+                if v != d}
+        self.problem = task.build_problem(x0, self.horizon, self.dt, backend=self.backend.name, **opts)
+        self.solver = cls(self.problem, box=self.box, line_search=self.line_search,
+                          refresh_gains=self.refresh_gains)
         self.records: list[UpdateRecord] = []
         self.initial_record: UpdateRecord | None = None
         self.plan: Plan | None = None
@@ -177,11 +206,12 @@ class MPC:
             # the solver could not even start (or produced non-finite values): its gains are not
             # valid, so keep applying the previous, time-indexed plan
             old = self.plan
-            plan = Plan(self.model, old.t0, old.dt, old.xs, old.us, old.K, info=asdict(rec))
+            plan = Plan(self.model, old.t0, old.dt, old.xs, old.us, old.K, info=asdict(rec),
+                        u_lower=old.u_lower, u_upper=old.u_upper)
         else:
             K = np.asarray(res.K, float) if self.feedback else None
             plan = Plan(self.model, float(t), self.dt, np.asarray(res.xs, float), np.asarray(res.us, float), K,
-                        info=asdict(rec))
+                        info=asdict(rec), u_lower=self.problem.u_lower, u_upper=self.problem.u_upper)
         return plan, rec
 
     @staticmethod

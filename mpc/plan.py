@@ -11,6 +11,10 @@ parametrisation: the shooting problem keeps ``u_i`` constant on ``[t_i, t_{i+1})
 (``q_i ⊕ s·(q_{i+1} ⊖ q_i)``, ``v`` linearly). The state error is the tangent-space difference the
 solver's gains act on: ``dx = concat(difference(q_ref, q), v - v_ref)`` (size 2·nv). Past the end
 of the horizon the last control, gain and state are held.
+
+The policy respects the box: the command is saturated at ``[u_lower, u_upper]`` (the bounds the
+solver's box QP used, by default the model's actuator limits), so a large feedback term never asks
+for more than the actuators give; the solvers zero the gain rows of controls clamped in the box QP.
 """
 
 from __future__ import annotations
@@ -30,7 +34,10 @@ class Plan:
     model: the robot; t0: time [s] of the measured state the plan starts from; dt: knot spacing [s];
     xs: (N+1, nq+nv) state trajectory; us: (N, nu) feed-forward actuator forces [N m or N];
     K: (N, nu, 2·nv) feedback gains on the tangent-space state error, or None (open loop);
-    info: per-update bookkeeping from the controller (timings, iterations, cost)."""
+    info: per-update bookkeeping from the controller (timings, iterations, cost);
+    u_lower / u_upper: (nu,) bounds the command is saturated at (None: the model's actuator
+    limits); saturate: apply that saturation in :meth:`control` by default (False only to study a
+    policy that ignores the limits)."""
 
     model: RobotModel
     t0: float
@@ -39,6 +46,9 @@ class Plan:
     us: np.ndarray
     K: np.ndarray | None = None
     info: dict = field(default_factory=dict)
+    u_lower: np.ndarray | None = None
+    u_upper: np.ndarray | None = None
+    saturate: bool = True
 
     def __post_init__(self):
         m = self.model
@@ -57,6 +67,14 @@ class Plan:
         for name, a in (("xs", xs), ("us", us), ("K", self.K)):
             if a is not None and not np.all(np.isfinite(a)):
                 raise ValueError(f"Plan: {name} contains non-finite values; the solver diverged")
+        for name, default in (("u_lower", m.u_lower), ("u_upper", m.u_upper)):
+            b = np.array(default if getattr(self, name) is None else getattr(self, name), float)
+            if b.shape != (m.nu,) or np.any(np.isnan(b)):
+                raise ValueError(f"Plan: {name} must be (nu,) = ({m.nu},) without NaN (±inf: unbounded), got {b}")
+            b.setflags(write=False)
+            object.__setattr__(self, name, b)
+        if np.any(self.u_lower > self.u_upper):
+            raise ValueError("Plan: u_lower must be <= u_upper in every component")
         object.__setattr__(self, "xs", xs)
         object.__setattr__(self, "us", us)
         if self.K is not None:
@@ -121,17 +139,18 @@ class Plan:
         # at s == 1 only when t is at/after the horizon end: hold the last interval
         return i
 
-    def control(self, t: float, x, feedback: bool = True, clip: bool = True) -> np.ndarray:
+    def control(self, t: float, x, feedback: bool = True, clip: bool | None = None) -> np.ndarray:
         """Actuator forces ``u_ff(t) + K(t)(x ⊖ x_ref(t))`` (..., nu) for measured state(s) x
-        (..., nq+nv); clipped to ``[model.u_lower, model.u_upper]`` unless ``clip=False``."""
+        (..., nq+nv), saturated at ``[u_lower, u_upper]`` (clip: None follows :attr:`saturate`;
+        True/False forces it on/off)."""
         m = self.model
         x = as_array("x", x, (m.nq + m.nv,), "Plan.control")
         u = np.broadcast_to(self.feedforward(t), x.shape[:-1] + (m.nu,)).copy()
         if feedback and self.K is not None:
             dx = self.state_error(x, self.reference_state(t))
             u += np.einsum("ij,...j->...i", self.gain(t), dx)
-        if clip:
-            u = np.clip(u, m.u_lower, m.u_upper)
+        if self.saturate if clip is None else clip:
+            u = np.clip(u, self.u_lower, self.u_upper)
         return u
 
     def exhausted(self, t: float) -> bool:

@@ -1,7 +1,8 @@
 """PNG plots of a closed-loop run (matplotlib, the ``plot`` extra; optional).
 
-Three figures: end-effector (tracking) error over time, actuator forces with their limits, and the
-update latency split by solver stage."""
+Three figures: the task's metrics over time (one panel each, with the thresholds and events the
+task declares through ``metric_info``/``events``), actuator forces with their limits, and the
+update latency split by solver stage. Nothing here knows a particular task."""
 
 from __future__ import annotations
 
@@ -30,35 +31,60 @@ def _pyplot():
     return plt
 
 
-def plot_tracking(result: SimResult, metrics: dict[str, np.ndarray], path: Path, threshold: float | None = None,
-                  target_times: list[float] | None = None, metric: str = "ee_error") -> Path:
-    """Tracking error ``metrics[metric]`` (T,) [m] over time, with the success threshold and the
-    target switch times."""
+def _events(ax, events, t_end: float, label: bool) -> None:
+    for ev in events or ():
+        if 0.0 <= ev.t <= t_end:
+            ax.axvline(ev.t, color="tab:gray", lw=0.6, alpha=0.6)
+            if label and ev.label:
+                ax.annotate(ev.label, (ev.t, 1.0), xycoords=("data", "axes fraction"), xytext=(2, -2),
+                            textcoords="offset points", fontsize=7, color="tab:gray", va="top")
+
+
+def plot_metrics(result: SimResult, metrics: dict[str, np.ndarray], path: Path, info: dict | None = None,
+                 events=()) -> Path:
+    """Each metric trace ``metrics[name]`` (T,) over time, one panel per metric; ``info``:
+    name -> :class:`tasks.MetricInfo` (unit, threshold line, log scale, ``plot=False`` to skip);
+    ``events``: :class:`tasks.Event` list drawn as labelled vertical lines."""
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(8, 3.5), constrained_layout=True)
-    err = np.asarray(metrics[metric])
-    floor = 1e-3  # cm: log axis; errors below 10 µm are drawn at the floor
-    ax.plot(result.t[:len(err)], np.maximum(err * 100.0, floor), lw=1.2, label=f"{metric}")
-    if threshold is not None:
-        ax.axhline(threshold * 100.0, color="k", ls="--", lw=0.8, label=f"threshold {threshold * 100:g} cm")
-    t_end = result.t[-1] if len(result.t) else 1.0
-    for ts in target_times or []:
-        if ts <= t_end:
-            ax.axvline(ts, color="tab:gray", lw=0.6, alpha=0.6)
-    ax.set_xlim(0.0, max(t_end, 1e-3))
-    ax.set_xlabel("time [s]")
-    ax.set_ylabel("distance to target [cm]")
-    ax.set_yscale("log")
-    ax.set_title(f"tracking error ({result.mode})")
-    ax.grid(True, alpha=0.3)
-    ax.legend(loc="upper right", fontsize=8)
+    info = info or {}
+    names = [k for k in metrics if getattr(info.get(k), "plot", True)]
+    t_end = float(result.t[-1]) if len(result.t) else 1.0
+    fig, axes = plt.subplots(max(len(names), 1), 1, figsize=(8, 1.2 + 2.3 * max(len(names), 1)), sharex=True,
+                             squeeze=False, constrained_layout=True)
+    for ax, name in zip(axes[:, 0], names):
+        mi = info.get(name)
+        y = np.asarray(metrics[name], float)
+        unit = getattr(mi, "unit", "")
+        log = bool(getattr(mi, "log", False))
+        if log:
+            pos = y[np.isfinite(y) & (y > 0)]
+            floor = max(float(pos.min()), 1e-12) if pos.size else 1e-12
+            y = np.maximum(y, floor)   # zeros drawn at the smallest positive value
+        ax.plot(result.t[:len(y)], y, lw=1.2, label=name)
+        thr = getattr(mi, "threshold", None)
+        if thr is not None:
+            ax.axhline(thr, color="k", ls="--", lw=0.8, label=f"threshold {thr:g}{' ' + unit if unit else ''}")
+        _events(ax, events, t_end, label=ax is axes[0, 0])
+        if log:
+            ax.set_yscale("log")
+        lab = getattr(mi, "label", "") or name
+        ax.set_ylabel(f"{lab}" + (f" [{unit}]" if unit else ""), fontsize=8)
+        ax.grid(True, alpha=0.3)
+        ax.legend(loc="upper right", fontsize=7)
+    if not names:
+        axes[0, 0].text(0.5, 0.5, "the task reports no metrics", ha="center", va="center",
+                        transform=axes[0, 0].transAxes)
+    axes[0, 0].set_xlim(0.0, max(t_end, 1e-3))
+    axes[-1, 0].set_xlabel("time [s]")
+    axes[0, 0].set_title(f"task metrics ({result.mode})")
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return Path(path)
 
 
-def plot_torques(result: SimResult, path: Path) -> Path:
-    """Applied actuator forces (and commands before clipping, dotted) with the limits, one panel per actuator."""
+def plot_torques(result: SimResult, path: Path, events=()) -> Path:
+    """Applied actuator forces (and the controller's commands, dotted) with the limits, one panel
+    per actuator; ``events`` (:class:`tasks.Event`) drawn as vertical lines."""
     plt = _pyplot()
     m = result.model
     nu = m.nu
@@ -76,6 +102,7 @@ def plot_torques(result: SimResult, path: Path) -> Path:
         for lim in (m.u_lower[j], m.u_upper[j]):
             if np.isfinite(lim):
                 ax.axhline(lim, color="tab:red", lw=0.8, ls="--")
+        _events(ax, events, float(result.t[-1]) if len(result.t) else 1.0, label=False)
         ax.set_ylabel(f"{m.actuator_names[j] or j}\n[N m]", fontsize=8)
         ax.grid(True, alpha=0.3)
     axes[0][0].legend(loc="upper right", fontsize=7)

@@ -12,13 +12,14 @@ Summary fields (times in s unless the key says ms; forces in N m):
   (time from the measured state to applying its plan);
 * constraints — ``torque_limit`` (physics steps whose command had to be clipped, largest excess,
   per actuator) and ``joint_limit`` (steps with a joint outside its range, largest excess);
-* tracking — each metric of ``task.metrics`` (mean / max / final), per-target results when the
-  task reports ``target_index`` and ``reach_times`` (time to reach, best error, median error from
-  reaching to the next switch — the controller starts for the next target when it enters the
-  horizon, so the error at the very end of a segment says little);
-* ``evaluation`` (the task's own success criteria) and ``success``.
+* ``tracking`` — each metric of ``task.metrics`` (mean / max / final; metrics marked
+  ``summary=False`` in ``task.metric_info`` left out) and ``tracking_units`` (their units);
+* ``evaluation`` — the task's :class:`tasks.Evaluation`: ``criteria`` (name, value, unit, passed,
+  detail; ``passed: null`` for values reported but not judged), ``details`` (task-specific) and
+  ``success``; ``success`` — the run completed and every judged criterion passed.
 
-JSON has no infinity: a target never reached has ``time_to_reach_s: null``.
+Only the documented :class:`tasks.Task` interface is used, so every task gets the same report.
+JSON has no infinity: a value that is infinite (e.g. a target never reached) is ``null``.
 """
 
 from __future__ import annotations
@@ -132,53 +133,33 @@ def _constraints(result: SimResult, tol: float = 1e-9) -> dict:
     }
 
 
-def _targets(task, result: SimResult, metrics: dict, evaluation: dict) -> list[dict] | None:
-    """Per-target rows when the task exposes ``target_index`` (metrics) and ``reach_times``."""
-    if "target_index" not in metrics or "ee_error" not in metrics:
-        return None
-    idx = metrics["target_index"].astype(int)
-    err = metrics["ee_error"]
-    reach = list(evaluation.get("reach_times", []))
-    reached = list(evaluation.get("reached", []))
-    positions = getattr(task, "targets", None)
-    n = max(int(idx.max()) + 1 if idx.size else 0, len(reach), 0 if positions is None else len(positions))
-    rows = []
-    for i in range(n):
-        seg = np.flatnonzero(idx == i)
-        row = {"index": i,
-               "position_m": None if positions is None or i >= len(positions) else np.asarray(positions[i]).tolist(),
-               "t_start_s": float(result.t[seg[0]]) if seg.size else None,
-               "time_to_reach_s": reach[i] if i < len(reach) else None,
-               "success": bool(reached[i]) if i < len(reached) else None,
-               "min_error_m": float(err[seg].min()) if seg.size else None,
-               "median_error_after_reach_m": None}
-        if seg.size and i < len(reach) and reach[i] is not None and math.isfinite(reach[i]):
-            after = seg[result.t[seg] >= result.t[seg[0]] + reach[i]]
-            row["median_error_after_reach_m"] = float(np.median(err[after])) if after.size else None
-        rows.append(row)
-    return rows
+def metric_info(task) -> dict:
+    """``task.metric_info()`` (name -> :class:`tasks.MetricInfo`), {} when the task has none."""
+    info = getattr(task, "metric_info", None)
+    return dict(info() or {}) if callable(info) else {}
 
 
 def summarize(result: SimResult, task=None, metrics: dict | None = None, config: dict | None = None,
               warmup_s: float | None = None) -> dict:
     """The JSON-ready summary of a run (see the module docstring for the fields)."""
+    from tasks.base import Evaluation, check_evaluation
+
     out: dict = {"task": getattr(task, "name", None), "config": dict(config or {}), "mode": result.mode,
                  "physics_dt_s": result.physics_dt, "update_every_steps": result.update_every,
                  "completed": result.completed, "aborted": result.aborted}
     out["timing"] = _timing(result, warmup_s)
     out["constraints"] = _constraints(result)
-    evaluation: dict = {}
+    evaluation = None
     if task is not None:
         metrics = metric_series(task, result) if metrics is None else metrics
-        out["tracking"] = {k: _stats(v) for k, v in metrics.items() if k not in ("target_index", "time_since_switch")}
-        if len(result.t):
-            evaluation = dict(task.evaluate(result.t, result.x, result.u_cmd))
-        out["evaluation"] = evaluation
-        out["targets"] = _targets(task, result, metrics, evaluation)
-        for key in ("reach_tolerance", "reach_time", "switch_period"):
-            if hasattr(task, key):
-                out.setdefault("criteria", {})[key] = getattr(task, key)
-    out["success"] = bool(result.completed and evaluation.get("success", False)) if task is not None else None
+        info = metric_info(task)
+        shown = [k for k in metrics if getattr(info.get(k), "summary", True)]
+        out["tracking"] = {k: _stats(metrics[k]) for k in shown}
+        out["tracking_units"] = {k: getattr(info.get(k), "unit", "") for k in shown}
+        evaluation = check_evaluation(task, task.evaluate(result.t, result.x, result.u_cmd)) if len(result.t) \
+            else Evaluation()
+        out["evaluation"] = evaluation.to_dict()
+    out["success"] = bool(result.completed and evaluation.success) if evaluation is not None else None
     return _jsonable(out)
 
 
@@ -218,6 +199,13 @@ def _fmt(v, spec: str, unit: str = "", none: str = "-") -> str:
     return none if v is None else f"{v:{spec}}{unit}"
 
 
+def _fmt_value(v, unit: str) -> str:
+    """A criterion's value with its unit (None: not measured / infinite in JSON)."""
+    if v is None:
+        return "-"
+    return f"{v:.4g}" + (f" {unit}" if unit else "")
+
+
 def format_summary(summary: dict) -> str:
     """A human-readable table of the summary (what the CLI prints)."""
     tm = summary["timing"]
@@ -250,28 +238,31 @@ def format_summary(summary: dict) -> str:
     lines.append(f"  constraints       torque-limit violations {c['torque_limit']['violation_steps']} steps "
                  f"(max excess {c['torque_limit']['max_excess_Nm']:.3g} N m); joint-limit violations "
                  f"{c['joint_limit']['violation_steps']} steps")
+    units = summary.get("tracking_units") or {}
     for k, st in (summary.get("tracking") or {}).items():
-        lines.append(f"  {k:<17} mean {_fmt(st['mean'], '.4f')}, max {_fmt(st['max'], '.4f')}, final {_fmt(st['final'], '.4f')}")
-    rows = summary.get("targets")
-    if rows:
-        lines.append("  target  position [m]           time to reach  best error  median error after reach  success")
-        for r in rows:
-            pos = "(" + ", ".join(f"{p:.2f}" for p in r["position_m"]) + ")" if r["position_m"] else "-"
-            ttr = _fmt(r["time_to_reach_s"], '.3f', ' s', none="never" if r["t_start_s"] is not None else "not run")
-            best = r["min_error_m"]
-            med = r["median_error_after_reach_m"]
-            lines.append(f"  {r['index']:<7} {pos:<22} {ttr:<14} {_fmt(None if best is None else best * 100, '.2f', ' cm'):<11} "
-                         f"{_fmt(None if med is None else med * 100, '.2f', ' cm'):<25} "
-                         f"{'yes' if r['success'] else 'NO'}")
-    crit = summary.get("criteria")
-    verdict = "SUCCESS" if summary.get("success") else "FAILED"
-    if summary.get("success") is None:
-        verdict = "done (no success criteria)"
+        u = f" {units[k]}" if units.get(k) else ""
+        lines.append(f"  {k:<17} mean {_fmt(st['mean'], '.4g')}, max {_fmt(st['max'], '.4g')}, "
+                     f"final {_fmt(st['final'], '.4g')}{u}")
+    ev = summary.get("evaluation") or {}
+    crit = ev.get("criteria") or []
     if crit:
-        verdict += (f" (criteria: each target within {crit.get('reach_tolerance', 0) * 100:g} cm in at most "
-                    f"{crit.get('reach_time')} s, no torque-limit violation)")
-    not_run = [r["index"] for r in rows or [] if r["t_start_s"] is None]
-    if not_run:
-        verdict += f"; targets {', '.join(map(str, not_run))} not run (the duration is shorter than the task's)"
+        width = max(len(c["name"]) for c in crit)
+        lines.append(f"  {'criterion':<{width}}  {'value':<14} {'pass':<5} detail")
+        for c in crit:
+            val = _fmt_value(c["value"], c.get("unit", ""))
+            ok = "-" if c["passed"] is None else ("yes" if c["passed"] else "NO")
+            lines.append(f"  {c['name']:<{width}}  {val:<14} {ok:<5} {c.get('detail', '')}".rstrip())
+    if summary.get("success") is None:
+        verdict = "done (no task given)"
+    elif not any(c["passed"] is not None for c in crit):
+        verdict = ("SUCCESS" if summary["success"] else "FAILED") + " (the task judges no criteria)"
+    else:
+        failed = [c["name"] for c in crit if c["passed"] is False]
+        verdict = "SUCCESS" if summary["success"] else "FAILED"
+        if failed:
+            verdict += f" ({len(failed)} of {sum(c['passed'] is not None for c in crit)} criteria failed: " \
+                       f"{', '.join(failed)})"
+        elif not summary["completed"]:
+            verdict += " (the run did not complete)"
     lines.append(verdict)
     return "\n".join(lines)

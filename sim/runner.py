@@ -12,14 +12,19 @@ Two timing modes:
   controller therefore acts on older states and applies its plans later, as on a robot.
 
 Between updates the active plan's feedback law (``plan.control(t, x)``) is evaluated at every
-physics step; the command is clipped to the actuator limits and commands that had to be clipped are
-counted. The first plan is computed before the simulation clock starts (``controller.start``).
+physics step. That command is what the controller asks for (an MPC plan saturates it at its box
+itself, see :class:`mpc.Plan`); the runner then clips it to the actuator limits, as the actuators
+would, and the report counts commands that had to be clipped. The first plan is computed before
+the simulation clock starts (``controller.start``). An exception raised by the controller (or by
+the task's costs inside it) ends the run: ``aborted`` says why and ``error_traceback`` holds the
+traceback.
 """
 
 from __future__ import annotations
 
 import math
 import time
+import traceback
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
@@ -38,8 +43,9 @@ class ControlLaw(Protocol):
 
     info: dict
 
-    def control(self, t: float, x: np.ndarray, feedback: bool = True, clip: bool = True) -> np.ndarray:
-        """Actuator forces (nu,) at simulation time ``t`` [s] for the measured state ``x``."""
+    def control(self, t: float, x: np.ndarray) -> np.ndarray:
+        """The commanded actuator forces (nu,) at simulation time ``t`` [s] for the measured state
+        ``x`` (a law that respects the limits saturates them itself)."""
 
 
 class Controller(Protocol):
@@ -68,8 +74,10 @@ class UpdateLog:
 class SimResult:
     """Everything a run produced. Arrays are per physics step ``k`` (time ``t[k] = k·physics_dt``):
     ``x`` the measured state (T, nq+nv) at the start of the step, ``u_cmd`` the controller's command
-    before clipping (T, nu), ``u`` the applied actuator forces (T, nu), ``plan_age`` the time since
-    the state the active plan was computed from (T,) [s]."""
+    (T, nu), ``u`` the applied actuator forces (T, nu): the command clipped to the actuator limits,
+    ``plan_age`` the time since the state the active plan was computed from (T,) [s].
+    ``aborted``: why the run stopped early (None when it completed); ``error_traceback``: the
+    formatted traceback when an exception stopped it."""
 
     model: RobotModel
     mode: str
@@ -85,6 +93,7 @@ class SimResult:
     wall_time: float
     plan_exhausted_steps: int = 0
     aborted: str | None = None
+    error_traceback: str | None = None
 
     @property
     def sim_time(self) -> float:
@@ -141,6 +150,7 @@ def simulate(model: RobotModel, controller: Controller, x0, duration: float, *, 
     next_start = update_every
     exhausted = 0
     aborted = None
+    error_tb = None
     k = 0
     wall0 = time.perf_counter()
     for k in range(n_steps):
@@ -173,9 +183,10 @@ def simulate(model: RobotModel, controller: Controller, x0, duration: float, *, 
                     ready = k + max(1, math.ceil(lat / h - 1e-9))
                     pending = (plan, log, ready)
                     next_start = max(ready, k + update_every)
-            u_cmd = np.asarray(active.control(t, x, clip=False), float)
-        except Exception as e:  # a failing solver ends the run; the report says why
+            u_cmd = np.asarray(active.control(t, x), float)
+        except Exception as e:  # a failing solver or task cost ends the run; the report says why
             aborted = f"controller failed at t = {t:.3f} s: {type(e).__name__}: {e}"
+            error_tb = traceback.format_exc()
             break
         if hasattr(active, "exhausted") and active.exhausted(t):
             exhausted += 1
@@ -192,4 +203,4 @@ def simulate(model: RobotModel, controller: Controller, x0, duration: float, *, 
     return SimResult(model=model, mode=mode, physics_dt=h, update_every=int(update_every),
                      t=np.arange(n) * h, x=T_x[:n], u_cmd=T_ucmd[:n], u=T_u[:n], plan_age=T_age[:n],
                      updates=updates, initial=initial, wall_time=wall, plan_exhausted_steps=exhausted,
-                     aborted=aborted)
+                     aborted=aborted, error_traceback=error_tb)

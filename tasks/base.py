@@ -1,23 +1,123 @@
-"""The task interface: what the receding-horizon controller needs to know about a task.
+"""The task interface: what the receding-horizon controller, the CLI and the report need to know
+about a task.
 
 A task owns a robot model, an initial state, a way to build a :class:`solvers.ShootingProblem`
-and to move its time-varying references as the horizon slides, and metrics to judge the
-closed-loop behaviour. Subclass :class:`Task` in plain Python (dataclasses welcome) and register
-it with :func:`tasks.register_task`, or load it by ``"module:Class"`` / ``"path/file.py:Class"``.
+and to move its time-varying references as the horizon slides, metrics traced along a run and
+success criteria judged over a whole run. Subclass :class:`Task` in plain Python (dataclasses
+welcome) and register it with :func:`tasks.register_task`, or load it by ``"module:Class"`` /
+``"path/file.py:Class"``. The CLI, the report and the plots use only the members documented
+here (docs/tasks.md), so every task gets the same summary table, JSON and figures.
 """
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass, field
+
 import numpy as np
 
-from dynamics import RobotModel
+from dynamics import RobotModel, default_backend_name
 from solvers import ShootingProblem
+
+
+@dataclass(frozen=True)
+class Criterion:
+    """One named result of :meth:`Task.evaluate`.
+
+    name: what is measured (e.g. ``"target 0 time to reach"``); value: the measured number (None
+    when it could not be measured, e.g. the run ended first; ``inf`` allowed); unit: e.g. ``"s"``,
+    ``"m"``, ``"N m"``; passed: True/False for a success criterion, None for a value that is
+    reported but not judged; detail: the limit or how the value is judged (shown next to it)."""
+
+    name: str
+    value: float | None
+    unit: str = ""
+    passed: bool | None = None
+    detail: str = ""
+
+    def __post_init__(self):
+        if not isinstance(self.name, str) or not self.name:
+            raise ValueError("Criterion: name must be a non-empty string")
+        if self.value is not None:
+            object.__setattr__(self, "value", float(self.value))
+        if self.passed is not None:
+            object.__setattr__(self, "passed", bool(self.passed))
+
+    def to_dict(self) -> dict:
+        """JSON-ready (a non-finite value becomes None)."""
+        v = self.value
+        return {"name": self.name, "value": v if v is not None and math.isfinite(v) else None, "unit": self.unit,
+                "passed": self.passed, "detail": self.detail}
+
+
+@dataclass
+class Evaluation:
+    """What :meth:`Task.evaluate` returns: named criteria, and optional task-specific JSON-ready
+    ``details`` (e.g. per-target rows) that the report stores but does not interpret.
+    ``success``: every judged criterion passed (True when there is none)."""
+
+    criteria: list[Criterion] = field(default_factory=list)
+    details: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        self.criteria = list(self.criteria)
+        for c in self.criteria:
+            if not isinstance(c, Criterion):
+                raise TypeError(f"Evaluation: criteria must be tasks.Criterion objects, got {type(c).__name__}")
+        names = [c.name for c in self.criteria]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"Evaluation: criterion names must be unique; repeated: {', '.join(dup)}")
+
+    @property
+    def success(self) -> bool:
+        return all(c.passed for c in self.criteria if c.passed is not None)
+
+    @property
+    def judged(self) -> list[Criterion]:
+        """The criteria with a pass/fail verdict."""
+        return [c for c in self.criteria if c.passed is not None]
+
+    def __getitem__(self, name: str) -> Criterion:
+        for c in self.criteria:
+            if c.name == name:
+                return c
+        raise KeyError(f"no criterion '{name}'; criteria: {', '.join(c.name for c in self.criteria) or '(none)'}")
+
+    def __contains__(self, name: str) -> bool:
+        return any(c.name == name for c in self.criteria)
+
+    def to_dict(self) -> dict:
+        return {"success": self.success, "criteria": [c.to_dict() for c in self.criteria], "details": self.details}
+
+
+@dataclass(frozen=True)
+class MetricInfo:
+    """How the report and the plots show one metric of :meth:`Task.metrics`: unit; threshold
+    (drawn as a dashed line, e.g. a success tolerance); log (log-scale axis); plot (draw it);
+    summary (mean/max/final in the summary; off for e.g. an index); label (axis label)."""
+
+    unit: str = ""
+    threshold: float | None = None
+    log: bool = False
+    plot: bool = True
+    summary: bool = True
+    label: str = ""
+
+
+@dataclass(frozen=True)
+class Event:
+    """A time [s] worth marking in the plots (e.g. a reference switch), with a short label."""
+
+    t: float
+    label: str = ""
 
 
 class Task:
     """Base class. Subclasses set ``name``, ``description``, ``model`` and ``duration`` [s] and
-    implement :meth:`initial_state`, :meth:`build_problem`, :meth:`update_problem` and
-    :meth:`metrics`; :meth:`evaluate` (success criteria over a whole run) is optional."""
+    implement :meth:`initial_state`, :meth:`build_problem` and :meth:`update_problem`; the
+    reporting hooks :meth:`metrics`, :meth:`evaluate`, :meth:`metric_info`, :meth:`events` and
+    :meth:`markers` are optional (the defaults report nothing task-specific)."""
 
     name: str = "task"
     description: str = ""
@@ -28,10 +128,12 @@ class Task:
         """Initial state x0 = (q, v), (nq + nv,)."""
         raise NotImplementedError
 
-    def build_problem(self, x0, horizon: int, dt: float, backend: str = "numpy", **solver_opts) -> ShootingProblem:
+    def build_problem(self, x0, horizon: int, dt: float, backend: str | None = None,
+                      **solver_opts) -> ShootingProblem:
         """A shooting problem starting at x0 over ``horizon`` knots of ``dt`` seconds, with the
-        references of time 0. ``solver_opts`` go to :class:`ShootingProblem` (integrator,
-        second_order, u_lower, u_upper, passive_forces)."""
+        references of time 0. backend: dynamics backend name, None for
+        :func:`dynamics.default_backend_name`. ``solver_opts`` go to :class:`ShootingProblem`
+        (integrator, second_order, u_lower, u_upper, passive_forces)."""
         raise NotImplementedError
 
     def update_problem(self, problem: ShootingProblem, t: float) -> None:
@@ -39,13 +141,28 @@ class Task:
         ``t + k · problem.dt`` [s]."""
 
     def metrics(self, t: float, x) -> dict[str, float]:
-        """Scalar metrics of state x at time t [s] (e.g. ``"ee_error"`` [m])."""
+        """Scalar metrics of state x at time t [s] (e.g. ``"ee_error"`` [m]), traced over a run:
+        the report summarises and plots each one."""
         return {}
 
-    def evaluate(self, times, states, controls) -> dict:
-        """Success criteria over a closed-loop run: times (T,), states (T, nx), controls (T, nu).
-        Returns at least ``{"success": bool}``."""
-        return {"success": True}
+    def metric_info(self) -> dict[str, MetricInfo]:
+        """How to show each metric (unit, threshold, log scale, whether to plot/summarise it);
+        metrics not listed are plotted and summarised without unit."""
+        return {}
+
+    def evaluate(self, times, states, controls) -> Evaluation:
+        """Success criteria over a closed-loop run: times (T,) [s], states (T, nx) measured in the
+        simulator, controls (T, nu) the controller's commands. No criteria by default."""
+        return Evaluation()
+
+    def events(self, t_end: float) -> list[Event]:
+        """Times in ``[0, t_end]`` to mark in the plots (e.g. reference switches). None by default."""
+        return []
+
+    def markers(self, times) -> np.ndarray | None:
+        """World points (T, 3) [m] to draw in videos at ``times`` (T,) (e.g. the current target),
+        or None."""
+        return None
 
     def check_state(self, x, name: str = "x") -> np.ndarray:
         x = np.asarray(x, dtype=float)
@@ -55,3 +172,16 @@ class Task:
         if not np.all(np.isfinite(x)):
             raise ValueError(f"{self.name}: {name} contains non-finite values")
         return x
+
+    @staticmethod
+    def resolve_backend(backend: str | None) -> str:
+        """``backend``, or :func:`dynamics.default_backend_name` when None (for build_problem)."""
+        return default_backend_name() if backend is None else backend
+
+
+def check_evaluation(task, ev) -> Evaluation:
+    """``ev`` if it is an :class:`Evaluation`, else a TypeError naming the task and the fix."""
+    if isinstance(ev, Evaluation):
+        return ev
+    raise TypeError(f"task '{getattr(task, 'name', type(task).__name__)}': evaluate() returned "
+                    f"{type(ev).__name__}, expected tasks.Evaluation (a list of tasks.Criterion; see docs/tasks.md)")

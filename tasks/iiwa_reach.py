@@ -21,8 +21,9 @@ import numpy as np
 from dynamics import RobotModel, get_backend, load_model
 from solvers import (ControlCost, CostSum, FramePositionCost, FrameRotationCost, ShootingProblem, StateCost,
                      gravity_compensation)
+from solvers.costs import JointLimitCost
 
-from .base import Task
+from .base import Criterion, Evaluation, Event, MetricInfo, Task
 from .registry import register_task
 
 # reachable from "home" (ee at (0.669, 0, 0.285) m), inside the workspace, away from singularities
@@ -48,6 +49,9 @@ class IiwaReach(Task):
     w_v: float = 1.0                    # joint-velocity regularisation
     w_u: float = 1e-3                   # control regularisation around gravity compensation
     w_v_terminal: float = 10.0          # terminal velocity weight (arrive at rest)
+    w_limits: float = 0.0               # soft joint-limit penalty [1/(rad² s)], off by default (see docs/mpc.md:
+                                        # short horizons brush the joint limits at a target switch)
+    limit_margin: float = 0.1           # rad inside each joint range where the penalty starts
     exact_hessian: bool = False         # exact end-effector Hessian (DDP converges quadratically near a
                                         # minimum; Gauss–Newton is more robust far from it, e.g. after a switch)
     name: str = "iiwa-reach"
@@ -63,6 +67,8 @@ class IiwaReach(Task):
             raise ValueError("targets contain non-finite values")
         if not (self.switch_period > 0 and self.reach_time > 0 and self.reach_tolerance > 0):
             raise ValueError("switch_period, reach_time and reach_tolerance must be positive")
+        if not (self.w_limits >= 0 and self.limit_margin >= 0):
+            raise ValueError("w_limits and limit_margin must be >= 0")
         self.q_home = self.model.keyframe("home")
         be = get_backend("numpy")
         self.u_gravity = gravity_compensation(self.model, be, self.q_home)
@@ -84,7 +90,9 @@ class IiwaReach(Task):
         return np.concatenate([self.q_home, np.zeros(self.model.nv)])
 
     # ------------------------------------------------------------ problem
-    def build_problem(self, x0, horizon: int, dt: float, backend: str = "numpy", **solver_opts) -> ShootingProblem:
+    def build_problem(self, x0, horizon: int, dt: float, backend: str | None = None,
+                      **solver_opts) -> ShootingProblem:
+        """See :meth:`tasks.Task.build_problem` (backend None: :func:`dynamics.default_backend_name`)."""
         m, nv = self.model, self.model.nv
         x0 = self.check_state(x0, "x0")
         hess = "exact" if self.exact_hessian else "gauss-newton"
@@ -99,10 +107,14 @@ class IiwaReach(Task):
             "ee": (FramePositionCost(m, self.frame, first, hessian=hess), self.w_ee_terminal),
             "state": (StateCost(m, x_ref, np.r_[np.full(nv, self.w_q), np.full(nv, self.w_v_terminal)]), 1.0),
         })
+        if self.w_limits > 0:
+            running.add("joint_limits", JointLimitCost(m, margin=self.limit_margin), self.w_limits)
+            terminal.add("joint_limits", JointLimitCost(m, margin=self.limit_margin), self.w_limits)
         if self.orientation:
             running.add("rotation", FrameRotationCost(m, self.frame, self.R_home), self.w_rot)
             terminal.add("rotation", FrameRotationCost(m, self.frame, self.R_home), 10 * self.w_rot)
-        problem = ShootingProblem(m, x0, horizon, dt, running, terminal, backend=backend, **solver_opts)
+        problem = ShootingProblem(m, x0, horizon, dt, running, terminal, backend=self.resolve_backend(backend),
+                                  **solver_opts)
         self.update_problem(problem, 0.0)
         return problem
 
@@ -112,37 +124,86 @@ class IiwaReach(Task):
         problem.running_cost["ee"].target = refs
         problem.terminal_cost["ee"].target = refs
 
-    # ------------------------------------------------------------ metrics
+    # ------------------------------------------------------------ metrics and criteria
     def ee_position(self, x) -> np.ndarray:
         q = np.asarray(x, float)[..., :self.model.nq]
         return get_backend("numpy").frame_placement(self.model, q, self.frame)[1]
 
     def metrics(self, t: float, x) -> dict[str, float]:
+        """``ee_error``: distance [m] from the end effector to the active target;
+        ``target_index``: which target is active."""
         x = self.check_state(x)
         i = int(self.target_index(t))
         err = float(np.linalg.norm(self.ee_position(x) - self.targets[i]))
-        return {"ee_error": err, "target_index": float(i), "time_since_switch": float(t - i * self.switch_period)}
+        return {"ee_error": err, "target_index": float(i)}
 
-    def evaluate(self, times, states, controls) -> dict:
-        """Per target: time to first come within ``reach_tolerance`` after the switch (inf if
-        never), whether that is within ``reach_time``; torque-limit violation [N m] (the largest
-        excess over the model's limits, 0 if none). ``success`` when every target is reached in
-        time with no violation."""
+    def metric_info(self) -> dict[str, MetricInfo]:
+        return {"ee_error": MetricInfo(unit="m", threshold=self.reach_tolerance, log=True,
+                                       label="distance to target"),
+                "target_index": MetricInfo(plot=False, summary=False)}
+
+    def events(self, t_end: float) -> list[Event]:
+        """The target switches inside ``[0, t_end]``."""
+        return [Event(i * self.switch_period, f"target {i}") for i in range(1, self.targets.shape[0])
+                if i * self.switch_period <= t_end]
+
+    def markers(self, times) -> np.ndarray:
+        """The active target at each time (drawn in videos)."""
+        return self.target_at(times)
+
+    def evaluate(self, times, states, controls) -> Evaluation:
+        """Per target i (active from ``t_i = i·switch_period``): ``target i time to reach`` — time
+        from t_i to first coming within ``reach_tolerance`` (passes when <= ``reach_time``; value
+        None when never reached or when the run ended before t_i, the detail says which) and
+        ``target i error after reach`` — median distance from reaching to the next switch
+        (reported, not judged: the controller starts for the next target when it enters the
+        horizon). ``torque limit`` — the largest command beyond the model's actuator limits
+        [N m] (passes when 0). ``details["targets"]``: per-target rows (position, start time,
+        time to reach, best error, median error after reach)."""
         times = np.asarray(times, float)
         states = np.asarray(states, float)
         controls = np.asarray(controls, float)
-        if states.ndim != 2 or states.shape[0] != times.shape[0]:
+        if times.ndim != 1 or states.ndim != 2 or states.shape[0] != times.shape[0]:
             raise ValueError("states must be (T, nx) with T = len(times)")
-        err = np.linalg.norm(self.ee_position(states) - self.target_at(times), axis=-1)
+        if controls.size and (controls.ndim != 2 or controls.shape != (times.shape[0], self.model.nu)):
+            raise ValueError(f"controls must be (T, nu) = ({times.shape[0]}, {self.model.nu}), got {controls.shape}")
+        err = np.linalg.norm(self.ee_position(states) - self.target_at(times), axis=-1) if times.size else times
         idx = self.target_index(times)
-        reach = []
-        for i in range(self.targets.shape[0]):
-            seg = np.flatnonzero((idx == i) & (times >= i * self.switch_period))
-            hit = seg[err[seg] <= self.reach_tolerance] if seg.size else seg
-            reach.append(float(times[hit[0]] - i * self.switch_period) if hit.size else np.inf)
+        tol_cm = self.reach_tolerance * 100
+        criteria, rows = [], []
+        for i, target in enumerate(self.targets):
+            t_i = i * self.switch_period
+            seg = np.flatnonzero((idx == i) & (times >= t_i))
+            where = "(" + ", ".join(f"{p:.2f}" for p in target) + ")"
+            row = {"index": i, "position_m": target.tolist(), "t_start_s": float(times[seg[0]]) if seg.size else None,
+                   "time_to_reach_s": None, "min_error_m": float(err[seg].min()) if seg.size else None,
+                   "median_error_after_reach_m": None}
+            if not seg.size:
+                criteria.append(Criterion(f"target {i} time to reach", None, "s", False,
+                                          f"not run: the run ended before its switch at {t_i:g} s"))
+                criteria.append(Criterion(f"target {i} error after reach", None, "m", None, "not run"))
+                rows.append(row)
+                continue
+            hit = seg[err[seg] <= self.reach_tolerance]
+            reach = float(times[hit[0]] - t_i) if hit.size else None
+            row["time_to_reach_s"] = reach
+            rule = f"within {tol_cm:g} cm of {where} by {self.reach_time:g} s after {t_i:g} s"
+            criteria.append(Criterion(f"target {i} time to reach", reach, "s",
+                                      reach is not None and reach <= self.reach_time,
+                                      rule if hit.size else f"never reached; {rule}"))
+            after = seg[times[seg] >= times[hit[0]]] if hit.size else seg[:0]
+            med = float(np.median(err[after])) if after.size else None
+            row["median_error_after_reach_m"] = med
+            criteria.append(Criterion(f"target {i} error after reach", med, "m", None,
+                                      "median distance from reaching to the next switch" if hit.size
+                                      else f"never reached (best {row['min_error_m'] * 100:.2f} cm)"))
+            rows.append(row)
         m = self.model
-        excess = np.maximum(controls - m.u_upper, 0) + np.maximum(m.u_lower - controls, 0) if controls.size else np.zeros(1)
-        violation = float(np.max(excess)) if excess.size else 0.0
-        ok = [r <= self.reach_time for r in reach]
-        return {"success": bool(all(ok) and violation <= 1e-9), "reach_times": reach, "reached": ok,
-                "torque_violation": violation, "final_ee_error": float(err[-1]) if err.size else np.nan}
+        if controls.size:
+            excess = np.maximum(controls - m.u_upper, 0) + np.maximum(m.u_lower - controls, 0)
+            violation = float(np.max(excess))
+        else:
+            violation = 0.0
+        criteria.append(Criterion("torque limit", violation, "N m", violation <= 1e-9,
+                                  "largest command beyond the actuator limits"))
+        return Evaluation(criteria, details={"targets": rows})

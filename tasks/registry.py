@@ -10,6 +10,12 @@ from pathlib import Path
 
 from .base import Task
 
+
+class TaskCodeError(RuntimeError):
+    """Importing a user's task module raised; the original exception is chained (``__cause__``),
+    so its traceback points into the user's code."""
+
+
 _REGISTRY: dict[str, tuple[type, str]] = {}
 
 
@@ -42,15 +48,43 @@ def _load_class(spec: str) -> type:
         mspec = importlib.util.spec_from_file_location(mod_name, path)
         module = importlib.util.module_from_spec(mspec)
         sys.modules[mod_name] = module   # dataclasses need their module registered
-        mspec.loader.exec_module(module)
+        try:
+            mspec.loader.exec_module(module)
+        except Exception as e:
+            sys.modules.pop(mod_name, None)
+            raise TaskCodeError(f"task spec '{spec}': running '{path}' raised {type(e).__name__}: {e}") from e
     else:
-        module = importlib.import_module(where)
+        try:
+            module = importlib.import_module(where)
+        except ModuleNotFoundError as e:
+            if e.name is not None and (where == e.name or where.startswith(e.name + ".")):
+                raise ModuleNotFoundError(f"task spec '{spec}': no module named '{e.name}'", name=e.name) from None
+            raise TaskCodeError(f"task spec '{spec}': importing '{where}' raised {type(e).__name__}: {e}") from e
+        except Exception as e:
+            raise TaskCodeError(f"task spec '{spec}': importing '{where}' raised {type(e).__name__}: {e}") from e
     cls = getattr(module, cls_name, None)
     if cls is None:
         raise AttributeError(f"task spec '{spec}': '{where}' has no attribute '{cls_name}'")
     if not (isinstance(cls, type) and issubclass(cls, Task)):
         raise TypeError(f"task spec '{spec}': {cls_name} is not a subclass of tasks.Task")
     return cls
+
+
+def resolve_task(name_or_spec) -> type:
+    """The Task class of a registered name, ``"module:Class"`` or ``"path/to/file.py:Class"``.
+    Raises KeyError/ValueError/FileNotFoundError/ModuleNotFoundError/AttributeError/TypeError
+    for a spec that names nothing usable, :class:`TaskCodeError` when the user's module raised
+    while being imported."""
+    if isinstance(name_or_spec, type) and issubclass(name_or_spec, Task):
+        return name_or_spec
+    if not isinstance(name_or_spec, str):
+        raise TypeError(f"resolve_task: expected a task name or spec string, got {type(name_or_spec).__name__}")
+    if name_or_spec in _REGISTRY:
+        return _REGISTRY[name_or_spec][0]
+    if ":" not in name_or_spec:
+        raise KeyError(f"unknown task '{name_or_spec}'; registered tasks: {', '.join(_REGISTRY) or '(none)'}; "
+                       f"user tasks are given as 'module:Class' or 'path/to/file.py:Class'")
+    return _load_class(name_or_spec)
 
 
 def get_task(name_or_spec, **kwargs) -> Task:
@@ -61,13 +95,4 @@ def get_task(name_or_spec, **kwargs) -> Task:
         if kwargs:
             raise ValueError("keyword arguments cannot be applied to an already built task instance")
         return name_or_spec
-    if isinstance(name_or_spec, type) and issubclass(name_or_spec, Task):
-        return name_or_spec(**kwargs)
-    if not isinstance(name_or_spec, str):
-        raise TypeError(f"get_task: expected a task name or spec string, got {type(name_or_spec).__name__}")
-    if name_or_spec in _REGISTRY:
-        return _REGISTRY[name_or_spec][0](**kwargs)
-    if ":" not in name_or_spec:
-        raise KeyError(f"unknown task '{name_or_spec}'; registered tasks: {', '.join(_REGISTRY) or '(none)'}; "
-                       f"user tasks are given as 'module:Class' or 'path/to/file.py:Class'")
-    return _load_class(name_or_spec)(**kwargs)
+    return resolve_task(name_or_spec)(**kwargs)

@@ -35,6 +35,14 @@ def test_python_m_help_and_listings():
     assert r.returncode == 0
     assert "numpy" in r.stdout and "available" in r.stdout
     assert "gpu" in r.stdout  # planned backends are listed with the reason they are unavailable
+    from dynamics import default_backend_name
+    assert f"* default: {default_backend_name()}" in r.stdout
+    assert f"* {default_backend_name()} " in r.stdout      # the default is marked in the list
+    r = _python_m("run", "--help")
+    for option in ("--max-iter", "--tol", "--integrator", "--second-order", "--refresh-gains", "--no-box",
+                   "--line-search"):
+        assert option in r.stdout, option
+    assert f"default here: {default_backend_name()}" in " ".join(r.stdout.split())   # argparse wraps lines
 
 
 def test_no_command_prints_help_and_fails(capsys):
@@ -52,6 +60,11 @@ def test_no_command_prints_help_and_fails(capsys):
     (["run", "iiwa-reach", "--dt", "-0.01"], "expected a positive finite number"),
     (["run", "iiwa-reach", "--duration", "nan"], "expected a positive finite number"),
     (["run", "iiwa-reach", "--mode", "fast"], "invalid choice: 'fast'"),
+    (["run", "iiwa-reach", "--tol", "-1"], "expected a finite number >= 0"),
+    (["run", "iiwa-reach", "--integrator", "midpoint"], "invalid choice: 'midpoint'"),
+    (["run", "iiwa-reach", "--line-search", "golden"], "invalid choice: 'golden'"),
+    (["run", "iiwa-reach", "--second-order", "exact"], "invalid choice: 'exact'"),
+    (["run", "iiwa-reach", "--backend", "numba", "--second-order", "complex"], "needs a complex-step-safe backend"),
     (["run", "iiwa-reach", "--task-arg", "oops"], "expected KEY=VALUE"),
     (["run", "iiwa-reach", "--task-arg", "no_such_option=1"], "unexpected keyword argument 'no_such_option'"),
     (["run", "missing_file.py:Task"], "no such file"),
@@ -91,11 +104,21 @@ def test_short_run_writes_outputs(tmp_path, capsys):
     for stage in ("derivatives", "backward", "forward", "cost"):
         assert tm["stage_ms"][stage] > 0
     assert abs(sum(tm["stage_fraction"].values()) - 1.0) < 1e-6
-    assert s["constraints"]["torque_limit"]["violation_steps"] >= 0
-    assert len(s["targets"]) == 4 and s["targets"][1]["t_start_s"] is None  # only 0.1 s of target 0 ran
+    # the policy saturates its command: nothing beyond the limits, although the 80 ms horizon
+    # is aggressive enough to drive torques to them
+    assert s["constraints"]["torque_limit"]["violation_steps"] == 0
+    assert s["constraints"]["joint_limit"]["violation_steps"] == 0
+    crit = {c["name"]: c for c in s["evaluation"]["criteria"]}
+    assert crit["target 1 time to reach"]["value"] is None and crit["target 1 time to reach"]["passed"] is False
+    assert "not run" in crit["target 1 time to reach"]["detail"]          # only 0.1 s of target 0 ran
+    assert crit["torque limit"]["passed"] is True and s["success"] is False
+    assert "target 0 time to reach" in text and "not run" in text and "FAILED" in text
     traj = np.load(out / "trajectory.npz")
     assert traj["x"].shape == (100, 14) and traj["update_latency"].shape == (4,)
     assert traj["metric_ee_error"].shape == (100,)
+    # MuJoCo's arm moved towards target 0 (0.32 m away at home)
+    assert traj["metric_ee_error"][-1] < traj["metric_ee_error"][0] - 0.1
+    assert np.all(traj["u_cmd"] <= traj["u_upper"]) and np.all(traj["u_cmd"] >= traj["u_lower"])
     try:
         import matplotlib  # noqa: F401
     except ImportError:
@@ -127,3 +150,92 @@ def test_user_task_from_file_via_python_m(tmp_path):
     s = json.loads(r.stdout)
     assert s["task"] == "hold-home" and s["config"]["duration"] == pytest.approx(0.2)
     assert s["timing"]["updates"] == 9
+
+
+def test_solver_settings_from_the_command_line(tmp_path):
+    """--no-box, --line-search, --integrator, --refresh-gains, --max-iter and --tol reach the run
+    (the summary's config) and the run still keeps its commands inside the limits."""
+    out = tmp_path / "o"
+    code = main(["run", "iiwa-reach", "--backend", "numpy", "--solver", "fddp", "--horizon", "4", "--dt", "0.02",
+                 "--duration", "0.1", "--initial-iterations", "3", "--no-box", "--line-search", "parallel",
+                 "--integrator", "rk4", "--refresh-gains", "--max-iter", "2", "--tol", "0", "--out", str(out),
+                 "--json"])
+    assert code == 0
+    s = json.loads((out / "summary.json").read_text())
+    c = s["config"]
+    assert (c["box"], c["line_search"], c["integrator"], c["refresh_gains"], c["iterations"], c["tol"]) == \
+        (False, "parallel", "rk4", True, 2, 0.0)
+    assert s["timing"]["iterations_per_update"] == 2.0           # --tol 0: every iteration runs
+    traj = np.load(out / "trajectory.npz")
+    assert np.all(traj["u_cmd"] <= traj["u_upper"]) and np.all(traj["u_cmd"] >= traj["u_lower"])
+
+
+BROKEN_COST_TASK = '''
+import numpy as np
+from tasks.iiwa_reach import IiwaReach
+
+
+class Fragile:
+    """A plain-Python cost with a bug that shows once the run is past 0.05 s."""
+
+    def __init__(self, task):
+        self.task = task
+
+    def residual(self, x, u):
+        if self.task.now > 0.05:
+            return undefined_name_in_cost(x)
+        return np.zeros((x.shape[0], 1))
+
+    def residual_jacobian(self, x, u):
+        return np.zeros((x.shape[0], 1, 14)), None if u is None else np.zeros((x.shape[0], 1, 7))
+
+
+class Broken(IiwaReach):
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.now = 0.0
+        self.name = "broken"
+
+    def build_problem(self, x0, horizon, dt, backend=None, **opts):
+        p = super().build_problem(x0, horizon, dt, backend=backend, **opts)
+        p.running_cost.add("fragile", Fragile(self), 1.0)
+        return p
+
+    def update_problem(self, problem, t):
+        self.now = t
+        super().update_problem(problem, t)
+
+
+class BadInit(IiwaReach):
+    def __post_init__(self):
+        raise ZeroDivisionError("bug in the constructor")
+'''
+
+
+def test_errors_in_a_users_cost_show_their_traceback(tmp_path, capsys):
+    """An exception inside a task's cost during the run ends it with exit code 1; stderr has the
+    traceback down to the user's line (not a one-line summary), and the report is still written."""
+    f = tmp_path / "broken_task.py"
+    f.write_text(BROKEN_COST_TASK)
+    out = tmp_path / "o"
+    code = main(["run", f"{f}:Broken", "--backend", "numpy", "--solver", "ilqr", "--horizon", "4", "--dt", "0.02",
+                 "--duration", "0.2", "--initial-iterations", "3", "--out", str(out), "--quiet"])
+    assert code == 1
+    err = capsys.readouterr().err
+    assert "Traceback (most recent call last)" in err
+    assert "broken_task.py" in err and "undefined_name_in_cost" in err and "NameError" in err
+    s = json.loads((out / "summary.json").read_text())
+    assert not s["completed"] and "NameError" in s["aborted"]
+
+    code = main(["run", f"{f}:BadInit", "--out", str(out), "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 1 and "Traceback" in err and "bug in the constructor" in err and "__post_init__" in err
+
+
+def test_errors_importing_a_users_task_file_show_their_traceback(tmp_path, capsys):
+    f = tmp_path / "bad_import.py"
+    f.write_text("import numpy as np\n\nTHRESHOLD = 2 * missing_helper()\n")
+    code = main(["run", f"{f}:Task"])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "Traceback" in err and "bad_import.py" in err and "missing_helper" in err

@@ -283,3 +283,35 @@ def test_custom_cost_errors(bundled, rng):
     x, u = _sample(m, rng, 2)
     with pytest.raises(ValueError, match="shape"):
         as_cost(Bad()).value(_ctx(m, x, u))
+
+
+def test_plain_python_cost_receives_the_context():
+    """A duck-typed cost whose methods take ``ctx`` gets the problem's CostContext (its backend and
+    the shared kinematics) — also when its Jacobian is left to finite differences, where the
+    context describes the perturbed states."""
+    import dynamics
+    from solvers import ShootingProblem
+
+    m = dynamics.load_model("iiwa")
+    seen = []
+
+    class Height:
+        weights = np.array([10.0])
+
+        def residual(self, x, u, ctx):
+            seen.append((ctx.backend.name, ctx.x is x))
+            return ctx.frame_position("ee")[:, 2:3] - 0.3
+
+    x0 = np.concatenate([m.keyframe("home"), np.zeros(m.nv)])
+    for backend in ("numpy", "numba"):
+        seen.clear()
+        p = ShootingProblem(m, x0, 3, 0.01, Height(), backend=backend)
+        xs = np.repeat(x0[None], 4, axis=0)
+        us = np.zeros((3, m.nu))
+        with pytest.warns(UserWarning, match="finite"):
+            run, _ = p.cost_derivatives(xs, us)
+        assert {name for name, _ in seen} == {backend}
+        assert all(same for _, same in seen)       # every call saw a context of its own states
+        z = dynamics.get_backend("numpy").frame_placement(m, x0[:7], "ee")[1][2]
+        J = dynamics.get_backend("numpy").frame_jacobian(m, x0[:7], "ee")[2]
+        np.testing.assert_allclose(run.lx[0, :7], 0.01 * 10.0 * (z - 0.3) * J, rtol=1e-5, atol=1e-9)

@@ -36,7 +36,7 @@ def test_lockstep_reaching_succeeds_and_reports(tmp_path, backend):
     ctrl = MPC(task, solver="ddp", backend=backend, horizon=10, dt=0.02)
     assert ctrl.solver.compiled is (backend == "numba")
     steps = []
-    assert ctrl.warmup(progress=lambda label, done, total: steps.append((label, done, total))) >= 0
+    ctrl.warmup(progress=lambda label, done, total: steps.append((label, done, total)))
     if backend == "numba":    # every kernel reported, in order, ending with the solver's
         assert [d for _, d, _ in steps] == list(range(len(steps)))
         assert {t for _, _, t in steps} == {len(steps)}
@@ -47,13 +47,22 @@ def test_lockstep_reaching_succeeds_and_reports(tmp_path, backend):
     r = simulate(task.model, ctrl, task.initial_state(), task.duration, mode="lockstep", update_every=20)
     assert r.completed, r.aborted
     ev = task.evaluate(r.t, r.x, r.u_cmd)
-    assert ev["success"], ev
-    assert all(0 < t <= task.reach_time for t in ev["reach_times"])
-    assert ev["torque_violation"] == 0.0
-    # the controller's own records: one per update, every stage timed
+    assert ev.success, ev
+    reach = [ev[f"target {i} time to reach"].value for i in range(2)]
+    assert all(0 < t <= task.reach_time for t in reach), reach
+    assert ev["torque limit"].value == 0.0
+    # MuJoCo's end effector (its own kinematics, not the task's) ends at the last target
+    d = mujoco.MjData(task.model.mj_model)
+    d.qpos[:] = r.x[-1, :task.model.nq]
+    mujoco.mj_kinematics(task.model.mj_model, d)
+    assert np.linalg.norm(d.site_xpos[task.model.site_id("ee")] - task.targets[1]) < task.reach_tolerance
+    assert np.abs(r.x[-1, task.model.nq:]).max() < 0.1           # and has come to rest there
+    # the controller's own records: one per update, one iteration each (or converged), every stage timed
     assert len(ctrl.records) == len(r.updates) == int(task.duration / 0.02) - 1
+    its = np.array([rec.iterations for rec in ctrl.records])
+    assert np.all(its <= 1) and its.mean() > 0.9
     for rec in ctrl.records:
-        assert rec.iterations >= 0 and np.isfinite(rec.cost)
+        assert np.isfinite(rec.cost) and not rec.fallback
         assert all(rec.timings[s] > 0 for s in ("derivatives", "backward", "cost", "total"))
 
     metrics = report.metric_series(task, r)
@@ -65,8 +74,11 @@ def test_lockstep_reaching_succeeds_and_reports(tmp_path, backend):
     assert s["success"] is True and s["completed"] is True
     assert s["constraints"]["torque_limit"]["violation_steps"] == 0
     assert s["constraints"]["joint_limit"]["violation_steps"] == 0
-    assert [t["success"] for t in s["targets"]] == [True, True]
-    assert all(t["median_error_after_reach_m"] < task.reach_tolerance for t in s["targets"])
+    crit = {c["name"]: c for c in s["evaluation"]["criteria"]}
+    assert [crit[f"target {i} time to reach"]["passed"] for i in range(2)] == [True, True]
+    assert all(crit[f"target {i} error after reach"]["value"] < task.reach_tolerance for i in range(2))
+    assert "target_index" not in s["tracking"] and s["tracking_units"]["ee_error"] == "m"
+    assert [row["index"] for row in s["evaluation"]["details"]["targets"]] == [0, 1]
 
     path = report.write_summary(s, tmp_path / "summary.json")
     assert json.loads(path.read_text())["timing"]["updates"] == len(r.updates)
@@ -76,8 +88,11 @@ def test_lockstep_reaching_succeeds_and_reports(tmp_path, backend):
     np.testing.assert_array_equal(npz["update_time_cost"], [rec.timings["cost"] for rec in ctrl.records])
     pytest.importorskip("matplotlib", reason="plots need the optional matplotlib (the 'plot' extra)")
     from sim import plots
-    for f in (plots.plot_tracking(r, metrics, tmp_path / "tracking.png", threshold=task.reach_tolerance),
-              plots.plot_torques(r, tmp_path / "torques.png"), plots.plot_latency(r, tmp_path / "latency.png")):
+    events = task.events(r.sim_time)
+    assert [e.t for e in events] == [1.5]
+    for f in (plots.plot_metrics(r, metrics, tmp_path / "tracking.png", info=task.metric_info(), events=events),
+              plots.plot_torques(r, tmp_path / "torques.png", events=events),
+              plots.plot_latency(r, tmp_path / "latency.png")):
         assert f.stat().st_size > 1000
 
 
@@ -121,7 +136,7 @@ def test_realtime_mode_shows_the_cost_of_a_slow_controller():
     assert min(delays) >= _SlowMPC.extra
     assert len(slow.updates) <= task.duration / _SlowMPC.extra + 1
     # the lockstep run reaches both targets; the slow real-time one tracks visibly worse
-    assert task.evaluate(lock.t, lock.x, lock.u_cmd)["success"]
+    assert task.evaluate(lock.t, lock.x, lock.u_cmd).success
     assert _ee_error(task, slow).mean() > 2 * _ee_error(task, lock).mean()
 
 
@@ -184,3 +199,30 @@ def test_failed_solve_keeps_the_previous_plan():
     ctrl.solver.solve = real_solve
     p2 = ctrl.update(0.04, x)
     assert not ctrl.records[-1].fallback and p2.t0 == 0.04
+
+
+def test_solver_settings_reach_the_problem_and_solver():
+    """The options the CLI exposes land in the problem and the solver; the default backend is
+    dynamics.default_backend_name(); the plan saturates at the problem's bounds."""
+    from dynamics import default_backend_name
+
+    task = _task(n_targets=1)
+    ctrl = MPC(task, solver="ddp", horizon=4, dt=0.02)
+    assert ctrl.backend.name == default_backend_name() == ctrl.problem.backend.name
+    assert ctrl.problem.integrator == "euler" and ctrl.solver.box and ctrl.solver.line_search == "backtracking"
+    ctrl = MPC(task, solver="fddp", backend="numpy", horizon=4, dt=0.02, box=False, line_search="parallel",
+               integrator="rk4", second_order="fd", refresh_gains=True, tol=0.0)
+    assert ctrl.problem.integrator == "rk4" and ctrl.problem.second_order == "fd"
+    assert ctrl.solver.box is False and ctrl.solver.line_search == "parallel" and ctrl.solver.refresh_gains
+    plan = ctrl.start(0.0, task.initial_state())
+    np.testing.assert_array_equal(plan.u_lower, ctrl.problem.u_lower)
+    x = task.initial_state()
+    x[0] += 1.0                           # far from the plan: the feedback term alone exceeds the limits
+    assert np.all(np.abs(plan.control(0.0, x)) <= task.model.u_upper)
+    assert np.any(np.abs(plan.control(0.0, x, clip=False)) > task.model.u_upper)
+    with pytest.raises(ValueError, match="unknown integrator 'midpoint'"):
+        MPC(task, integrator="midpoint")
+    with pytest.raises(ValueError, match="unknown line_search"):
+        MPC(task, line_search="golden")
+    with pytest.raises(ValueError, match="tol must be"):
+        MPC(task, tol=-1.0)

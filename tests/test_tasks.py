@@ -69,9 +69,68 @@ def test_evaluate_success_criteria():
     states = np.tile(x_home, (5, 1))
     controls = np.zeros((5, 7))
     ev = task.evaluate(times, states, controls)
-    assert not ev["success"] and ev["reach_times"] == [np.inf]
+    assert isinstance(ev, tasks.Evaluation) and not ev.success
+    assert [c.name for c in ev.criteria] == ["target 0 time to reach", "target 0 error after reach", "torque limit"]
+    reach = ev["target 0 time to reach"]
+    assert reach.value is None and reach.passed is False and "never reached" in reach.detail and reach.unit == "s"
+    assert ev["target 0 error after reach"].passed is None           # reported, not judged
+    assert ev["torque limit"].passed and ev["torque limit"].value == 0.0
     controls[2, 0] = 400.0                                      # over the 320 N m limit
-    assert task.evaluate(times, states, controls)["torque_violation"] == pytest.approx(80.0)
+    ev = task.evaluate(times, states, controls)
+    assert ev["torque limit"].value == pytest.approx(80.0) and not ev["torque limit"].passed
+    # at the target from 0.5 s on: reached at 0.5 s, the IK's error after; the violation alone fails the run
+    q_at = _ik(task, task.targets[0])
+    states[1:] = np.r_[q_at, np.zeros(7)]
+    ev = task.evaluate(times, states, controls)
+    assert ev["target 0 time to reach"].value == pytest.approx(0.5) and ev["target 0 time to reach"].passed
+    at = np.linalg.norm(task.ee_position(states[1]) - task.targets[0])
+    assert ev["target 0 error after reach"].value == pytest.approx(at, abs=1e-12)
+    assert [c.name for c in ev.judged if not c.passed] == ["torque limit"] and not ev.success
+    controls[2, 0] = 0.0
+    assert task.evaluate(times, states, controls).success
+    d = ev.to_dict()
+    assert d["success"] is False and d["details"]["targets"][0]["time_to_reach_s"] == pytest.approx(0.5)
+
+
+def _ik(task, target) -> np.ndarray:
+    """A configuration with the end effector at ``target`` (a converged reaching solve)."""
+    p = task.build_problem(task.initial_state(), 24, 0.05, backend="numpy")
+    r = DDP(p).solve(max_iter=60, tol=1e-6)
+    q = r.xs[-1, :7]
+    assert np.linalg.norm(task.ee_position(np.r_[q, np.zeros(7)]) - target) < 2e-3
+    return q
+
+
+def test_reporting_hooks_and_evaluation_types():
+    task = tasks.get_task("iiwa-reach")
+    assert [(e.t, e.label) for e in task.events(8.0)] == [(2.0, "target 1"), (4.0, "target 2"), (6.0, "target 3")]
+    assert [e.t for e in task.events(3.0)] == [2.0]
+    np.testing.assert_array_equal(task.markers([0.0, 2.5, 9.0]), task.targets[[0, 1, 3]])
+    info = task.metric_info()
+    assert info["ee_error"].threshold == task.reach_tolerance and not info["target_index"].plot
+    c = tasks.Criterion("x", float("inf"), "s", True)
+    assert c.to_dict()["value"] is None                       # strict JSON
+    with pytest.raises(ValueError, match="unique"):
+        tasks.Evaluation([tasks.Criterion("a", 1.0), tasks.Criterion("a", 2.0)])
+    with pytest.raises(TypeError, match="Criterion"):
+        tasks.Evaluation([{"name": "a"}])
+    assert tasks.Evaluation().success                         # nothing judged
+    assert tasks.Evaluation([tasks.Criterion("info only", 1.0)]).success
+    with pytest.raises(TypeError, match="expected tasks.Evaluation"):
+        tasks.check_evaluation(task, {"success": True})
+    base = tasks.Task()
+    assert base.events(1.0) == [] and base.markers([0.0]) is None and base.metric_info() == {}
+
+
+def test_resolve_task_separates_bad_specs_from_errors_in_user_code(tmp_path):
+    f = tmp_path / "user_mod.py"
+    f.write_text("raise RuntimeError('boom at import')\n")
+    with pytest.raises(tasks.TaskCodeError, match="boom at import") as e:
+        tasks.resolve_task(f"{f}:T")
+    assert isinstance(e.value.__cause__, RuntimeError)
+    with pytest.raises(ModuleNotFoundError, match="no module named 'no_such_module_xyz'"):
+        tasks.resolve_task("no_such_module_xyz:T")
+    assert tasks.resolve_task("iiwa-reach") is tasks.IiwaReach
 
 
 def test_targets_are_reachable_from_home():
@@ -121,6 +180,7 @@ def test_closed_loop_reaches_first_target_in_mujoco():
             mujoco.mj_step(mj, d)
             t += mj.opt.timestep
     ev = task.evaluate(np.array(times), np.array(states), np.array(controls))
-    assert ev["reach_times"][0] <= task.reach_time, ev
-    assert ev["torque_violation"] == 0.0
-    assert ev["final_ee_error"] < task.reach_tolerance
+    assert ev["target 0 time to reach"].passed, ev
+    assert ev["torque limit"].value == 0.0
+    mujoco.mj_kinematics(mj, d)
+    assert np.linalg.norm(d.site_xpos[m.site_id("ee")] - task.targets[0]) < task.reach_tolerance

@@ -11,7 +11,9 @@ Give either
 ``x`` is (B, nx), ``u`` is (B, nu) or ``None`` at the terminal knot. Derivatives are along the
 tangent perturbation ``x ⊕ dx`` (ndx = 2 nv; for hinge-only robots simply ``x + dx``). A method
 that accepts a ``knots`` keyword also receives the (B,) knot indices (for time-varying
-references). Whatever is missing is computed by central finite differences, with a one-time
+references), and one that accepts ``ctx`` receives the :class:`~solvers.costs.base.CostContext`:
+the problem's backend (``ctx.backend``) and the kinematics shared with the library's cost terms
+(``ctx.frame_placement(frame)``, ``ctx.frame_jacobian(frame, reference)``, …). Whatever is missing is computed by central finite differences, with a one-time
 warning: gradients with step 1e-6, Hessians from gradients with step 1e-5, Hessians from values
 by second-order differences with step 1e-4.
 """
@@ -33,9 +35,9 @@ def as_cost(obj, name: str | None = None) -> Cost:
     return CustomCost(obj, name=name)
 
 
-def _accepts_knots(fn) -> bool:
+def _accepts(fn, name: str) -> bool:
     try:
-        return "knots" in inspect.signature(fn).parameters
+        return name in inspect.signature(fn).parameters
     except (TypeError, ValueError):
         return False
 
@@ -64,14 +66,24 @@ class CustomCost(Cost):
             missing = [k for k, f in self._exact.items() if f is None]
         self._missing = missing
         self._warned = False
-        self._knots = {k: _accepts_knots(getattr(obj, k)) for k in
-                       ("value", "gradient", "hessian", "residual", "residual_jacobian") if m(k)}
+        methods = [k for k in ("value", "gradient", "hessian", "residual", "residual_jacobian") if m(k)]
+        self._knots = {k: _accepts(getattr(obj, k), "knots") for k in methods}
+        self._ctx = {k: _accepts(getattr(obj, k), "ctx") for k in methods}
 
     # ------------------------------------------------------------ calling the user's code
-    def _call(self, method: str, x, u, knots):
+    def _call(self, method: str, x, u, knots, ctx: CostContext | None = None):
+        """The user's ``method(x, u[, knots=][, ctx=])``. A method with a ``ctx`` parameter gets the
+        problem's :class:`CostContext` (its backend, shared kinematics) — or, when the finite-
+        difference fallback evaluates it at perturbed states, a fresh context for those states."""
         fn = getattr(self.obj, method)
-        out = fn(x, u, knots=knots) if self._knots.get(method) else fn(x, u)
-        return out
+        kw = {}
+        if self._knots.get(method):
+            kw["knots"] = knots
+        if self._ctx.get(method):
+            if ctx is None or x is not ctx.x or u is not ctx.u:
+                ctx = None if ctx is None else CostContext(ctx.model, ctx.backend, ctx.state, x, u, knots)
+            kw["ctx"] = ctx
+        return fn(x, u, **kw)
 
     def _checked(self, method: str, out, shape: tuple) -> np.ndarray:
         arr = np.asarray(out, dtype=float)
@@ -98,7 +110,7 @@ class CustomCost(Cost):
         x = ctx.x if x is None else x
         u = ctx.u if u is None else u
         knots = ctx.knots if knots is None else knots
-        r = np.asarray(self._call("residual", x, u, knots), dtype=float)
+        r = np.asarray(self._call("residual", x, u, knots, ctx), dtype=float)
         if r.ndim != 2 or r.shape[0] != x.shape[0]:
             raise ValueError(f"custom cost '{self.name}': residual() returned shape {r.shape}, expected (B, nr) "
                              f"with B = {x.shape[0]}")
@@ -108,7 +120,7 @@ class CustomCost(Cost):
         if self.kind == "residual":
             r = self._residual(ctx, x, u, knots)
             return 0.5 * np.sum(self._weights(r.shape[1]) * r * r, axis=-1)
-        return self._checked("value", self._call("value", x, u, knots), (x.shape[0],))
+        return self._checked("value", self._call("value", x, u, knots, ctx), (x.shape[0],))
 
     # ------------------------------------------------------------ Cost API
     def value(self, ctx: CostContext) -> np.ndarray:
@@ -125,7 +137,7 @@ class CustomCost(Cost):
         else:
             lx, lu = self._fd_gradient(ctx)
         if self._exact["hessian"]:
-            lxx, lxu, luu = self._call("hessian", ctx.x, ctx.u, ctx.knots)
+            lxx, lxu, luu = self._call("hessian", ctx.x, ctx.u, ctx.knots, ctx)
             lxx = self._checked("hessian", lxx, (B, ndx, ndx))
             lxu = np.zeros((B, ndx, nu)) if ctx.u is None else self._checked("hessian", lxu, (B, ndx, nu))
             luu = np.zeros((B, nu, nu)) if ctx.u is None else self._checked("hessian", luu, (B, nu, nu))
@@ -153,7 +165,7 @@ class CustomCost(Cost):
         return g[..., :ndx], lu
 
     def _gradient(self, ctx, x, u, knots):
-        lx, lu = self._call("gradient", x, u, knots)
+        lx, lu = self._call("gradient", x, u, knots, ctx)
         B = x.shape[0]
         lx = self._checked("gradient", lx, (B, ctx.state.ndx))
         lu = np.zeros((B, ctx.model.nu)) if u is None else self._checked("gradient", lu, (B, ctx.model.nu))
@@ -203,7 +215,7 @@ class CustomCost(Cost):
         nr = r.shape[1]
         w = self._weights(nr)
         if self._exact["jacobian"]:
-            rx, ru = self._call("residual_jacobian", ctx.x, ctx.u, ctx.knots)
+            rx, ru = self._call("residual_jacobian", ctx.x, ctx.u, ctx.knots, ctx)
             rx = self._checked("residual_jacobian", rx, (B, nr, ndx))
             ru = np.zeros((B, nr, nu)) if ctx.u is None else self._checked("residual_jacobian", ru, (B, nr, nu))
         else:
