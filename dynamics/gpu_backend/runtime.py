@@ -1,0 +1,195 @@
+"""Where the ``gpu`` backend's kernels run: a real NVIDIA GPU (CuPy arrays, ``numba.cuda.jit``) or
+Numba's CUDA simulator (NumPy arrays, ``numba.cuda.simulator.jit``), and how the compiled CPU
+routines of :mod:`dynamics.numba_backend` become CUDA device functions.
+
+Simulator without ``NUMBA_ENABLE_CUDASIM``
+    The simulator normally needs ``NUMBA_ENABLE_CUDASIM=1`` before ``numba.cuda`` is first imported,
+    which a library cannot guarantee (the numba backend or the user may have imported it already).
+    This module does not use the switch: it takes the simulator's own ``jit`` from
+    ``numba.cuda.simulator`` (importable in either mode) and hands every kernel its array arguments
+    already wrapped as simulator device arrays (``FakeCUDAArray``), so the simulator never calls into
+    the real driver. While a simulated kernel runs, the simulator swaps every global that *is* the
+    ``numba.cuda`` module for its fake one, so the kernel sources refer to ``cuda`` as usual. Real
+    and simulated kernels can therefore coexist in one process, in any import order.
+
+Retargeting
+    Every per-state pass of the numba backend (spatial algebra, joint placements, RNEA/ABA/M⁻¹
+    sweeps, ∇RNEA, IDSVA-SO) is plain Python compiled by ``numba.njit``. :func:`device_function`
+    re-binds such a function's globals — callees become device functions, ``np.empty(6)`` scratch
+    becomes ``cuda.local.array(6, DT)`` — and compiles it with ``cuda.jit(device=True)``: one source
+    for the CPU and GPU backends, on the same packed model layout (:mod:`dynamics.numba_backend.packing`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import re
+import textwrap
+import types
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..backend import BackendUnavailableError
+
+INSTALL_HINT = ('install the GPU extra with  pip install "mpc-accel[gpu]"  (CuPy + numba-cuda; needs an NVIDIA '
+                'GPU and driver), or pass simulate=True (dynamics.get_backend("gpu", simulate=True)) to run '
+                "the kernels in Numba's CUDA simulator on the CPU for testing (slow)")
+
+
+def detect_gpu(import_module: Callable[[str], types.ModuleType] = importlib.import_module):
+    """``(cupy, numba.cuda)`` if a CUDA GPU is usable, else raise BackendUnavailableError naming
+    what is missing (CuPy, a CUDA device, or Numba's CUDA target) and how to fix it."""
+    try:
+        cupy = import_module("cupy")
+    except ImportError as e:
+        raise BackendUnavailableError(f"gpu backend: CuPy is not installed ({e}); {INSTALL_HINT}") from e
+    try:
+        n = int(cupy.cuda.runtime.getDeviceCount())
+    except Exception as e:  # cupy raises CUDARuntimeError without a driver/device
+        raise BackendUnavailableError(f"gpu backend: no CUDA device available (CuPy: {e}); check the NVIDIA "
+                                      f"driver and CUDA_VISIBLE_DEVICES, or {INSTALL_HINT}") from e
+    if n < 1:
+        raise BackendUnavailableError(f"gpu backend: no CUDA device found (CuPy sees 0 devices); {INSTALL_HINT}")
+    try:
+        ncuda = import_module("numba.cuda")
+        ok = bool(ncuda.is_available())
+    except Exception as e:
+        raise BackendUnavailableError(f"gpu backend: Numba's CUDA target cannot be used ({e}); {INSTALL_HINT}") from e
+    if not ok:
+        raise BackendUnavailableError("gpu backend: CuPy sees a CUDA device but Numba's CUDA target does not "
+                                      "(numba.cuda.is_available() is False; try pip install numba-cuda); "
+                                      f"{INSTALL_HINT}")
+    return cupy, ncuda
+
+
+@dataclass
+class Runtime:
+    """Kernel compiler and array mover for one target. ``xp`` is the array namespace of device arrays
+    (``cupy`` on a GPU; ``numpy`` in the simulator, where "device" arrays are host arrays)."""
+
+    simulate: bool
+    xp: types.ModuleType
+    jit: Callable
+    jit_device: Callable
+    _wrap: Callable | None = None
+    _sync: Callable | None = None
+
+    def arg(self, x):
+        """A kernel argument: CuPy arrays as they are; in the simulator, ndarrays wrapped as simulator
+        device arrays (writes go straight to the wrapped array)."""
+        if self._wrap is not None and isinstance(x, np.ndarray):
+            return self._wrap(x)
+        return x
+
+    def to_device(self, x: np.ndarray):
+        """Host -> device copy (one transfer)."""
+        return self.xp.array(x) if not self.simulate else np.array(x)
+
+    def to_host(self, x) -> np.ndarray:
+        """Device -> host copy (one transfer)."""
+        return np.array(x) if self.simulate else self.xp.asnumpy(x)
+
+    def is_device_array(self, x) -> bool:
+        return isinstance(x, np.ndarray) if self.simulate else hasattr(x, "__cuda_array_interface__")
+
+    def synchronize(self) -> None:
+        if self._sync is not None:
+            self._sync()
+
+
+def make_runtime(simulate: bool) -> Runtime:
+    """The simulator runtime (any machine) or the GPU runtime (raises BackendUnavailableError)."""
+    if simulate:
+        from numba.cuda import simulator
+        from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+        return Runtime(True, np, simulator.jit, lambda f: simulator.jit(device=True)(f), FakeCUDAArray, None)
+    from numba.core import config
+    cupy, ncuda = detect_gpu()
+    if config.ENABLE_CUDASIM:
+        raise BackendUnavailableError("gpu backend: NUMBA_ENABLE_CUDASIM=1 is set, so numba.cuda is the simulator "
+                                      "and cannot launch on a GPU; unset it, or pass simulate=True")
+    return Runtime(False, cupy, ncuda.jit, lambda f: ncuda.jit(device=True)(f), None, ncuda.synchronize)
+
+
+# ------------------------------------------------------------------------------------ retargeting
+_EMPTY6 = re.compile(r"np\.empty\((\d+)\)")
+
+
+def _is_compiled(obj) -> bool:
+    """A numba CPU dispatcher (``@njit`` function) from the numba backend."""
+    return hasattr(obj, "py_func") and type(obj).__module__.startswith("numba.")
+
+
+def _device_numpy() -> types.ModuleType:
+    """What ``np`` means inside a retargeted function: numba's CUDA target types ``math.sqrt`` and
+    friends but not the NumPy ufuncs on scalars (``np.sqrt`` is rejected by the CUDA frontend)."""
+    import math
+    mod = types.ModuleType("dynamics.gpu_backend.device_numpy")
+    for name in ("sqrt", "sin", "cos", "nan", "inf", "pi", "exp", "log", "fabs"):
+        setattr(mod, name, getattr(math, name))
+    mod.abs = math.fabs
+    for name in ("float64", "float32", "int64", "int32"):
+        setattr(mod, name, getattr(np, name))
+    return mod
+
+
+DEVICE_NUMPY = _device_numpy()
+
+#: functions (plain Python, in this package) that are device functions when called from a kernel
+DEVICE: set = set()
+
+
+def device(f: Callable) -> Callable:
+    """Mark a plain-Python helper of this package as a device function (compiled on first use)."""
+    DEVICE.add(f)
+    return f
+
+
+class Compiler:
+    """Turns kernel sources into kernels for one runtime and one set of compile-time constants
+    (``DT`` dtype, ``NL`` links, ``NV`` dofs ...), compiling each callee once."""
+
+    def __init__(self, rt: Runtime, consts: dict):
+        self.rt = rt
+        self.consts = dict(consts)
+        self._memo: dict[int, Callable] = {}
+
+    def _rebind(self, py: Callable) -> Callable:
+        from numba import cuda
+        g = dict(py.__globals__)
+        for name in py.__code__.co_names:
+            val = g.get(name)
+            if val is None:
+                continue
+            if _is_compiled(val) or (callable(val) and val in DEVICE):
+                g[name] = self.device(val)
+        if g.get("np") is np:
+            g["np"] = DEVICE_NUMPY
+        g.update(self.consts)
+        g["cuda"] = cuda
+        src = textwrap.dedent(inspect.getsource(py)) if "empty" in py.__code__.co_names else None
+        if src is not None and _EMPTY6.search(src):
+            # scratch vectors of the CPU passes become per-thread local arrays
+            src = _EMPTY6.sub(r"cuda.local.array(\1, DT)", src)
+            src = "\n".join(line for line in src.splitlines() if not line.lstrip().startswith("@"))
+            code = compile(src, f"<gpu:{py.__module__}.{py.__name__}>", "exec")
+            ns: dict = {}
+            exec(code, g, ns)
+            return ns[py.__name__]
+        return types.FunctionType(py.__code__, g, py.__name__, py.__defaults__, py.__closure__)
+
+    def device(self, f: Callable) -> Callable:
+        py = f.py_func if _is_compiled(f) else f
+        key = id(py)
+        if key not in self._memo:
+            self._memo[key] = self.rt.jit_device(self._rebind(py))
+        return self._memo[key]
+
+    def kernel(self, f: Callable) -> Callable:
+        key = ("kernel", id(f))
+        if key not in self._memo:
+            self._memo[key] = self.rt.jit(self._rebind(f))
+        return self._memo[key]
