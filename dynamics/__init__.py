@@ -8,10 +8,12 @@
 
 from .backend import (Backend, BackendUnavailableError, available_backends, default_backend_name, get_backend,
                       register_backend)
+from .contact import ContactSet
 from .joints import JointType
 from .model import BUNDLED_ROBOTS, RobotModel, UnsupportedModelError, from_mujoco, load_model
 
 __all__ = [
     "Backend", "BackendUnavailableError", "available_backends", "default_backend_name", "get_backend", "register_backend", "JointType",
     "BUNDLED_ROBOTS", "RobotModel", "UnsupportedModelError", "from_mujoco", "load_model",
+    "ContactSet",
 ]

@@ -1,0 +1,261 @@
+"""Benchmark of rigid contact dynamics and its derivatives (issue #11), next to Pinocchio.
+
+For HyQ (four point feet) and Atlas (two 6-D soles) and each batch size N, times
+``be.contact_dynamics`` and ``be.contact_dynamics_derivatives`` on N random states for every
+backend asked for, and in the same run Pinocchio in a Python loop over the same N states (the
+anchor): ``pin.constraintDynamics`` for the values, ``pin.constraintDynamics`` +
+``pin.computeConstraintDynamicsDerivatives`` for the derivatives (Pinocchio needs the forward pass
+first), with ``RigidConstraintModel``s built to our conventions (CONTACT_3D + LOCAL_WORLD_ALIGNED,
+CONTACT_6D + LOCAL). Speed is quoted as ``ratio = ours / pinocchio_loop`` (below 1: faster).
+A per-stage breakdown of the derivative call shows where the time goes.
+
+    python benchmarks/contact_dynamics.py [--robots hyq,atlas] [--backends numpy,numba]
+        [--batch 1,16,64,256] [--quick] [--out FILE]
+
+Prints JSON (see benchmarks/README.md for the conventions shared with benchmarks/dynamics.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+_HERE = Path(__file__).resolve().parent
+_ROOT = _HERE.parent
+if __name__ == "__main__":
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+    sys.path.insert(0, str(_ROOT))
+
+import numpy as np  # noqa: E402
+
+import dynamics  # noqa: E402
+from dynamics.contact import constraint_rows, forces, kinematics_derivatives, schur  # noqa: E402
+
+try:
+    from benchmarks.dynamics import _load_average, machine_info  # noqa: E402
+    from benchmarks.timing import measure  # noqa: E402
+except ModuleNotFoundError:  # pragma: no cover
+    sys.path.insert(0, str(_HERE))
+    from dynamics import _load_average, machine_info  # type: ignore  # noqa: E402
+    from timing import measure  # type: ignore  # noqa: E402
+
+CASES = {
+    "hyq": (("lf_foot", "rf_foot", "lh_foot", "rh_foot"), "point"),
+    "atlas": (("l_foot_site", "r_foot_site"), "6d"),
+}
+DEFAULT_BATCH = (1, 16, 64, 256)
+ANCHOR = "pinocchio-loop"
+TARGET = {"backend": "numba", "N": 64, "function": "contact_dynamics_derivatives", "max_ratio": 0.5}
+
+
+def _csv(kind):
+    def parse(text: str):
+        items = [t.strip() for t in text.split(",") if t.strip()]
+        if not items:
+            raise argparse.ArgumentTypeError("give a comma-separated list")
+        return [kind(t) for t in items]
+    return parse
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--robots", type=_csv(str), default=list(CASES), help="comma-separated: hyq,atlas")
+    p.add_argument("--backends", type=_csv(str), default=None,
+                   help="comma-separated backend names (default: numpy and numba where available)")
+    p.add_argument("--batch", type=_csv(int), default=list(DEFAULT_BATCH), help="batch sizes N")
+    p.add_argument("--repeats", type=int, default=7,
+                   help="interleaved rounds (anchor, then each backend) per measurement; medians reported")
+    p.add_argument("--threads", type=int, default=1,
+                   help="worker threads of the numba backend (default 1: the Pinocchio loop is single-threaded, "
+                        "and on a shared machine a parallel region waits for every thread)")
+    p.add_argument("--quick", action="store_true", help="N = 1, 4; one repeat; for smoke tests")
+    p.add_argument("--out", type=Path, default=None, help="also write the JSON to this file")
+    a = p.parse_args(argv)
+    for r in a.robots:
+        if r not in CASES:
+            p.error(f"unknown robot '{r}'; choose from {', '.join(CASES)}")
+    if a.quick:
+        a.batch, a.repeats = [1, 4], 1
+    if any(n < 1 for n in a.batch):
+        p.error("batch sizes must be >= 1")
+    if a.backends is None:
+        avail = dynamics.available_backends()
+        a.backends = [b for b in ("numpy", "numba") if avail.get(b, (False,))[0]]
+    return a
+
+
+class PinAnchor:
+    """Pinocchio constraint dynamics (+ derivatives) in a Python loop, to our contact conventions."""
+
+    def __init__(self, model: dynamics.RobotModel, frames, kind: str):
+        import mujoco
+        import pinocchio as pin
+        sys.path.insert(0, str(_ROOT / "tests"))
+        import pinocchio_models as pm_
+        self.pin = pin
+        self.oracle = pm_.oracle_from_mjcf(model.path, mujoco.MjModel.from_xml_path(model.path))
+        pm = self.oracle.model
+        ct = pin.ContactType.CONTACT_3D if kind == "point" else pin.ContactType.CONTACT_6D
+        ref = pin.LOCAL_WORLD_ALIGNED if kind == "point" else pin.LOCAL
+        self.cms = []
+        for f in frames:
+            fr = pm.frames[self.oracle.frame_id(f)]
+            self.cms.append(pin.RigidConstraintModel(ct, pm, fr.parentJoint, fr.placement, ref))
+        self.cds = [c.createData() for c in self.cms]
+        self.data = pm.createData()
+        pin.initConstraintDynamics(pm, self.data, self.cms, self.cds)
+        self.prox = pin.ProximalSettings(1e-12, 0.0, 1)
+
+    def call(self, q, v, tau, derivatives: bool) -> Callable[[], Any]:
+        o, pin, pm, pd = self.oracle, self.pin, self.oracle.model, self.data
+        rows = [(o.q_to_pin(q[i]), o.v_to_pin(v[i]), o.v_to_pin(tau[i])) for i in range(q.shape[0])]
+        cms, cds, prox = self.cms, self.cds, self.prox
+        if derivatives:
+            def run():
+                for qq, vv, tt in rows:
+                    pin.constraintDynamics(pm, pd, qq, vv, tt, cms, cds, prox)
+                    pin.computeConstraintDynamicsDerivatives(pm, pd, cms, cds, prox)
+        else:
+            def run():
+                for qq, vv, tt in rows:
+                    pin.constraintDynamics(pm, pd, qq, vv, tt, cms, cds, prox)
+        return run
+
+
+def stage_breakdown(be, model, contacts, q, v, tau, repeats: int) -> dict[str, float]:
+    """Seconds per stage of ``contact_dynamics_derivatives`` on the flat batch.
+
+    The stages are those of the generic path (the math written on the backend's batched kernels,
+    which numpy and every backend without a fused kernel run). For numba, whose public call runs
+    the fused per-state kernel (dynamics/contact/numba_kernels.py), the fused kernel's total with
+    and without derivatives is added ("fused: ..."); the generic stages then show what the kernels
+    it inlines (minv, rnea, rnea_derivatives, frame motion derivatives) cost on their own."""
+    z = np.zeros_like(v)
+    st: dict[str, Callable[[], Any]] = {}
+    if getattr(be, "name", "") == "numba":
+        from dynamics.contact import numba_kernels
+        if numba_kernels.supports_fused(contacts, q, v, tau):
+            st["fused: values (whole kernel)"] = lambda: numba_kernels.contact_dynamics_fused(
+                be, model, q, v, tau, contacts, False)
+            st["fused: values + derivatives (whole kernel)"] = lambda: numba_kernels.contact_dynamics_fused(
+                be, model, q, v, tau, contacts, True)
+    st["contact_rows (frame Jacobians, dJ, placements)"] = lambda: constraint_rows.contact_rows(be, model, q, v, contacts)
+    st["minv"] = lambda: be._minv(model, q)
+    st["bias (rnea)"] = lambda: be._rnea(model, q, v, z, None)
+    J, gamma, R, _ = constraint_rows.contact_rows(be, model, q, v, contacts)
+    Mi = be._minv(model, q)
+    MiJt = Mi @ np.swapaxes(J, -1, -2)
+
+    def solve_values():
+        K = J @ MiJt
+        s = schur.SchurSolver(K, contacts, "bench")
+        return s.solve(-(gamma + np.einsum("bij,bj->bi", J, np.einsum("bij,bj->bi", Mi, tau))))
+    st["schur values (J M^-1 J^T, solve)"] = solve_values
+    a, lam = be.contact_dynamics(model, q, v, tau, contacts)
+    st["frame_motion_derivatives"] = lambda: kinematics_derivatives.frame_motion_derivatives(be, model, q, v, a, contacts)
+    fm = kinematics_derivatives.frame_motion_derivatives(be, model, q, v, a, contacts)
+    st["constraint derivative rows"] = lambda: constraint_rows.acceleration_derivatives(fm, contacts)
+    st["contact fext"] = lambda: forces.contact_fext(model, contacts, lam, fm.R)
+    fext = forces.contact_fext(model, contacts, lam, fm.R)
+    st["rnea_derivatives (fext)"] = lambda: be._rnea_derivatives(model, q, v, a, fext)
+    dq, dv = be._rnea_derivatives(model, q, v, a, fext)
+    sol = schur.SchurSolver(J @ MiJt, contacts, "bench")
+    JMi = np.swapaxes(MiJt, -1, -2)
+
+    def solve_derivs():
+        lq = sol.solve(JMi @ dq)
+        lv = sol.solve(JMi @ dv)
+        lt = -sol.solve(JMi)
+        return MiJt @ lq - Mi @ dq, MiJt @ lv - Mi @ dv, Mi + MiJt @ lt
+    st["schur derivatives (matrix products)"] = solve_derivs
+    return {k: measure(f, repeats=repeats, min_time=0.01).seconds for k, f in st.items()}
+
+
+def run(args) -> dict[str, Any]:
+    results = []
+    stages = {}
+    rng = np.random.default_rng(11)
+    load_start = _load_average()
+    for robot in args.robots:
+        frames, kind = CASES[robot]
+        model = dynamics.load_model(robot)
+        contacts = dynamics.ContactSet(model, frames, kind=kind)
+        try:
+            anchor = PinAnchor(model, frames, kind)
+        except ImportError:
+            anchor = None
+        for be_name in args.backends:
+            be = dynamics.get_backend(be_name)
+            if hasattr(be, "set_threads"):
+                be.set_threads(args.threads)
+            if hasattr(be, "warmup"):
+                be.warmup(model)
+            q1 = model.random_configuration(rng, size=2)
+            be.contact_dynamics_derivatives(model, q1, np.zeros((2, model.nv)), np.zeros((2, model.nv)), contacts)
+        for N in args.batch:
+            q = model.random_configuration(rng, size=N)
+            v = rng.normal(size=(N, model.nv))
+            tau = rng.normal(size=(N, model.nv)) * 10
+            for fn in ("contact_dynamics", "contact_dynamics_derivatives"):
+                calls = {}
+                if anchor is not None:
+                    calls[ANCHOR] = anchor.call(q, v, tau, fn.endswith("derivatives"))
+                for be_name in args.backends:
+                    f = getattr(dynamics.get_backend(be_name), fn)
+                    calls[be_name] = (lambda f=f: f(model, q, v, tau, contacts))
+                # interleaved rounds (anchor, then each backend): on a shared machine the load drifts,
+                # so each round's ratio compares timings taken seconds apart; the medians are reported
+                secs: dict[str, list[float]] = {k: [] for k in calls}
+                for _ in range(args.repeats):
+                    for k, c in calls.items():
+                        secs[k].append(measure(c, repeats=1, min_time=0.02).seconds)
+                for be_name in args.backends:
+                    row = {"robot": robot, "kind": kind, "nc": contacts.nc, "nv": model.nv, "function": fn,
+                           "backend": be_name, "N": N, "seconds": float(np.median(secs[be_name])),
+                           "pinocchio_loop_seconds": float(np.median(secs[ANCHOR])) if anchor else None}
+                    if anchor is not None:
+                        ratios = np.array(secs[be_name]) / np.array(secs[ANCHOR])
+                        row["ratio_vs_pinocchio_loop"] = float(np.median(ratios))
+                        row["ratio_rounds"] = [float(x) for x in ratios]
+                    results.append(row)
+            for be_name in args.backends:
+                be = dynamics.get_backend(be_name)
+                if N == max(args.batch) or N == 64:
+                    stages[f"{robot}/{be_name}/N={N}"] = stage_breakdown(be, model, contacts, q, v, tau,
+                                                                          max(1, args.repeats // 2))
+    target = [r for r in results if r["backend"] == TARGET["backend"] and r["N"] == TARGET["N"]
+              and r["function"] == TARGET["function"] and "ratio_vs_pinocchio_loop" in r]
+    return {
+        "benchmark": "contact_dynamics",
+        "date_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "machine": {**machine_info(), "load_average_1_5_15min": {"start": load_start, "end": _load_average()}},
+        "numba_threads": args.threads,
+        "anchor": "pinocchio-loop: pin.constraintDynamics (+ pin.computeConstraintDynamicsDerivatives) per state "
+                  "in a Python loop, ProximalSettings(1e-12, mu=0, max_iter=1)",
+        "results": results,
+        "stages_seconds": stages,
+        "target": {**TARGET, "met": {f"{r['robot']}": r["ratio_vs_pinocchio_loop"] <= TARGET["max_ratio"]
+                                     for r in target},
+                   "ratios": {f"{r['robot']}": r["ratio_vs_pinocchio_loop"] for r in target}},
+    }
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    t0 = time.perf_counter()
+    out = run(args)
+    out["wall_seconds"] = time.perf_counter() - t0
+    text = json.dumps(out, indent=1)
+    if args.out is not None:
+        args.out.write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,138 @@
+"""Rigid contact (constrained) forward dynamics and its analytical first-order derivatives.
+
+Values: the KKT system of :mod:`.schur` solved through the backend's ``M⁻¹`` and bias forces
+(``rnea`` at zero acceleration) and the contact Schur complement ``K = J M⁻¹ Jᵀ``.
+
+Derivatives (Carpentier & Mansard, "Analytical derivatives of rigid body dynamics algorithms",
+RSS 2018, Sec. V-B; Pinocchio's ``computeConstraintDynamicsDerivatives``): differentiating
+``ID(q, v, a, fext(λ)) = τ`` and ``α(q, v, a) = 0`` gives, for x ∈ {q, v},
+
+    ∂λ/∂x = K⁻¹ (J M⁻¹ ∂ID/∂x − ∂α/∂x),    ∂a/∂x = −M⁻¹ ∂ID/∂x + M⁻¹ Jᵀ ∂λ/∂x,
+    ∂λ/∂τ = −K⁻¹ J M⁻¹,                      ∂a/∂τ = M⁻¹ + M⁻¹ Jᵀ ∂λ/∂τ,
+
+where ``∂ID/∂x`` is the backend's ``rnea_derivatives`` with the contact forces as external forces
+(plus, for world-aligned point forces, the turning of the force in the body frame, see
+:mod:`.forces`) and ``∂α/∂x`` the derivatives of the constrained acceleration at fixed a
+(:mod:`.constraint_rows`, :mod:`.kinematics_derivatives`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import numpy as np
+
+from ..inputs import unflatten
+from .common import flat_args, mat_t
+from .constraint_rows import acceleration_derivatives, contact_rows
+from .contact_set import ContactSet
+from .forces import contact_fext, world_force_rotation_dq
+from .kinematics_derivatives import frame_motion_derivatives
+from .schur import SchurSolver, check_pivots
+
+
+def _fused(backend, contacts, *arrays) -> bool:
+    """Whether the numba backend's fused kernel (.numba_kernels) covers this call."""
+    if getattr(backend, "name", "") != "numba":
+        return False
+    from . import numba_kernels
+    return numba_kernels.supports_fused(contacts, *arrays)
+
+
+class _Unpack:
+    """Tuple-like access to a result dataclass: unpacking, ``len`` and indexing in field order."""
+
+    def __iter__(self):
+        return iter(getattr(self, f.name) for f in fields(self))
+
+    def __len__(self) -> int:
+        return len(fields(self))
+
+    def __getitem__(self, i):
+        return tuple(self)[i]
+
+
+@dataclass(frozen=True)
+class ContactDynamicsResult(_Unpack):
+    """``a`` (..., nv) constrained acceleration; ``lam`` (..., nc) contact forces (docs/conventions.md).
+    Unpacks as ``a, lam = result``."""
+    a: np.ndarray
+    lam: np.ndarray
+
+
+@dataclass(frozen=True)
+class ContactDynamicsDerivatives(_Unpack):
+    """Partial derivatives [output, variable] of :func:`contact_dynamics`; ``da_*`` (..., nv, nv),
+    ``dlam_*`` (..., nc, nv). Unpacks in field order."""
+    da_dq: np.ndarray
+    da_dv: np.ndarray
+    da_dtau: np.ndarray
+    dlam_dq: np.ndarray
+    dlam_dv: np.ndarray
+    dlam_dtau: np.ndarray
+
+
+@dataclass
+class _Solution:
+    a: np.ndarray
+    lam: np.ndarray
+    Mi: np.ndarray
+    MiJt: np.ndarray
+    J: np.ndarray
+    R: np.ndarray
+    solver: SchurSolver
+
+
+def _solve(backend, model, q, v, tau, contacts: ContactSet, func: str) -> _Solution:
+    J, gamma, R, _ = contact_rows(backend, model, q, v, contacts)
+    Mi = backend._minv(model, q)
+    b = backend._rnea(model, q, v, np.zeros_like(v), None)
+    a_free = np.einsum("bij,bj->bi", Mi, tau - b)
+    MiJt = Mi @ mat_t(J)
+    solver = SchurSolver(J @ MiJt, contacts, func)
+    lam = solver.solve(-(gamma + np.einsum("bij,bj->bi", J, a_free)))
+    a = a_free + np.einsum("bij,bj->bi", MiJt, lam)
+    return _Solution(a, lam, Mi, MiJt, J, R, solver)
+
+
+def contact_dynamics(backend, model, q, v, tau, contacts: ContactSet) -> ContactDynamicsResult:
+    """Constrained forward dynamics: ``a`` (..., nv) and contact forces ``lam`` (..., nc) with
+    ``M a + b = τ + Jᵀ λ`` and ``J a + γ = 0`` (see :mod:`.constraint_rows` for γ)."""
+    func = "contact_dynamics"
+    batch, (q, v, tau) = flat_args(func, model, contacts, q=(q, "nq"), v=(v, "nv"), tau=(tau, "nv"))
+    if _fused(backend, contacts, q, v, tau):
+        from . import numba_kernels
+        a, lam, flag, _, _ = numba_kernels.contact_dynamics_fused(backend, model, q, v, tau, contacts, False)
+        check_pivots(contacts, func, flag)
+        return ContactDynamicsResult(unflatten(batch, a), unflatten(batch, lam))
+    s = _solve(backend, model, q, v, tau, contacts, func)
+    return ContactDynamicsResult(unflatten(batch, s.a), unflatten(batch, s.lam))
+
+
+def contact_dynamics_derivatives(backend, model, q, v, tau, contacts: ContactSet) -> ContactDynamicsDerivatives:
+    """``(da_dq, da_dv, da_dtau, dlam_dq, dlam_dv, dlam_dtau)`` of :func:`contact_dynamics`
+    (module docstring); q-derivatives along the tangent perturbation ``q ⊕ δ``."""
+    func = "contact_dynamics_derivatives"
+    batch, (q, v, tau) = flat_args(func, model, contacts, q=(q, "nq"), v=(v, "nv"), tau=(tau, "nv"))
+    if _fused(backend, contacts, q, v, tau):
+        from . import numba_kernels
+        _, _, flag, da, dl = numba_kernels.contact_dynamics_fused(backend, model, q, v, tau, contacts, True)
+        check_pivots(contacts, func, flag)
+        return ContactDynamicsDerivatives(*(unflatten(batch, x) for x in (*da, *dl)))
+    s = _solve(backend, model, q, v, tau, contacts, func)
+    fm = frame_motion_derivatives(backend, model, q, v, s.a, contacts)
+    _, dal_dq, dal_dv = acceleration_derivatives(fm, contacts)
+    fext = contact_fext(model, contacts, s.lam, fm.R)
+    dID_dq, dID_dv = backend._rnea_derivatives(model, q, v, s.a, fext)
+    if contacts.kind == "point":
+        Jw_ang = fm.R @ fm.dv_dv[:, :, 3:]
+        dID_dq = dID_dq + world_force_rotation_dq(contacts, s.lam, s.J, Jw_ang)
+    JMi = mat_t(s.MiJt)
+    dlam_dq = s.solver.solve(JMi @ dID_dq - dal_dq)
+    dlam_dv = s.solver.solve(JMi @ dID_dv - dal_dv)
+    dlam_dtau = -s.solver.solve(JMi)
+    da_dq = s.MiJt @ dlam_dq - s.Mi @ dID_dq
+    da_dv = s.MiJt @ dlam_dv - s.Mi @ dID_dv
+    da_dtau = s.Mi + s.MiJt @ dlam_dtau
+    return ContactDynamicsDerivatives(*(unflatten(batch, x) for x in
+                                        (da_dq, da_dv, da_dtau, dlam_dq, dlam_dv, dlam_dtau)))

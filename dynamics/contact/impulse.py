@@ -1,0 +1,101 @@
+"""Rigid impulse (impact) dynamics and its analytical first-order derivatives.
+
+An inelastic (``restitution`` e = 0) or partially elastic impact on the contacts of a
+:class:`~.contact_set.ContactSet` (Featherstone RBDA §11.7; Pinocchio's ``impulseDynamics``):
+
+    M (v⁺ − v⁻) = Jᵀ Λ,     J v⁺ = −e J v⁻,
+
+solved as ``Λ = −(1 + e) K⁻¹ J v⁻`` with ``K = J M⁻¹ Jᵀ`` and ``v⁺ = v⁻ + M⁻¹ Jᵀ Λ``; Λ [N s] is the
+impulse in the contact conventions of λ (docs/conventions.md). Baumgarte gains are not used.
+
+Derivatives (Pinocchio's ``computeImpulseDynamicsDerivatives``): with
+``ID₀(q, Δv, Λ) = M(q) Δv − J(q)ᵀ Λ`` (inverse dynamics at zero velocity and gravity, obtained from
+the backend's ``rnea_derivatives`` at v = 0 minus its gravity part) and the velocity constraint
+``J(q)(v⁺ + e v⁻)``,
+
+    ∂Λ/∂q = K⁻¹ (J M⁻¹ ∂ID₀/∂q − ∂(J (v⁺ + e v⁻))/∂q),   ∂v⁺/∂q = −M⁻¹ ∂ID₀/∂q + M⁻¹ Jᵀ ∂Λ/∂q,
+    ∂Λ/∂v⁻ = −(1 + e) K⁻¹ J,                          ∂v⁺/∂v⁻ = 1 + M⁻¹ Jᵀ ∂Λ/∂v⁻.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..inputs import unflatten
+from .common import flat_args, mat_t
+from .constrained_dynamics import _Unpack
+from .constraint_rows import contact_rows, velocity_derivative_q
+from .contact_set import ContactSet
+from .forces import contact_fext, world_force_rotation_dq
+from .kinematics_derivatives import frame_motion_derivatives
+from .schur import SchurSolver
+
+
+@dataclass(frozen=True)
+class ImpulseDynamicsResult(_Unpack):
+    """``v_plus`` (..., nv) velocity after the impact, ``impulse`` (..., nc) [N s]. Unpacks as
+    ``v_plus, impulse = result``."""
+    v_plus: np.ndarray
+    impulse: np.ndarray
+
+
+@dataclass(frozen=True)
+class ImpulseDynamicsDerivatives(_Unpack):
+    """Partial derivatives [output, variable] of :func:`impulse_dynamics`: ``dvp_*`` (..., nv, nv),
+    ``dimp_*`` (..., nc, nv)."""
+    dvp_dq: np.ndarray
+    dvp_dvminus: np.ndarray
+    dimp_dq: np.ndarray
+    dimp_dvminus: np.ndarray
+
+
+def _restitution(r, func: str) -> float:
+    try:
+        e = float(r)
+    except (TypeError, ValueError):
+        raise TypeError(f"{func}: restitution must be a number in [0, 1], got {r!r}") from None
+    if not 0.0 <= e <= 1.0:
+        raise ValueError(f"{func}: restitution must be in [0, 1] (0: inelastic, 1: elastic), got {r!r}")
+    return e
+
+
+def _solve(backend, model, q, v_minus, contacts, e, func):
+    J, _, R, _ = contact_rows(backend, model, q, v_minus, contacts, drift=False)
+    Mi = backend._minv(model, q)
+    MiJt = Mi @ mat_t(J)
+    solver = SchurSolver(J @ MiJt, contacts, func)
+    imp = solver.solve(-(1.0 + e) * np.einsum("bij,bj->bi", J, v_minus))
+    v_plus = v_minus + np.einsum("bij,bj->bi", MiJt, imp)
+    return v_plus, imp, J, R, Mi, MiJt, solver
+
+
+def impulse_dynamics(backend, model, q, v_minus, contacts: ContactSet, restitution: float = 0.0) -> ImpulseDynamicsResult:
+    """Velocity after a rigid impact ``v_plus`` (..., nv) and the impulse (..., nc) (module docstring)."""
+    func = "impulse_dynamics"
+    e = _restitution(restitution, func)
+    batch, (q, vm) = flat_args(func, model, contacts, q=(q, "nq"), v_minus=(v_minus, "nv"))
+    v_plus, imp, *_ = _solve(backend, model, q, vm, contacts, e, func)
+    return ImpulseDynamicsResult(unflatten(batch, v_plus), unflatten(batch, imp))
+
+
+def impulse_dynamics_derivatives(backend, model, q, v_minus, contacts: ContactSet,
+                                 restitution: float = 0.0) -> ImpulseDynamicsDerivatives:
+    """``(dvp_dq, dvp_dvminus, dimp_dq, dimp_dvminus)`` of :func:`impulse_dynamics`."""
+    func = "impulse_dynamics_derivatives"
+    e = _restitution(restitution, func)
+    batch, (q, vm) = flat_args(func, model, contacts, q=(q, "nq"), v_minus=(v_minus, "nv"))
+    v_plus, imp, J, R, Mi, MiJt, solver = _solve(backend, model, q, vm, contacts, e, func)
+    z = np.zeros_like(vm)
+    fext = contact_fext(model, contacts, imp, R)
+    dID = backend._rnea_derivatives(model, q, z, v_plus - vm, fext)[0] - backend._rnea_derivatives(model, q, z, z, None)[0]
+    fm = frame_motion_derivatives(backend, model, q, v_plus + e * vm, z, contacts)
+    if contacts.kind == "point":
+        dID = dID + world_force_rotation_dq(contacts, imp, J, fm.R @ fm.dv_dv[:, :, 3:])
+    JMi = mat_t(MiJt)
+    dimp_dq = solver.solve(JMi @ dID - velocity_derivative_q(fm, contacts))
+    dvp_dq = MiJt @ dimp_dq - Mi @ dID
+    dimp_dv = -(1.0 + e) * solver.solve(J)
+    dvp_dv = np.eye(model.nv) + MiJt @ dimp_dv
+    return ImpulseDynamicsDerivatives(*(unflatten(batch, x) for x in (dvp_dq, dvp_dv, dimp_dq, dimp_dv)))

@@ -1,0 +1,621 @@
+"""Compiled (numba) frame motion derivatives for the contact derivatives on the numba backend.
+
+Same definitions and recursion as :func:`.kinematics_derivatives.frame_motion_derivatives_numpy`
+(the RNEA-derivative forward sweep without gravity, along each contact frame's chain of
+ancestors, in link coordinates), written per state with the numba backend's joint placements and
+spatial primitives; only the supported dofs of each link are touched (seed 000 Sec. III-B
+structured sparsity). Parallel over the batch like the numba backend's kernels.
+
+Caching: the kernels are cached on disk; their stamp includes a hash of this file and of the
+numba backend's sources (the kernels inline its placement and spatial code), so an edit of either
+recompiles them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+from numba import njit, prange
+from numba.core import caching
+
+from ..numba_backend import _f64
+from ..numba_backend import jit as _nbjit
+from ..numba_backend.joints import all_placements, world_placements
+from ..numba_backend.kinematics import frame_world
+from ..numba_backend.packing import LF_ST, LI_DOFADR, LI_NSUP, LI_NV, LI_PARENT, LI_SUP, packed
+from ..numba_backend.spatial import mot_cross, mot_to_child
+from .kinematics_derivatives import FrameMotionDerivatives
+
+_THIS = Path(__file__).resolve()
+
+
+class _Locator(caching._CacheLocator):
+    """numba's default locator for the functions of this file, stamped with this file's hash and
+    the numba backend's package hash."""
+
+    def __init__(self, inner):
+        self._inner = inner
+
+    def ensure_cache_path(self):
+        self._inner.ensure_cache_path()
+
+    def get_cache_path(self):
+        return self._inner.get_cache_path()
+
+    def get_source_stamp(self):
+        return (self._inner.get_source_stamp(), _nbjit.package_source_hash(),
+                hashlib.sha256(_THIS.read_bytes()).hexdigest())
+
+    def get_disambiguator(self):
+        return self._inner.get_disambiguator()
+
+    @classmethod
+    def from_function(cls, py_func, py_file):
+        try:
+            if Path(py_file).resolve() != _THIS:
+                return None
+        except OSError:
+            return None
+        for other in caching.CacheImpl._locator_classes:
+            if other is cls or other.__name__ == cls.__name__:
+                continue
+            inner = other.from_function(py_func, py_file)
+            if inner is not None:
+                return cls(inner)
+        return None
+
+
+if not any(c.__name__ == "_Locator" and c.__module__ == __name__ for c in caching.CacheImpl._locator_classes):
+    caching.CacheImpl._locator_classes.insert(0, _Locator)
+
+_jit = njit(cache=True, fastmath={"contract"}, error_model="numpy")
+_jit_parallel = njit(cache=True, parallel=True, error_model="numpy")
+
+# serial cost of one state per frame and chain link [us] (rough), to decide on waking the thread pool
+_COST_US = 0.3
+
+
+@_jit
+def _frame_sweep(li, lf, R, p, oR, op, link, ff, f, v, a, full, chain, W, t, xv, xa, vel, acc, vJ, S, Rf,
+                 ov, oa, odvq, odvv, odaq, odav, oRf, opf):
+    """Frame ``f`` (row of ``ff``, on ``link``): local velocity ``ov``, acceleration ``oa`` (6,), the
+    derivative columns ``odv*``/``oda*`` (6, nv) of its supported dofs (other columns untouched),
+    world placement ``oRf``, ``opf``. ``full=False`` computes only ``ov``, ``oa``, ``odvv`` (= J)."""
+    n = 0
+    j = link
+    while j >= 0:
+        chain[n] = j
+        n += 1
+        j = li[j, LI_PARENT]
+    nsup_f = li[link, LI_NSUP]
+    nm = 4 if full else 2
+    for s in range(nsup_f):
+        c = li[link, LI_SUP + s]
+        for m in range(nm):
+            for r in range(6):
+                W[m, c, r] = 0.0
+    for r in range(6):
+        vel[r] = 0.0
+        acc[r] = 0.0
+    for m_ in range(n - 1, -1, -1):
+        i = chain[m_]
+        d0 = li[i, LI_DOFADR]
+        nd = li[i, LI_NV]
+        Ri = R[i]
+        pi = p[i]
+        mot_to_child(Ri, pi, vel, xv)
+        mot_to_child(Ri, pi, acc, xa)
+        nsup = li[i, LI_NSUP]
+        for s in range(nsup):
+            c = li[i, LI_SUP + s]
+            if c >= d0 and c < d0 + nd:
+                continue
+            mot_to_child(Ri, pi, W[1, c], W[1, c])
+            if full:
+                mot_to_child(Ri, pi, W[0, c], W[0, c])
+                mot_to_child(Ri, pi, W[2, c], W[2, c])
+                mot_to_child(Ri, pi, W[3, c], W[3, c])
+        for r in range(6):
+            vJ[r] = 0.0
+        for k in range(nd):
+            for r in range(6):
+                S[k, r] = lf[i, LF_ST + 6 * k + r]
+                vJ[r] += S[k, r] * v[d0 + k]
+        for k in range(nd):
+            c = d0 + k
+            for r in range(6):
+                W[1, c, r] = S[k, r]
+            if full:
+                mot_cross(xv, S[k], W[0, c])
+                mot_cross(xa, S[k], W[2, c])
+                for r in range(6):
+                    W[3, c, r] = 0.0
+        for r in range(6):
+            vel[r] = xv[r] + vJ[r]
+        mot_cross(vel, vJ, t)
+        for r in range(6):
+            acc[r] = xa[r] + t[r]
+        for k in range(nd):
+            for r in range(6):
+                acc[r] += S[k, r] * a[d0 + k]
+        if full:
+            for s in range(nsup):
+                c = li[i, LI_SUP + s]
+                mot_cross(vJ, W[0, c], t)
+                for r in range(6):
+                    W[2, c, r] -= t[r]
+                mot_cross(vJ, W[1, c], t)
+                for r in range(6):
+                    W[3, c, r] -= t[r]
+            for k in range(nd):
+                mot_cross(vel, S[k], t)
+                for r in range(6):
+                    W[3, d0 + k, r] += t[r]
+    # to the frame: X_f y with the frame placement (R_f, p_f) in the link
+    for r in range(3):
+        for c in range(3):
+            Rf[r, c] = ff[f, 3 * r + c]
+    pf = xa  # scratch: first three entries
+    for r in range(3):
+        pf[r] = ff[f, 9 + r]
+    mot_to_child(Rf, pf, vel, ov)
+    mot_to_child(Rf, pf, acc, oa)
+    for s in range(nsup_f):
+        c = li[link, LI_SUP + s]
+        mot_to_child(Rf, pf, W[1, c], xv)
+        for r in range(6):
+            odvv[r, c] = xv[r]
+        if full:
+            mot_to_child(Rf, pf, W[0, c], xv)
+            for r in range(6):
+                odvq[r, c] = xv[r]
+            mot_to_child(Rf, pf, W[2, c], xv)
+            for r in range(6):
+                odaq[r, c] = xv[r]
+            mot_to_child(Rf, pf, W[3, c], xv)
+            for r in range(6):
+                odav[r, c] = xv[r]
+    frame_world(oR, op, link, ff, f, oRf, opf)
+
+
+@_jit
+def _state(li, lf, q, v, a, flink, ff, RJ, R, p, oR, op, chain, W, t, xv, xa, vel, acc, vJ, S,
+           ov, oa, odvq, odvv, odaq, odav, oRf, opf):
+    """One state: the frame motion derivatives of every frame (outputs (k, ...) slices)."""
+    all_placements(li, lf, q, RJ, R, p)
+    world_placements(li, R, p, oR, op)
+    Rf = np.empty((3, 3))
+    for f in range(flink.shape[0]):
+        _frame_sweep(li, lf, R, p, oR, op, flink[f], ff, f, v, a, True, chain, W, t, xv, xa, vel, acc, vJ, S, Rf,
+                     ov[f], oa[f], odvq[f], odvv[f], odaq[f], odav[f], oRf[f], opf[f])
+
+
+@_jit
+def fmd_range(li, lf, q, v, a, flink, ff, ov, oa, odvq, odvv, odaq, odav, oRf, opf, start, stop):
+    """States ``start`` to ``stop - 1`` on the calling thread; outputs must be zero-initialised."""
+    L = li.shape[0]
+    nv = v.shape[1]
+    RJ = np.empty((3, 3))
+    R = np.empty((L, 3, 3))
+    p = np.empty((L, 3))
+    oR = np.empty((L, 3, 3))
+    op = np.empty((L, 3))
+    chain = np.empty(L, dtype=np.int64)
+    W = np.zeros((4, nv, 6))
+    t = np.empty(6)
+    xv = np.empty(6)
+    xa = np.empty(6)
+    vel = np.empty(6)
+    acc = np.empty(6)
+    vJ = np.empty(6)
+    S = np.empty((6, 6))
+    for b in range(start, stop):
+        _state(li, lf, q[b], v[b], a[b], flink, ff, RJ, R, p, oR, op, chain, W, t, xv, xa, vel, acc, vJ, S,
+               ov[b], oa[b], odvq[b], odvv[b], odaq[b], odav[b], oRf[b], opf[b])
+
+
+@_jit_parallel
+def fmd_parallel(li, lf, q, v, a, flink, ff, ov, oa, odvq, odvv, odaq, odav, oRf, opf, nt):
+    """As :func:`fmd_range`, in ``nt`` slices on the worker threads."""
+    B = q.shape[0]
+    for c in prange(nt):
+        fmd_range(li, lf, q, v, a, flink, ff, ov, oa, odvq, odvv, odaq, odav, oRf, opf,
+                  c * B // nt, (c + 1) * B // nt)
+
+
+_frame_cache: dict = {}
+
+
+def _ro(x: np.ndarray) -> np.ndarray:
+    """A read-only C-contiguous view: every kernel input is passed read-only (as the numba backend's
+    ``_f64`` does), so that one compiled specialisation serves every call."""
+    x = np.ascontiguousarray(x)
+    if x.flags.writeable:
+        x = x.view()
+        x.flags.writeable = False
+    return x
+
+
+def _static(contacts):
+    """The kernel arguments that depend on the contact set only (read-only, cached per set):
+    ``(flink (k,) int64, ff (k, 12) frame rows (R row-major, p) in the link, fbody (k,) int64,
+    fbR (k, 9), fbp (k, 3) frame in its body, pref (k, 3) point references or zeros)``."""
+    hit = _frame_cache.get(id(contacts))
+    if hit is None or hit[0] is not contacts:
+        k = len(contacts.frames)
+        ff = np.empty((k, 12))
+        ff[:, :9] = contacts.frame_R.reshape(k, 9)
+        ff[:, 9:] = contacts.frame_p
+        point = contacts.kind == "point"
+        pref = contacts.reference if point and contacts.reference is not None else np.zeros((k, 3))
+        hit = (contacts, _ro(contacts.links.astype(np.int64)), _ro(ff), _ro(contacts.bodies.astype(np.int64)),
+               _ro(contacts.body_frame_R.reshape(k, 9)), _ro(contacts.body_frame_p), _ro(pref))
+        if len(_frame_cache) > 256:
+            _frame_cache.clear()
+        _frame_cache[id(contacts)] = hit
+    return hit[1:]
+
+
+def _frames(contacts):
+    """``(flink (k,) int64, ff (k, 12))`` of :func:`_static`."""
+    return _static(contacts)[:2]
+
+
+_zeros: dict = {}
+
+
+def _zero(B: int, nv: int) -> np.ndarray:
+    """A cached read-only (B, nv) zero array (the kernels' zero acceleration)."""
+    z = _zeros.get((B, nv))
+    if z is None:
+        if len(_zeros) > 64:
+            _zeros.clear()
+        z = _zeros[(B, nv)] = _ro(np.zeros((B, nv)))
+    return z
+
+
+def frame_motion_derivatives(backend, model, q, v, a, contacts) -> FrameMotionDerivatives:
+    """The compiled kernel on flat float64 inputs, threaded like the numba backend's kernels."""
+    pm = packed(model)
+    flink, ff = _frames(contacts)
+    B, nv, k = q.shape[0], model.nv, flink.shape[0]
+    ov = np.zeros((B, k, 6))
+    oa = np.zeros((B, k, 6))
+    d = np.zeros((4, B, k, 6, nv))
+    oRf = np.zeros((B, k, 3, 3))
+    opf = np.zeros((B, k, 3))
+    args = (pm.li, pm.lf, _f64(q), _f64(v), _f64(a), flink, ff, ov, oa, d[0], d[1], d[2], d[3], oRf, opf)
+    nt = backend.threads
+    depth = float(np.sum(model.link_ancestor[contacts.links]))
+    if nt <= 1 or B <= 1 or B * depth * _COST_US < backend.parallel_threshold_us:
+        fmd_range(*args, 0, B)
+    else:
+        import numba
+        if numba.get_num_threads() != nt:
+            numba.set_num_threads(nt)
+        fmd_parallel(*args, min(nt, B))
+    return FrameMotionDerivatives(ov, oa, d[0], d[1], d[2], d[3], oRf, opf)
+
+
+# ------------------------------------------------------------------------------ fused contact dynamics
+# One compiled pass per state for the numba backend: M⁻¹ and the bias forces (the numba backend's
+# per-state kernels), the constraint rows, the Cholesky factorisation of K = J M⁻¹ Jᵀ, a and λ, and
+# for the derivatives ∂RNEA with the contact forces as external forces (the backend's kernel), the
+# frame motion derivatives and the Schur-complement assembly (docstring of .constrained_dynamics).
+# Same math as the generic path; used when the contact set has no damping and no 6-D kp term.
+
+from ..numba_backend.minv import minv_range  # noqa: E402
+from ..numba_backend.rnea import rnea_range  # noqa: E402
+from ..numba_backend.rnea_derivatives import rnea_derivatives_range  # noqa: E402
+
+PIVOT_RTOL = 1e-11  # as .schur.PIVOT_RTOL
+
+
+@_jit
+def _chol(K, m):
+    """In-place lower Cholesky factor of K (m, m); returns the smallest pivot relative to max diag."""
+    dmax = 0.0
+    for i in range(m):
+        if K[i, i] > dmax:
+            dmax = K[i, i]
+    rel = np.inf
+    for j in range(m):
+        d = K[j, j]
+        for k in range(j):
+            d -= K[j, k] * K[j, k]
+        r = d / dmax if dmax > 0 else 0.0
+        if r < rel:
+            rel = r
+        if not r > PIVOT_RTOL:
+            return r
+        d = np.sqrt(d)
+        K[j, j] = d
+        for i in range(j + 1, m):
+            s = K[i, j]
+            for k in range(j):
+                s -= K[i, k] * K[j, k]
+            K[i, j] = s / d
+    return rel
+
+
+@_jit
+def _chol_solve(L, X):
+    """``X <- K⁻¹ X`` in place, X (m, ncol), with the factor of :func:`_chol` (row-wise
+    substitutions: the inner loops run along contiguous rows, no serial reductions)."""
+    m, ncol = X.shape
+    for i in range(m):
+        for k in range(i):
+            lik = L[i, k]
+            for c in range(ncol):
+                X[i, c] -= lik * X[k, c]
+        d = 1.0 / L[i, i]
+        for c in range(ncol):
+            X[i, c] *= d
+    for i in range(m - 1, -1, -1):
+        for k in range(i + 1, m):
+            lki = L[k, i]
+            for c in range(ncol):
+                X[i, c] -= lki * X[k, c]
+        d = 1.0 / L[i, i]
+        for c in range(ncol):
+            X[i, c] *= d
+
+
+@_jit
+def contact_range(li, lf, gv, bl, bf, q, v, tau, flink, ff, fbody, fbR, fbp, point, kp, kd, pref, derivs,
+                  Mi, bias, zero, no_fext, fext, rd, a_out, lam_out, flag, da, dl, start, stop):
+    """States ``start`` to ``stop - 1``: ``a_out`` (B, nv), ``lam_out`` (B, nc), ``flag[b]`` = smallest
+    relative pivot of K (rank check); with ``derivs``: ``da`` (3, B, nv, nv), ``dl`` (3, B, nc, nv)."""
+    L = li.shape[0]
+    nv = v.shape[1]
+    k = flink.shape[0]
+    dim = 3 if point else 6
+    nc = dim * k
+    RJ = np.empty((3, 3))
+    R = np.empty((L, 3, 3))
+    p = np.empty((L, 3))
+    oR = np.empty((L, 3, 3))
+    op = np.empty((L, 3))
+    chain = np.empty(L, dtype=np.int64)
+    W = np.zeros((4, nv, 6))
+    t = np.empty(6)
+    xv = np.empty(6)
+    xa = np.empty(6)
+    vel = np.empty(6)
+    acc = np.empty(6)
+    vJ = np.empty(6)
+    S = np.empty((6, 6))
+    Rf = np.empty((3, 3))
+    ov = np.empty((k, 6))
+    oa = np.empty((k, 6))
+    F = np.zeros((4, k, 6, nv))   # frame columns: dv_dq, dv_dv (J), da_dq, da_dv
+    oRf = np.empty((k, 3, 3))
+    opf = np.empty((k, 3))
+    Jc = np.empty((nc, nv))
+    gam = np.empty(nc)
+    MiJt = np.empty((nv, nc))
+    JMi = np.empty((nc, nv))
+    K = np.empty((nc, nc))
+    af = np.empty(nv)
+    tmb = np.empty(nv)
+    rhs = np.empty((nc, 1))
+    Rq = np.empty((nc, nv))
+    Rv = np.empty((nc, nv))
+    Jw = np.empty((3, nv))
+    Z = np.empty((3, nv))
+    R3 = np.empty((nc, 3 * nv))
+    D2 = np.empty((nv, 2 * nv))
+    for b in range(start, stop):
+        minv_range(li, lf, q, Mi, b, b + 1)
+        rnea_range(li, lf, gv, bl, bf, q, v, zero, no_fext, bias, b, b + 1)
+        all_placements(li, lf, q[b], RJ, R, p)
+        world_placements(li, R, p, oR, op)
+        F[:] = 0.0
+        vb = v[b]
+        for f in range(k):
+            _frame_sweep(li, lf, R, p, oR, op, flink[f], ff, f, vb, zero[b], False, chain, W, t, xv, xa, vel, acc,
+                         vJ, S, Rf, ov[f], oa[f], F[0, f], F[1, f], F[2, f], F[3, f], oRf[f], opf[f])
+            if point:
+                w0, w1, w2 = ov[f, 3], ov[f, 4], ov[f, 5]
+                l0, l1, l2 = ov[f, 0], ov[f, 1], ov[f, 2]
+                c0 = oa[f, 0] + (w1 * l2 - w2 * l1) + kd * l0
+                c1 = oa[f, 1] + (w2 * l0 - w0 * l2) + kd * l1
+                c2 = oa[f, 2] + (w0 * l1 - w1 * l0) + kd * l2
+                for r in range(3):
+                    gam[3 * f + r] = (oRf[f, r, 0] * c0 + oRf[f, r, 1] * c1 + oRf[f, r, 2] * c2
+                                      + kp * (opf[f, r] - pref[f, r]))
+                    for c in range(nv):
+                        Jc[3 * f + r, c] = (oRf[f, r, 0] * F[1, f, 0, c] + oRf[f, r, 1] * F[1, f, 1, c]
+                                            + oRf[f, r, 2] * F[1, f, 2, c])
+            else:
+                for r in range(6):
+                    gam[6 * f + r] = oa[f, r] + kd * ov[f, r]
+                    for c in range(nv):
+                        Jc[6 * f + r, c] = F[1, f, r, c]
+        Mb = Mi[b]
+        for j in range(nv):
+            tmb[j] = tau[b, j] - bias[b, j]
+        for i in range(nv):
+            acc_ = 0.0
+            for j in range(nv):
+                acc_ += Mb[i, j] * tmb[j]
+            af[i] = acc_
+        JMi[:, :] = np.dot(Jc, Mb)            # = (M⁻¹ Jᵀ)ᵀ, M⁻¹ symmetric
+        MiJt[:, :] = JMi.T
+        K[:, :] = np.dot(JMi, np.ascontiguousarray(Jc.T))
+        rel = _chol(K, nc)
+        flag[b] = rel
+        if not rel > PIVOT_RTOL:
+            continue
+        for r in range(nc):
+            acc_ = gam[r]
+            for j in range(nv):
+                acc_ += Jc[r, j] * af[j]
+            rhs[r, 0] = -acc_
+        _chol_solve(K, rhs)
+        for r in range(nc):
+            lam_out[b, r] = rhs[r, 0]
+        for i in range(nv):
+            a_out[b, i] = af[i]
+        for r in range(nc):
+            lr = rhs[r, 0]
+            for i in range(nv):
+                a_out[b, i] += JMi[r, i] * lr
+        if not derivs:
+            continue
+        # contact forces as external forces (body frames, body origins)
+        for bb in range(fext.shape[1]):
+            for r in range(6):
+                fext[b, bb, r] = 0.0
+        for f in range(k):
+            fl = np.zeros(3)
+            tl = np.zeros(3)
+            if point:
+                for r in range(3):
+                    fl[r] = (oRf[f, 0, r] * lam_out[b, 3 * f] + oRf[f, 1, r] * lam_out[b, 3 * f + 1]
+                             + oRf[f, 2, r] * lam_out[b, 3 * f + 2])
+            else:
+                for r in range(3):
+                    fl[r] = lam_out[b, 6 * f + r]
+                    tl[r] = lam_out[b, 6 * f + 3 + r]
+            fb = np.zeros(3)
+            tb = np.zeros(3)
+            for r in range(3):
+                for c in range(3):
+                    fb[r] += fbR[f, 3 * r + c] * fl[c]
+                    tb[r] += fbR[f, 3 * r + c] * tl[c]
+            bp0, bp1, bp2 = fbp[f, 0], fbp[f, 1], fbp[f, 2]
+            tb[0] += bp1 * fb[2] - bp2 * fb[1]
+            tb[1] += bp2 * fb[0] - bp0 * fb[2]
+            tb[2] += bp0 * fb[1] - bp1 * fb[0]
+            body = fbody[f]
+            for r in range(3):
+                fext[b, body, r] += fb[r]
+                fext[b, body, 3 + r] += tb[r]
+        rnea_derivatives_range(li, lf, gv, bl, bf, q, v, a_out, fext, rd, b, b + 1)
+        dq = rd[0, b]
+        dv = rd[1, b]
+        ab = a_out[b]
+        for f in range(k):
+            _frame_sweep(li, lf, R, p, oR, op, flink[f], ff, f, vb, ab, True, chain, W, t, xv, xa, vel, acc,
+                         vJ, S, Rf, ov[f], oa[f], F[0, f], F[1, f], F[2, f], F[3, f], oRf[f], opf[f])
+            if point:
+                w0, w1, w2 = ov[f, 3], ov[f, 4], ov[f, 5]
+                l0, l1, l2 = ov[f, 0], ov[f, 1], ov[f, 2]
+                cl0 = oa[f, 0] + (w1 * l2 - w2 * l1)
+                cl1 = oa[f, 1] + (w2 * l0 - w0 * l2)
+                cl2 = oa[f, 2] + (w0 * l1 - w1 * l0)
+                g0 = F[2, f]
+                for c in range(nv):
+                    dv0, dv1, dv2 = F[0, f, 0, c], F[0, f, 1, c], F[0, f, 2, c]
+                    dw0, dw1, dw2 = F[0, f, 3, c], F[0, f, 4, c], F[0, f, 5, c]
+                    ja0, ja1, ja2 = F[1, f, 3, c], F[1, f, 4, c], F[1, f, 5, c]
+                    # local dα/dq column: dc − c × J_ω (+ kd (dv_lin − v_lin × J_ω))
+                    x0 = (g0[0, c] + (w1 * dv2 - w2 * dv1) - (l1 * dw2 - l2 * dw1) - (cl1 * ja2 - cl2 * ja1)
+                          + kd * (dv0 - (l1 * ja2 - l2 * ja1)))
+                    x1 = (g0[1, c] + (w2 * dv0 - w0 * dv2) - (l2 * dw0 - l0 * dw2) - (cl2 * ja0 - cl0 * ja2)
+                          + kd * (dv1 - (l2 * ja0 - l0 * ja2)))
+                    x2 = (g0[2, c] + (w0 * dv1 - w1 * dv0) - (l0 * dw1 - l1 * dw0) - (cl0 * ja1 - cl1 * ja0)
+                          + kd * (dv2 - (l0 * ja1 - l1 * ja0)))
+                    ev0, ev1, ev2 = F[1, f, 0, c], F[1, f, 1, c], F[1, f, 2, c]
+                    ew0, ew1, ew2 = ja0, ja1, ja2
+                    y0 = (F[3, f, 0, c] + (w1 * ev2 - w2 * ev1) - (l1 * ew2 - l2 * ew1)) + kd * ev0
+                    y1 = (F[3, f, 1, c] + (w2 * ev0 - w0 * ev2) - (l2 * ew0 - l0 * ew2)) + kd * ev1
+                    y2 = (F[3, f, 2, c] + (w0 * ev1 - w1 * ev0) - (l0 * ew1 - l1 * ew0)) + kd * ev2
+                    for r in range(3):
+                        Rq[3 * f + r, c] = (oRf[f, r, 0] * x0 + oRf[f, r, 1] * x1 + oRf[f, r, 2] * x2
+                                            + kp * Jc[3 * f + r, c])
+                        Rv[3 * f + r, c] = oRf[f, r, 0] * y0 + oRf[f, r, 1] * y1 + oRf[f, r, 2] * y2
+                        Jw[r, c] = oRf[f, r, 0] * ja0 + oRf[f, r, 1] * ja1 + oRf[f, r, 2] * ja2
+                # world-aligned force turning with the frame: dID/dq -= J_linᵀ [λ]× J_ω,world
+                la0, la1, la2 = lam_out[b, 3 * f], lam_out[b, 3 * f + 1], lam_out[b, 3 * f + 2]
+                for c in range(nv):
+                    Z[0, c] = la1 * Jw[2, c] - la2 * Jw[1, c]
+                    Z[1, c] = la2 * Jw[0, c] - la0 * Jw[2, c]
+                    Z[2, c] = la0 * Jw[1, c] - la1 * Jw[0, c]
+                for i in range(nv):
+                    j0, j1, j2 = Jc[3 * f, i], Jc[3 * f + 1, i], Jc[3 * f + 2, i]
+                    if j0 == 0.0 and j1 == 0.0 and j2 == 0.0:
+                        continue
+                    for c in range(nv):
+                        dq[i, c] -= j0 * Z[0, c] + j1 * Z[1, c] + j2 * Z[2, c]
+            else:
+                for r in range(6):
+                    for c in range(nv):
+                        Rq[6 * f + r, c] = F[2, f, r, c] + kd * F[0, f, r, c]
+                        Rv[6 * f + r, c] = F[3, f, r, c] + kd * F[1, f, r, c]
+        # Schur-complement assembly, the three right-hand sides side by side: [∂λ/∂q | ∂λ/∂v | ∂λ/∂τ]
+        Yq = np.dot(JMi, dq)
+        Yv = np.dot(JMi, dv)
+        for r in range(nc):
+            for c in range(nv):
+                R3[r, c] = Yq[r, c] - Rq[r, c]
+                R3[r, nv + c] = Yv[r, c] - Rv[r, c]
+                R3[r, 2 * nv + c] = -JMi[r, c]
+        _chol_solve(K, R3)
+        for i in range(nv):
+            for c in range(nv):
+                D2[i, c] = dq[i, c]
+                D2[i, nv + c] = dv[i, c]
+        Z3 = np.dot(MiJt, R3)
+        MD = np.dot(Mb, D2)
+        for r in range(nc):
+            for c in range(nv):
+                dl[0, b, r, c] = R3[r, c]
+                dl[1, b, r, c] = R3[r, nv + c]
+                dl[2, b, r, c] = R3[r, 2 * nv + c]
+        for i in range(nv):
+            for c in range(nv):
+                da[0, b, i, c] = Z3[i, c] - MD[i, c]
+                da[1, b, i, c] = Z3[i, nv + c] - MD[i, nv + c]
+                da[2, b, i, c] = Mb[i, c] + Z3[i, 2 * nv + c]
+
+
+@_jit_parallel
+def contact_parallel(li, lf, gv, bl, bf, q, v, tau, flink, ff, fbody, fbR, fbp, point, kp, kd, pref, derivs,
+                     Mi, bias, zero, no_fext, fext, rd, a_out, lam_out, flag, da, dl, nt):
+    """As :func:`contact_range`, in ``nt`` slices on the worker threads."""
+    B = q.shape[0]
+    for c in prange(nt):
+        contact_range(li, lf, gv, bl, bf, q, v, tau, flink, ff, fbody, fbR, fbp, point, kp, kd, pref, derivs,
+                      Mi, bias, zero, no_fext, fext, rd, a_out, lam_out, flag, da, dl, c * B // nt, (c + 1) * B // nt)
+
+
+def supports_fused(contacts, *arrays) -> bool:
+    """Whether the fused kernel covers this call: float64 inputs, no damping, no 6-D kp term."""
+    return (contacts.damping == 0.0 and not (contacts.kind == "6d" and contacts.baumgarte[0] != 0.0)
+            and all(x.dtype == np.float64 for x in arrays))
+
+
+def contact_dynamics_fused(backend, model, q, v, tau, contacts, derivs: bool):
+    """``(a, lam, flag, da (3, B, nv, nv) | None, dl (3, B, nc, nv) | None)`` on flat float64 inputs;
+    ``flag`` (B,) holds the smallest relative pivot of K (the caller raises if it is too small)."""
+    pm = packed(model)
+    flink, ff, fbody, fbR, fbp, pref = _static(contacts)
+    B, nv, nc = q.shape[0], model.nv, contacts.nc
+    point = contacts.kind == "point"
+    kp, kd = contacts.baumgarte
+    Mi = np.empty((B, nv, nv))
+    bias = np.empty((B, nv))
+    zero = _zero(B, nv)
+    fext = np.zeros((B if derivs else 0, model.nbody, 6))
+    rd = np.empty((2, B if derivs else 0, nv, nv))
+    a = np.zeros((B, nv))
+    lam = np.zeros((B, nc))
+    flag = np.empty(B)
+    da = np.empty((3, B if derivs else 0, nv, nv))
+    dl = np.empty((3, B if derivs else 0, nc, nv))
+    args = (pm.li, pm.lf, pm.gv, pm.bl, pm.bf, _f64(q), _f64(v), _f64(tau), flink, ff, fbody, fbR, fbp, point,
+            float(kp), float(kd), pref, derivs, Mi, bias, zero, pm.no_fext, fext, rd, a, lam, flag, da, dl)
+    nt = backend.threads
+    cost = nv * (8.0 if derivs else 3.0) * 0.05  # rough serial microseconds per state
+    if nt <= 1 or B <= 1 or B * cost < backend.parallel_threshold_us:
+        contact_range(*args, 0, B)
+    else:
+        import numba
+        if numba.get_num_threads() != nt:
+            numba.set_num_threads(nt)
+        contact_parallel(*args, min(nt, B))
+    return a, lam, flag, (da if derivs else None), (dl if derivs else None)
