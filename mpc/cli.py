@@ -108,6 +108,20 @@ def _task_arg(s: str) -> tuple[str, object]:
         return key.strip(), raw  # a plain string
 
 
+def _push_arg(s: str) -> tuple:
+    parts = [p.strip() for p in s.split(",")]
+    try:
+        if len(parts) != 6:
+            raise ValueError
+        t, body, fx, fy, fz, dur = float(parts[0]), parts[1], *map(float, parts[2:])
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected T,BODY,FX,FY,FZ,DURATION (e.g. 2.5,trunk,0,200,0,0.2), "
+                                         f"got '{s}'") from None
+    if not body or t < 0 or dur <= 0:
+        raise argparse.ArgumentTypeError(f"push '{s}': need a body name, T >= 0 and DURATION > 0")
+    return (t, body, (fx, fy, fz), dur)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from dynamics import default_backend_name
 
@@ -127,6 +141,13 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("task", help="registered task name (see 'mpc-accel tasks'), 'module:Class' or 'file.py:Class'")
     r.add_argument("--task-arg", action="append", default=[], metavar="KEY=VALUE", type=_task_arg,
                    help="keyword argument for the task's constructor (repeatable), e.g. --task-arg reach_time=1.0")
+    r.add_argument("--robot", default=None, metavar="NAME_OR_MJCF",
+                   help="robot of a task that takes one (e.g. quadruped-stand): a bundled name or an MJCF path")
+    r.add_argument("--feet", default=None, metavar="F1,F2,...",
+                   help="contact frames (sites or bodies) of a legged task, comma-separated")
+    r.add_argument("--push", action="append", default=[], metavar="T,BODY,FX,FY,FZ,DURATION", type=_push_arg,
+                   help="push a body in the simulator (repeatable): at T s, force (FX, FY, FZ) N in world axes "
+                        "for DURATION s, for tasks that take pushes (e.g. --push 2.5,trunk,0,200,0,0.2)")
     g = r.add_argument_group("controller")
     g.add_argument("--solver", choices=list(SOLVERS), default="ddp", help="optimal-control solver (default: ddp)")
     g.add_argument("--backend", default=default_backend,
@@ -275,7 +296,11 @@ def cmd_run(a: argparse.Namespace) -> int:
 
     try:
         backend = _check_backend(a.backend)
-        task = _load_task(a.task, dict(a.task_arg))
+        task_args = dict(a.task_arg)
+        for key, val in (("robot", a.robot), ("feet", a.feet), ("pushes", tuple(a.push) or None)):
+            if val is not None:
+                task_args[key] = val
+        task = _load_task(a.task, task_args)
         model = task.model
         h = float(model.mj_model.opt.timestep)
         update_every = a.update_every or max(1, int(round(a.dt / h)))
@@ -300,7 +325,7 @@ def cmd_run(a: argparse.Namespace) -> int:
         return _report_user_error(e, "the task's code failed")
 
     out = a.out if a.out is not None else Path("runs") / str(getattr(task, "name", "task")).replace("/", "_")
-    config = {**({"task_args": dict(a.task_arg)} if a.task_arg else {}), "solver": a.solver,
+    config = {**({"task_args": {k: v for k, v in task_args.items()}} if task_args else {}), "solver": a.solver,
               "backend": backend.name, "horizon": a.horizon, "dt": a.dt, "iterations": a.iterations,
               "time_budget": a.time_budget, "tol": a.tol, "mode": a.mode, "update_every": update_every,
               "duration": duration, "feedback": not a.no_feedback, "box": not a.no_box,
@@ -344,7 +369,7 @@ def cmd_run(a: argparse.Namespace) -> int:
             viewer = PassiveViewer(model.mj_model)
             callbacks.append(viewer)
         result = simulate(model, ctrl, task.initial_state(), duration, mode=a.mode, update_every=update_every,
-                          callbacks=tuple(callbacks))
+                          callbacks=tuple(callbacks), disturbances=task.disturbances())
     except Exception as e:  # noqa: BLE001 — the first solve (task costs), the viewer, a callback
         close_progress()
         return _report_user_error(e, "the run failed")

@@ -110,14 +110,16 @@ StepCallback = Callable[[int, float, mujoco.MjData], None]
 
 def simulate(model: RobotModel, controller: Controller, x0, duration: float, *, mode: str = "lockstep",
              update_every: int = 10, mj_model: mujoco.MjModel | None = None,
-             callbacks: tuple[StepCallback, ...] = (), max_speed: float = 1e3) -> SimResult:
+             callbacks: tuple[StepCallback, ...] = (), max_speed: float = 1e3, disturbances=()) -> SimResult:
     """Run ``controller`` in closed loop on the MuJoCo scene of ``model`` for ``duration`` seconds.
 
     x0: initial state (nq+nv,) in model conventions; mode: ``"lockstep"`` or ``"realtime"``;
     update_every: physics steps between update starts (the update period; in ``realtime`` the period
     is stretched when an update takes longer); mj_model: the scene (default ``model.mj_model``);
     callbacks: called as ``cb(step, t, data)`` after each physics step (progress, viewer);
-    max_speed: a joint speed [rad/s or m/s] above which the run is declared unstable and stopped."""
+    max_speed: a joint speed [rad/s or m/s] above which the run is declared unstable and stopped;
+    disturbances: :class:`tasks.Disturbance` pushes (force at a body's origin, world axes) applied
+    through MuJoCo's ``xfrc_applied`` while active."""
     if mode not in MODES:
         raise ValueError(f"unknown mode '{mode}'; choose one of {', '.join(MODES)}")
     if not (isinstance(duration, (int, float)) and math.isfinite(duration) and duration > 0):
@@ -133,6 +135,12 @@ def simulate(model: RobotModel, controller: Controller, x0, duration: float, *, 
     write_state(model, d, x0)
     mujoco.mj_forward(m, d)
     act = ActuatorMap.for_model(model, m)
+    pushes = []
+    for p in disturbances:
+        bid = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, p.body)
+        if bid < 0:
+            raise ValueError(f"disturbance on unknown body '{p.body}' of the MuJoCo scene")
+        pushes.append((p.t, p.t + p.duration, bid, np.asarray(p.force, float)))
     n_steps = int(round(duration / h))
     nx = model.nq + model.nv
     T_x = np.zeros((n_steps, nx))
@@ -193,6 +201,11 @@ def simulate(model: RobotModel, controller: Controller, x0, duration: float, *, 
         u = np.clip(u_cmd, model.u_lower, model.u_upper)
         T_x[k], T_ucmd[k], T_u[k], T_age[k] = x, u_cmd, u, t - active_t
         act.apply(d, u)
+        if pushes:
+            d.xfrc_applied[:] = 0.0
+            for t0, t1, bid, f in pushes:
+                if t0 <= t < t1:
+                    d.xfrc_applied[bid, :3] += f
         mujoco.mj_step(m, d)
         for cb in callbacks:
             cb(k, t + h, d)

@@ -49,6 +49,8 @@ class ActuatorMap:
         ids = []
         for k, name in enumerate(model.actuator_names):
             i = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_ACTUATOR, name) if name else -1
+            if i < 0 and not name and m is model.mj_model:
+                i = k       # an unnamed actuator of the model's own scene: same index
             if i < 0:
                 raise ValueError(f"actuator '{name}' (model control {k}) is not in the MuJoCo scene; the scene "
                                  f"must be loaded from the same MJCF as the model")

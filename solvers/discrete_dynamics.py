@@ -42,6 +42,7 @@ from dynamics.joints import JointType
 from dynamics.second_order_numerical import aba_second_derivatives_numerical, contact_second_derivatives_numerical
 from dynamics.spatial import motion_cross_matrix, skew
 
+from .contact_rows import contact_dynamics_rows
 from .state_space import StateSpace
 
 INTEGRATORS = ("euler", "rk4")
@@ -181,7 +182,7 @@ class DiscreteDynamics:
         """``a(q, v, τ)``: ABA, or the constrained acceleration of the contact set."""
         if self.contacts is None:
             return self.backend.aba(self.model, q, v, tau)
-        return self.backend.contact_dynamics(self.model, q, v, tau, self.contacts)[0]
+        return contact_dynamics_rows(self.backend, self.model, q, v, tau, self.contacts)[0]
 
     @property
     def second_order_source(self) -> str:

@@ -48,7 +48,7 @@ class FDDP(ILQR):
         if xs.shape != (p.horizon + 1, p.nx):
             raise ValueError(f"xs_init must have shape ({p.horizon + 1}, {p.nx}) (horizon+1, nx), got {xs.shape}")
         if us_init is None:
-            us = np.tile(p.gravity_compensation(), (p.horizon, 1))
+            us = np.tile(p.default_controls(), (p.horizon, 1))
         else:
             us = np.array(us_init, dtype=float)
             if us.shape != (p.horizon, p.nu) or not np.all(np.isfinite(us)):

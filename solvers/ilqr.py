@@ -194,7 +194,7 @@ class ILQR:
     def _initial_trajectory(self, xs_init, us_init):
         p = self.problem
         if us_init is None:
-            us = np.tile(p.clip_controls(p.gravity_compensation()), (p.horizon, 1))
+            us = np.tile(p.clip_controls(p.default_controls()), (p.horizon, 1))
         else:
             us = np.array(us_init, dtype=float)
             if us.shape != (p.horizon, p.nu) or not np.all(np.isfinite(us)):

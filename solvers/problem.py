@@ -184,6 +184,7 @@ class ShootingProblem:
         if np.any(self.u_lower > self.u_upper):
             raise ValueError("u_lower must be <= u_upper in every component")
         self.set_initial_state(x0)
+        self.initial_controls: np.ndarray | None = None   # see default_controls
         self._knot_cache: dict = {}
 
     # ------------------------------------------------------------ uniform-problem views
@@ -261,10 +262,22 @@ class ShootingProblem:
         q = self.x0[:self.model.nq] if q is None else q
         return gravity_compensation(self.model, self.backend, q)
 
+    def default_controls(self) -> np.ndarray:
+        """The controls (nu,) a solve starts from when given none: ``initial_controls`` when set
+        (e.g. by a task that knows its equilibrium, such as a standing robot's torques under its
+        contact forces), else gravity compensation at x0."""
+        u = getattr(self, "initial_controls", None)
+        if u is None:
+            return self.gravity_compensation()
+        u = np.asarray(u, float)
+        if u.shape != (self.nu,) or not np.all(np.isfinite(u)):
+            raise ValueError(f"problem.initial_controls must be a finite ({self.nu},) array, got shape {u.shape}")
+        return u
+
     def initial_guess(self) -> tuple[np.ndarray, np.ndarray]:
-        """Default initialisation: gravity-compensation controls at x0 (clipped to the bounds)
-        held over the horizon, and the states they produce from x0."""
-        us = np.tile(self.clip_controls(self.gravity_compensation()), (self.horizon, 1))
+        """Default initialisation: :meth:`default_controls` (clipped to the bounds) held over the
+        horizon, and the states they produce from x0."""
+        us = np.tile(self.clip_controls(self.default_controls()), (self.horizon, 1))
         return self.rollout(us), us
 
     def check_trajectory(self, xs, us, func: str) -> tuple[np.ndarray, np.ndarray]:

@@ -9,9 +9,10 @@ and success criteria.
 >>> task.evaluate(times, states, controls).success
 """
 
-from .base import Criterion, Evaluation, Event, MetricInfo, Task, check_evaluation
+from .base import Criterion, Disturbance, Evaluation, Event, MetricInfo, Task, check_evaluation
 from .iiwa_reach import IiwaReach
+from .quadruped import HyqStand, QuadrupedStand
 from .registry import TaskCodeError, get_task, list_tasks, register_task, resolve_task
 
-__all__ = ["Criterion", "Evaluation", "Event", "MetricInfo", "Task", "check_evaluation", "IiwaReach", "get_task",
+__all__ = ["Criterion", "Disturbance", "Evaluation", "QuadrupedStand", "HyqStand", "Event", "MetricInfo", "Task", "check_evaluation", "IiwaReach", "get_task",
            "list_tasks", "register_task", "resolve_task", "TaskCodeError"]

@@ -113,11 +113,31 @@ class Event:
     label: str = ""
 
 
+@dataclass(frozen=True)
+class Disturbance:
+    """A push the simulator applies: ``force`` (3,) [N], world axes, at the origin of MuJoCo body
+    ``body``, during ``[t, t + duration)`` [s]."""
+
+    t: float
+    body: str
+    force: np.ndarray
+    duration: float
+
+    def __post_init__(self):
+        f = np.asarray(self.force, float).reshape(-1)
+        if f.shape != (3,) or not np.all(np.isfinite(f)):
+            raise ValueError(f"Disturbance: force must be 3 finite numbers [N], got {self.force!r}")
+        if not (np.isfinite(self.t) and self.t >= 0 and np.isfinite(self.duration) and self.duration > 0):
+            raise ValueError(f"Disturbance: need t >= 0 and duration > 0 [s], got t={self.t}, "
+                             f"duration={self.duration}")
+        object.__setattr__(self, "force", f)
+
+
 class Task:
     """Base class. Subclasses set ``name``, ``description``, ``model`` and ``duration`` [s] and
     implement :meth:`initial_state`, :meth:`build_problem` and :meth:`update_problem`; the
     reporting hooks :meth:`metrics`, :meth:`evaluate`, :meth:`metric_info`, :meth:`events` and
-    :meth:`markers` are optional (the defaults report nothing task-specific)."""
+    :meth:`markers`, and :meth:`disturbances`, are optional (the defaults report nothing task-specific)."""
 
     name: str = "task"
     description: str = ""
@@ -157,6 +177,10 @@ class Task:
 
     def events(self, t_end: float) -> list[Event]:
         """Times in ``[0, t_end]`` to mark in the plots (e.g. reference switches). None by default."""
+        return []
+
+    def disturbances(self) -> list[Disturbance]:
+        """Pushes the simulator applies during a run (the controller is not told). None by default."""
         return []
 
     def markers(self, times) -> np.ndarray | None:

@@ -2,17 +2,19 @@
 
 Built-in: :class:`StateCost`, :class:`ControlCost`, :class:`FramePositionCost`,
 :class:`FrameRotationCost`, :class:`FramePlacementCost`, :class:`ComPositionCost`,
-:class:`JointLimitCost`; weighted sums :class:`CostSum` (also via ``w * cost + …``); plain-Python
+:class:`JointLimitCost`, on contact forces :class:`ContactForceCost` and :class:`FrictionConeCost`;
+weighted sums :class:`CostSum` (also via ``w * cost + …``); plain-Python
 costs through :func:`as_cost` / :class:`CustomCost`.
 """
 
 from .base import Cost, CostContext, CostDerivatives, CostSum, ResidualCost
 from .com import ComPositionCost
+from .contact import ContactForceCost, FrictionConeCost
 from .custom import CustomCost, as_cost
 from .frame import FramePlacementCost, FramePositionCost, FrameRotationCost
 from .limits import JointLimitCost
 from .state import ControlCost, StateCost, gravity_compensation
 
-__all__ = ["Cost", "CostContext", "CostDerivatives", "CostSum", "ResidualCost", "ComPositionCost", "CustomCost",
+__all__ = ["Cost", "CostContext", "CostDerivatives", "CostSum", "ResidualCost", "ComPositionCost", "ContactForceCost", "FrictionConeCost", "CustomCost",
            "as_cost", "FramePlacementCost", "FramePositionCost", "FrameRotationCost", "JointLimitCost",
            "ControlCost", "StateCost", "gravity_compensation"]

@@ -1,0 +1,32 @@
+"""Contact dynamics evaluated for a solver's candidate states: a row that cannot be evaluated
+(non-finite input from a diverging line-search candidate, or a contact Jacobian that lost rank
+because a candidate stretched a leg straight) comes back as NaN, as ABA's result does on
+divergence, so that the candidate is rejected instead of ending the solve."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dynamics.contact import RankDeficientContactError
+
+
+def contact_dynamics_rows(backend, model, q: np.ndarray, v: np.ndarray, tau: np.ndarray, contacts):
+    """``(a (..., nv), lam (..., nc))`` of ``backend.contact_dynamics`` with NaN rows where a row
+    cannot be evaluated. q (..., nq), v and tau (..., nv) float64."""
+    ok = np.isfinite(q).all(axis=-1) & np.isfinite(v).all(axis=-1) & np.isfinite(tau).all(axis=-1)
+    if np.all(ok):
+        try:
+            return tuple(backend.contact_dynamics(model, q, v, tau, contacts))
+        except RankDeficientContactError:
+            pass
+    lead = v.shape[:-1]
+    a = np.full(lead + (model.nv,), np.nan)
+    lam = np.full(lead + (contacts.nc,), np.nan)
+    qf, vf, tf = q.reshape(-1, q.shape[-1]), v.reshape(-1, model.nv), tau.reshape(-1, model.nv)
+    af, lf = a.reshape(-1, model.nv), lam.reshape(-1, contacts.nc)
+    for r in np.flatnonzero(np.reshape(ok, -1)):
+        try:
+            af[r], lf[r] = backend.contact_dynamics(model, qf[r], vf[r], tf[r], contacts)
+        except RankDeficientContactError:
+            pass
+    return a, lam
