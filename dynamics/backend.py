@@ -54,6 +54,10 @@ class Backend:
     prefers_compiled_solver: bool = False
     #: the kernels accept complex inputs and propagate them exactly (complex-step derivatives)
     complex_step_safe: bool = False
+    #: the backend emulates hardware and keeps running totals ``simulated_s_total`` (the hardware's
+    #: time by its model) and ``emulation_wall_s_total`` (what the host spent emulating); the MPC
+    #: runner's real-time mode charges the first instead of the second (fpga-sim)
+    simulated_time: bool = False
 
     def compiled_forward_dynamics(self, model: RobotModel) -> CompiledForwardDynamics | None:
         """The backend's forward dynamics as a function compiled solver loops can call, or None

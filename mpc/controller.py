@@ -35,7 +35,10 @@ class UpdateRecord:
     (solver stage split: derivatives, backward, forward, cost, total), ``iterations`` (solver
     iterations run), ``cost`` (final cost), ``converged``, ``reason`` (solver's stop reason),
     ``fallback`` (the solve failed before its first iteration or returned non-finite values, so
-    the previous plan was kept)."""
+    the previous plan was kept). With a backend that emulates hardware (``Backend.simulated_time``:
+    fpga-sim), ``simulated_s`` is the emulated calls' time by the hardware model and
+    ``emulation_wall_s`` what the host spent emulating them; the real-time runner charges
+    ``wall - emulation_wall_s + simulated_s`` as the update's latency."""
 
     t: float
     wall: float
@@ -45,6 +48,8 @@ class UpdateRecord:
     converged: bool = False
     reason: str = ""
     fallback: bool = False
+    simulated_s: float | None = None
+    emulation_wall_s: float | None = None
 
 
 def _solver_class(name: str):
@@ -120,7 +125,7 @@ class MPC:
         x0 = np.asarray(task.initial_state(), float)
         opts = {k: v for k, v, d in (("integrator", integrator, "euler"), ("second_order", second_order, "auto"))
                 if v != d}
-        self.problem = task.build_problem(x0, self.horizon, self.dt, backend=self.backend.name, **opts)
+        self.problem = task.build_problem(x0, self.horizon, self.dt, backend=self.backend, **opts)
         self.solver = cls(self.problem, box=self.box, line_search=self.line_search,
                           refresh_gains=self.refresh_gains)
         self.records: list[UpdateRecord] = []
@@ -171,6 +176,8 @@ class MPC:
 
     # ----------------------------------------------------------------- internals
     def _solve(self, t: float, x, xs_init, us_init, max_iter: int, budget: float | None):
+        be = self.backend
+        sim0 = (be.simulated_s_total, be.emulation_wall_s_total) if be.simulated_time else None
         w0 = time.perf_counter()
         x = np.asarray(x, float)
         self.task.update_problem(self.problem, float(t))
@@ -202,6 +209,9 @@ class MPC:
         rec = UpdateRecord(t=float(t), wall=wall, timings=timings, iterations=iterations, cost=float(res.cost),
                            converged=bool(res.converged), reason=str(getattr(res, "reason", "")),
                            fallback=bool(failed and self.plan is not None))
+        if sim0 is not None:
+            rec.simulated_s = be.simulated_s_total - sim0[0]
+            rec.emulation_wall_s = be.emulation_wall_s_total - sim0[1]
         if rec.fallback:
             # the solver could not even start (or produced non-finite values): its gains are not
             # valid, so keep applying the previous, time-indexed plan

@@ -186,7 +186,12 @@ def simulate(model: RobotModel, controller: Controller, x0, duration: float, *, 
                     w = time.perf_counter()
                     plan = controller.update(t, x)
                     lat = time.perf_counter() - w
-                    log = UpdateLog(t, None, lat, dict(getattr(plan, "info", {}) or {}))
+                    info = dict(getattr(plan, "info", {}) or {})
+                    if info.get("simulated_s") is not None:
+                        # an emulated accelerator: charge its modelled time, not the host's emulation
+                        info["measured_latency_s"] = lat
+                        lat = max(0.0, lat - info["emulation_wall_s"] + info["simulated_s"])
+                    log = UpdateLog(t, None, lat, info)
                     updates.append(log)
                     ready = k + max(1, math.ceil(lat / h - 1e-9))
                     pending = (plan, log, ready)

@@ -80,6 +80,7 @@ class FpgaSimBackend(Backend):
     """
 
     name = "fpga-sim"
+    simulated_time = True
     rtol: float = 2.0 ** -16
 
     def __init__(self, design: AcceleratorDesign | None = None, fmt: "str | QFormat" = "Q16.16",
@@ -102,6 +103,8 @@ class FpgaSimBackend(Backend):
         self._designs: dict[int, tuple[RobotModel, AcceleratorDesign]] = {}
         self.rtol = self.fmt.rounding_unit
         self.last_timing: LastTiming | None = None
+        self.simulated_s_total = 0.0         # running totals over the emulated calls (Backend.simulated_time)
+        self.emulation_wall_s_total = 0.0
         self.last_error_bound = None
         self.last_overflow: dict = {}
 
@@ -149,6 +152,8 @@ class FpgaSimBackend(Backend):
         self.last_timing = LastTiming(fn, knots, kt.cycles, kt.compute_s, kt.io_s, kt.end_to_end_s,
                                       kt.throughput_knots_per_s, wall, design.clock_hz, design.mode, counts,
                                       int(sum(counts.values())), norm)
+        self.simulated_s_total += kt.end_to_end_s
+        self.emulation_wall_s_total += wall
         self.last_error_bound = bounds[0] if single else bounds
         self.rtol = max(self.fmt.rounding_unit, norm)
         return values[0] if single else values
