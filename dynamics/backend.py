@@ -32,14 +32,20 @@ class CompiledForwardDynamics:
     ``aba_range(*model_args, q, v, tau, fext, qdd, start, stop)``: a numba-compiled function
     writing ``qdd[s] = ABA(q[s], v[s], tau[s])`` for ``start <= s < stop``, with q (S, nq), v and
     tau (S, nv) read-only float64 C-contiguous arrays, qdd (S, nv) and fext ``model_args``' own
-    "no external force" array (``no_fext``). ``source_hash``: changes whenever the compiled code
-    behind ``aba_range`` changes; a caller that caches its own kernel on disk adds it to its stamp.
+    "no external force" array (``no_fext``). ``integrate_q(joint_rows, q, w, out)`` and
+    ``difference_x(joint_rows, nq, x0, x1, out)``: compiled ``q ⊕ w`` (configuration part) and
+    ``x1 ⊖ x0`` (tangent (2 nv,)) on the model's joint table ``joint_rows``. ``source_hash``:
+    changes whenever the compiled code behind these functions changes; a caller that caches its own
+    kernel on disk adds it to its stamp.
     """
 
     aba_range: Callable
     model_args: tuple
     no_fext: np.ndarray
     source_hash: str
+    integrate_q: Callable
+    difference_x: Callable
+    joint_rows: np.ndarray
 
 
 class Backend:

@@ -14,9 +14,10 @@ For each candidate ``s`` (step size ``α_s``) and knot ``t``::
 A non-finite ``u`` marks the candidate failed and is replaced by ``us_t``; a non-finite ``x⁺``
 marks it failed and is replaced by ``x̂_t`` (the batch stays finite), as in the Python loop.
 
-The SO(3)/SE(3) operations are ports of :mod:`dynamics.joints` / :mod:`dynamics.lie` (same
-closed forms, same Taylor series below θ² = 0.25), ABA is the numba backend's ``aba_range``, so the
-result agrees with the Python path to rounding.
+ABA and the SO(3)/SE(3) operations ``q ⊕ w``, ``x1 ⊖ x0`` come from the backend
+(:class:`dynamics.backend.CompiledForwardDynamics`: for numba, ``aba_range`` and
+:mod:`dynamics.numba_backend.lie`), so this module holds no dynamics or Lie-group code of its own and
+the result agrees with the Python path to rounding.
 
 Importing this module imports neither numba nor any kernel; the kernel is compiled (or loaded from
 numba's on-disk cache) on the first :meth:`CompiledRollout.run` or by :meth:`CompiledRollout.warmup`.
@@ -24,142 +25,16 @@ numba's on-disk cache) on the first :meth:`CompiledRollout.run` or by :meth:`Com
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import numpy as np
 
-_SCALAR, _BALL, _FREE = 0, 1, 2          # joint kinds of the `joints` rows (kind, qadr, dofadr)
-
-# ---------------------------------------------------------------- series of dynamics.lie
-_SMALL = 0.25                            # dynamics.lie._SMALL
-_SIN, _COS, _SIN3, _LOG, _COSF = 0, 1, 2, 3, 4
-_F = [math.factorial(n) for n in range(40)]
-_BERN = [1 / 6, -1 / 30, 1 / 42, -1 / 30, 5 / 66, -691 / 2730, 7 / 6, -3617 / 510]
-_COEFS = np.array([
-    [(-1) ** k / _F[2 * k + 1] for k in range(8)],                     # sin θ / θ
-    [(-1) ** k / _F[2 * k + 2] for k in range(8)],                     # (1 - cos θ) / θ²
-    [(-1) ** k / _F[2 * k + 3] for k in range(8)],                     # (θ - sin θ) / θ³
-    [(-1) ** n * _BERN[n] / _F[2 * n + 2] for n in range(8)],          # 1/θ² - (1 + cos θ)/(2 θ sin θ)
-    [(-1) ** k / _F[2 * k] for k in range(8)],                         # cos θ
-])
-aba_range = None                         # dynamics.numba_backend.aba.aba_range, bound on compilation
+aba_range = None                         # bound from the backend's CompiledForwardDynamics on compilation
+integrate_q = None
+difference_x = None
 
 
 # ---------------------------------------------------------------- kernel sources (jitted lazily)
-def _ratio(s, which):
-    """dynamics.lie._ratio of the function ``which`` of θ² = s."""
-    if s < _SMALL:
-        out = _COEFS[which, 7]
-        for i in range(6, -1, -1):
-            out = out * s + _COEFS[which, i]
-        return out
-    t = np.sqrt(s)
-    if which == _SIN:
-        return np.sin(t) / t
-    if which == _COS:
-        return (1 - np.cos(t)) / s
-    if which == _SIN3:
-        return (t - np.sin(t)) / (s * t)
-    if which == _LOG:
-        return 1 / s - (1 + np.cos(t)) / (2 * t * np.sin(t))
-    return np.cos(t)
-
-
-def _qmul(aw, ax, ay, az, bw, bx, by, bz):
-    """Hamilton product (lie.quat_multiply)."""
-    return (aw * bw - (ax * bx + ay * by + az * bz), aw * bx + bw * ax + (ay * bz - az * by),
-            aw * by + bw * ay + (az * bx - ax * bz), aw * bz + bw * az + (ax * by - ay * bx))
-
-
-def _qnormalize(w, x, y, z):
-    n = np.sqrt(w * w + x * x + y * y + z * z)
-    return w / n, x / n, y / n, z / n
-
-
-def _exp_quat(w0, w1, w2):
-    """lie.so3_exp_quat."""
-    s = (w0 * w0 + w1 * w1 + w2 * w2) / 4
-    h = _ratio(s, _SIN) * 0.5
-    return _ratio(s, _COSF), h * w0, h * w1, h * w2
-
-
-def _quat_log(w, x, y, z):
-    """lie.quat_log (angle in [0, π])."""
-    w, x, y, z = _qnormalize(w, x, y, z)
-    if w < 0:
-        w, x, y, z = -w, -x, -y, -z
-    s2 = x * x + y * y + z * z
-    if s2 < 1e-12:
-        r = 2.0 / w * (1 - s2 / (3 * w * w))
-    else:
-        sn = np.sqrt(s2)
-        r = 2.0 * np.arctan2(sn, w) / sn
-    return r * x, r * y, r * z
-
-
-def _rotate(qw, qx, qy, qz, v0, v1, v2, transpose):
-    """``R v`` (or ``Rᵀ v``) with R = lie.quat_to_rotation(q) (q normalised first)."""
-    w, x, y, z = _qnormalize(qw, qx, qy, qz)
-    r00, r01, r02 = 1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)
-    r10, r11, r12 = 2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)
-    r20, r21, r22 = 2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)
-    if transpose:
-        return r00 * v0 + r10 * v1 + r20 * v2, r01 * v0 + r11 * v1 + r21 * v2, r02 * v0 + r12 * v1 + r22 * v2
-    return r00 * v0 + r01 * v1 + r02 * v2, r10 * v0 + r11 * v1 + r12 * v2, r20 * v0 + r21 * v1 + r22 * v2
-
-
-def _so3_jac(m0, m1, m2, r0, r1, r2, a, b):
-    """``(1 + a [m]x + b [m]x²) r`` (the SO(3) Jacobians of dynamics.lie applied to a vector)."""
-    c0, c1, c2 = m1 * r2 - m2 * r1, m2 * r0 - m0 * r2, m0 * r1 - m1 * r0
-    d0, d1, d2 = m1 * c2 - m2 * c1, m2 * c0 - m0 * c2, m0 * c1 - m1 * c0
-    return r0 + a * c0 + b * d0, r1 + a * c1 + b * d1, r2 + a * c2 + b * d2
-
-
-def _integrate_q(joints, q, w, out):
-    """Configuration part of ``q ⊕ w`` (dynamics.joints.integrate): reads q[:nq], w[:nv], writes out[:nq]."""
-    for j in range(joints.shape[0]):
-        kind, qa, va = joints[j, 0], joints[j, 1], joints[j, 2]
-        if kind == _SCALAR:
-            out[qa] = q[qa] + w[va]
-            continue
-        o = 0 if kind == _BALL else 3        # free joint: position first, then the quaternion
-        e0, e1, e2, e3 = _exp_quat(w[va + o], w[va + o + 1], w[va + o + 2])
-        if kind == _FREE:
-            # position += R(quat) · (translation of exp_SE3(ρ, φ)) = R · Jr(-φ) ρ
-            m0, m1, m2 = -w[va + 3], -w[va + 4], -w[va + 5]
-            t2 = m0 * m0 + m1 * m1 + m2 * m2
-            p0, p1, p2 = _so3_jac(m0, m1, m2, w[va], w[va + 1], w[va + 2], -_ratio(t2, _COS), _ratio(t2, _SIN3))
-            d0, d1, d2 = _rotate(q[qa + 3], q[qa + 4], q[qa + 5], q[qa + 6], p0, p1, p2, False)
-            out[qa], out[qa + 1], out[qa + 2] = q[qa] + d0, q[qa + 1] + d1, q[qa + 2] + d2
-        a = qa + o
-        out[a], out[a + 1], out[a + 2], out[a + 3] = _qmul(q[a], q[a + 1], q[a + 2], q[a + 3], e0, e1, e2, e3)
-
-
-def _difference_x(joints, nq, x0, x1, out):
-    """``x1 ⊖ x0`` (solvers.state_space.difference; configuration part by dynamics.joints.difference)."""
-    nv = out.shape[0] // 2
-    for i in range(nv):
-        out[nv + i] = x1[nq + i] - x0[nq + i]
-    for j in range(joints.shape[0]):
-        kind, qa, va = joints[j, 0], joints[j, 1], joints[j, 2]
-        if kind == _SCALAR:
-            out[va] = x1[qa] - x0[qa]
-            continue
-        o = 0 if kind == _BALL else 3
-        a = qa + o
-        aw, ax, ay, az = _qnormalize(x0[a], x0[a + 1], x0[a + 2], x0[a + 3])
-        bw, bx, by, bz = _qnormalize(x1[a], x1[a + 1], x1[a + 2], x1[a + 3])
-        w0, w1, w2 = _quat_log(*_qmul(aw, -ax, -ay, -az, bw, bx, by, bz))
-        out[va + o], out[va + o + 1], out[va + o + 2] = w0, w1, w2
-        if kind == _FREE:
-            # ρ = Jl⁻¹(φ) Rᵀ (p1 - p0) with Jl⁻¹(φ) = Jr⁻¹(-φ) = 1 - ½[φ]x + c [φ]x²
-            d0, d1, d2 = _rotate(aw, ax, ay, az, x1[qa] - x0[qa], x1[qa + 1] - x0[qa + 1], x1[qa + 2] - x0[qa + 2],
-                                 True)
-            t2 = w0 * w0 + w1 * w1 + w2 * w2
-            out[va], out[va + 1], out[va + 2] = _so3_jac(-w0, -w1, -w2, d0, d1, d2, 0.5, _ratio(t2, _LOG))
-
-
 def _start_state(joints, nq, xn, alpha, gaps, t, d, out):
     """``x̂ = xn`` (no gaps) or ``xn ⊕ (α - 1) gaps[t]`` into ``out`` (nx,)."""
     if gaps.shape[0] == 0:
@@ -169,7 +44,7 @@ def _start_state(joints, nq, xn, alpha, gaps, t, d, out):
     nv = gaps.shape[1] // 2
     for i in range(2 * nv):
         d[i] = (alpha - 1.0) * gaps[t, i]
-    _integrate_q(joints, xn, d, out)
+    integrate_q(joints, xn, d, out)
     for i in range(nv):
         out[nq + i] = xn[nq + i] + d[nv + i]
 
@@ -209,7 +84,7 @@ def _rollout_kernel(margs, fext, joints, springs, B, damping, stiffness, qspring
             break
         for s in range(S):
             x = X[s, t]
-            _difference_x(joints, nq, xs[t], x, d)
+            difference_x(joints, nq, xs[t], x, d)
             for i in range(nu):
                 fb = 0.0
                 for j in range(2 * nv):
@@ -250,7 +125,7 @@ def _rollout_kernel(margs, fext, joints, springs, B, damping, stiffness, qspring
                 d[i] = dt * vn
             good = _all_finite(d[:nv])
             if good:
-                _integrate_q(joints, x, d, xn[s])
+                integrate_q(joints, x, d, xn[s])
                 good = _all_finite(xn[s])
             if not good:       # diverged: mark failed, keep the batch finite
                 ok[s] = False
@@ -258,8 +133,7 @@ def _rollout_kernel(margs, fext, joints, springs, B, damping, stiffness, qspring
                     xn[s, i] = x[i]
 
 
-_JITTED = ("_ratio", "_qmul", "_qnormalize", "_exp_quat", "_quat_log", "_rotate", "_so3_jac", "_integrate_q",
-           "_difference_x", "_start_state", "_all_finite", "_rollout_kernel")
+_JITTED = ("_start_state", "_all_finite", "_rollout_kernel")
 _compiled = None
 _bound_hash: str | None = None
 
@@ -277,7 +151,7 @@ def _kernel(fd):
     cache locator registered on the first call; the cached kernel contains a compiled copy of
     ``aba_range``, so its stamp includes ``fd.source_hash``. One process binds one backend's
     function (every compiled backend so far is the numba backend)."""
-    global _compiled, aba_range, _bound_hash
+    global _compiled, aba_range, integrate_q, difference_x, _bound_hash
     if _compiled is not None:
         if fd.source_hash != _bound_hash or fd.aba_range is not aba_range:
             raise RuntimeError("the compiled rollout is already bound to another backend's forward dynamics in "
@@ -321,7 +195,7 @@ def _kernel(fd):
     if not any(c.__name__ == "_RolloutStampLocator" for c in caching.CacheImpl._locator_classes):
         caching.CacheImpl._locator_classes.insert(0, _RolloutStampLocator)
     g = globals()
-    aba_range, _bound_hash = fd.aba_range, fd.source_hash
+    aba_range, integrate_q, difference_x, _bound_hash = fd.aba_range, fd.integrate_q, fd.difference_x, fd.source_hash
     for name in _JITTED:
         g[name] = _jit(g[name])
     _compiled = g["_rollout_kernel"]
@@ -364,9 +238,7 @@ class CompiledRollout:
         self.model = m
         self.nq, self.nv, self.nu = m.nq, m.nv, m.nu
         self.nx, self.ndx = m.nq + m.nv, 2 * m.nv
-        rows = [(_SCALAR, int(qa), int(va)) for qa, va in zip(m.scalar_q_index, m.scalar_v_index)]
-        rows += [(_BALL, qa, va) for qa, va in m.ball_adr] + [(_FREE, qa, va) for qa, va in m.free_adr]
-        joints = np.array(rows, dtype=np.int64).reshape(-1, 3)
+        joints = self.fd.joint_rows
         sl = np.asarray(dynamics._spring_links, dtype=np.int64)
         springs = np.stack([np.asarray(m.link_qadr)[sl], np.asarray(m.link_dofadr)[sl]], axis=-1).astype(np.int64)
         has_passive = bool(dynamics._has_passive)

@@ -130,10 +130,13 @@ class NumbaBackend(Backend):
         """:class:`~dynamics.backend.CompiledForwardDynamics` for the solvers' compiled rollout:
         this backend's serial ``aba_range`` and the packed model arrays it takes."""
         from ..backend import CompiledForwardDynamics
+        from . import lie
         from .jit import package_source_hash
         pm = packed(model)
+        rows = lie.joint_rows(model)
+        rows.setflags(write=False)
         return CompiledForwardDynamics(_k().aba.aba_range, (pm.li, pm.lf, pm.gv, pm.bl, pm.bf), pm.no_fext,
-                                       package_source_hash())
+                                       package_source_hash(), lie.integrate_q, lie.difference_x, rows)
 
     def warmup(self, model: RobotModel, progress=None) -> None:
         """Compile (first run on this machine) or load from numba's on-disk cache every kernel, in its

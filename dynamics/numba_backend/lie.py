@@ -1,0 +1,162 @@
+"""Compiled SO(3)/SE(3) configuration arithmetic on a packed joint table: ``q ⊕ w`` and
+``x1 ⊖ x0`` for hinge/slide, ball and free joints, state by state, for compiled loops that run
+many small steps (the solvers' compiled rollout gets them through
+:meth:`dynamics.Backend.compiled_forward_dynamics`).
+
+The same closed forms and Taylor series (below θ² = 0.25) as the batched numpy implementation,
+:mod:`dynamics.lie` / :mod:`dynamics.joints`, which is the reference; tests/test_rollout_numba.py
+checks that they agree to rounding. ``joints`` rows are ``(kind, qadr, dofadr)`` with kind 0 =
+hinge/slide, 1 = ball, 2 = free (:func:`joint_rows`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .jit import jit
+
+_SCALAR, _BALL, _FREE = 0, 1, 2          # joint kinds of the `joints` rows (kind, qadr, dofadr)
+
+# ---------------------------------------------------------------- series of dynamics.lie
+_SMALL = 0.25                            # dynamics.lie._SMALL
+_SIN, _COS, _SIN3, _LOG, _COSF = 0, 1, 2, 3, 4
+_F = [math.factorial(n) for n in range(40)]
+_BERN = [1 / 6, -1 / 30, 1 / 42, -1 / 30, 5 / 66, -691 / 2730, 7 / 6, -3617 / 510]
+_COEFS = np.array([
+    [(-1) ** k / _F[2 * k + 1] for k in range(8)],                     # sin θ / θ
+    [(-1) ** k / _F[2 * k + 2] for k in range(8)],                     # (1 - cos θ) / θ²
+    [(-1) ** k / _F[2 * k + 3] for k in range(8)],                     # (θ - sin θ) / θ³
+    [(-1) ** n * _BERN[n] / _F[2 * n + 2] for n in range(8)],          # 1/θ² - (1 + cos θ)/(2 θ sin θ)
+    [(-1) ** k / _F[2 * k] for k in range(8)],                         # cos θ
+])
+
+
+@jit
+def _ratio(s, which):
+    """dynamics.lie._ratio of the function ``which`` of θ² = s."""
+    if s < _SMALL:
+        out = _COEFS[which, 7]
+        for i in range(6, -1, -1):
+            out = out * s + _COEFS[which, i]
+        return out
+    t = np.sqrt(s)
+    if which == _SIN:
+        return np.sin(t) / t
+    if which == _COS:
+        return (1 - np.cos(t)) / s
+    if which == _SIN3:
+        return (t - np.sin(t)) / (s * t)
+    if which == _LOG:
+        return 1 / s - (1 + np.cos(t)) / (2 * t * np.sin(t))
+    return np.cos(t)
+
+
+@jit
+def _qmul(aw, ax, ay, az, bw, bx, by, bz):
+    """Hamilton product (lie.quat_multiply)."""
+    return (aw * bw - (ax * bx + ay * by + az * bz), aw * bx + bw * ax + (ay * bz - az * by),
+            aw * by + bw * ay + (az * bx - ax * bz), aw * bz + bw * az + (ax * by - ay * bx))
+
+
+@jit
+def _qnormalize(w, x, y, z):
+    n = np.sqrt(w * w + x * x + y * y + z * z)
+    return w / n, x / n, y / n, z / n
+
+
+@jit
+def _exp_quat(w0, w1, w2):
+    """lie.so3_exp_quat."""
+    s = (w0 * w0 + w1 * w1 + w2 * w2) / 4
+    h = _ratio(s, _SIN) * 0.5
+    return _ratio(s, _COSF), h * w0, h * w1, h * w2
+
+
+@jit
+def _quat_log(w, x, y, z):
+    """lie.quat_log (angle in [0, π])."""
+    w, x, y, z = _qnormalize(w, x, y, z)
+    if w < 0:
+        w, x, y, z = -w, -x, -y, -z
+    s2 = x * x + y * y + z * z
+    if s2 < 1e-12:
+        r = 2.0 / w * (1 - s2 / (3 * w * w))
+    else:
+        sn = np.sqrt(s2)
+        r = 2.0 * np.arctan2(sn, w) / sn
+    return r * x, r * y, r * z
+
+
+@jit
+def _rotate(qw, qx, qy, qz, v0, v1, v2, transpose):
+    """``R v`` (or ``Rᵀ v``) with R = lie.quat_to_rotation(q) (q normalised first)."""
+    w, x, y, z = _qnormalize(qw, qx, qy, qz)
+    r00, r01, r02 = 1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)
+    r10, r11, r12 = 2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)
+    r20, r21, r22 = 2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)
+    if transpose:
+        return r00 * v0 + r10 * v1 + r20 * v2, r01 * v0 + r11 * v1 + r21 * v2, r02 * v0 + r12 * v1 + r22 * v2
+    return r00 * v0 + r01 * v1 + r02 * v2, r10 * v0 + r11 * v1 + r12 * v2, r20 * v0 + r21 * v1 + r22 * v2
+
+
+@jit
+def _so3_jac(m0, m1, m2, r0, r1, r2, a, b):
+    """``(1 + a [m]x + b [m]x²) r`` (the SO(3) Jacobians of dynamics.lie applied to a vector)."""
+    c0, c1, c2 = m1 * r2 - m2 * r1, m2 * r0 - m0 * r2, m0 * r1 - m1 * r0
+    d0, d1, d2 = m1 * c2 - m2 * c1, m2 * c0 - m0 * c2, m0 * c1 - m1 * c0
+    return r0 + a * c0 + b * d0, r1 + a * c1 + b * d1, r2 + a * c2 + b * d2
+
+
+@jit
+def integrate_q(joints, q, w, out):
+    """Configuration part of ``q ⊕ w`` (dynamics.joints.integrate): reads q[:nq], w[:nv], writes out[:nq]."""
+    for j in range(joints.shape[0]):
+        kind, qa, va = joints[j, 0], joints[j, 1], joints[j, 2]
+        if kind == _SCALAR:
+            out[qa] = q[qa] + w[va]
+            continue
+        o = 0 if kind == _BALL else 3        # free joint: position first, then the quaternion
+        e0, e1, e2, e3 = _exp_quat(w[va + o], w[va + o + 1], w[va + o + 2])
+        if kind == _FREE:
+            # position += R(quat) · (translation of exp_SE3(ρ, φ)) = R · Jr(-φ) ρ
+            m0, m1, m2 = -w[va + 3], -w[va + 4], -w[va + 5]
+            t2 = m0 * m0 + m1 * m1 + m2 * m2
+            p0, p1, p2 = _so3_jac(m0, m1, m2, w[va], w[va + 1], w[va + 2], -_ratio(t2, _COS), _ratio(t2, _SIN3))
+            d0, d1, d2 = _rotate(q[qa + 3], q[qa + 4], q[qa + 5], q[qa + 6], p0, p1, p2, False)
+            out[qa], out[qa + 1], out[qa + 2] = q[qa] + d0, q[qa + 1] + d1, q[qa + 2] + d2
+        a = qa + o
+        out[a], out[a + 1], out[a + 2], out[a + 3] = _qmul(q[a], q[a + 1], q[a + 2], q[a + 3], e0, e1, e2, e3)
+
+
+@jit
+def difference_x(joints, nq, x0, x1, out):
+    """``x1 ⊖ x0`` (solvers.state_space.difference; configuration part by dynamics.joints.difference)."""
+    nv = out.shape[0] // 2
+    for i in range(nv):
+        out[nv + i] = x1[nq + i] - x0[nq + i]
+    for j in range(joints.shape[0]):
+        kind, qa, va = joints[j, 0], joints[j, 1], joints[j, 2]
+        if kind == _SCALAR:
+            out[va] = x1[qa] - x0[qa]
+            continue
+        o = 0 if kind == _BALL else 3
+        a = qa + o
+        aw, ax, ay, az = _qnormalize(x0[a], x0[a + 1], x0[a + 2], x0[a + 3])
+        bw, bx, by, bz = _qnormalize(x1[a], x1[a + 1], x1[a + 2], x1[a + 3])
+        w0, w1, w2 = _quat_log(*_qmul(aw, -ax, -ay, -az, bw, bx, by, bz))
+        out[va + o], out[va + o + 1], out[va + o + 2] = w0, w1, w2
+        if kind == _FREE:
+            # ρ = Jl⁻¹(φ) Rᵀ (p1 - p0) with Jl⁻¹(φ) = Jr⁻¹(-φ) = 1 - ½[φ]x + c [φ]x²
+            d0, d1, d2 = _rotate(aw, ax, ay, az, x1[qa] - x0[qa], x1[qa + 1] - x0[qa + 1], x1[qa + 2] - x0[qa + 2],
+                                 True)
+            t2 = w0 * w0 + w1 * w1 + w2 * w2
+            out[va], out[va + 1], out[va + 2] = _so3_jac(-w0, -w1, -w2, d0, d1, d2, 0.5, _ratio(t2, _LOG))
+
+
+def joint_rows(model) -> np.ndarray:
+    """The ``(kind, qadr, dofadr)`` table of ``model``'s joints (int64, (njoints, 3))."""
+    rows = [(_SCALAR, int(qa), int(va)) for qa, va in zip(model.scalar_q_index, model.scalar_v_index)]
+    rows += [(_BALL, qa, va) for qa, va in model.ball_adr] + [(_FREE, qa, va) for qa, va in model.free_adr]
+    return np.array(rows, dtype=np.int64).reshape(-1, 3)
