@@ -315,3 +315,38 @@ def test_plain_python_cost_receives_the_context():
         z = dynamics.get_backend("numpy").frame_placement(m, x0[:7], "ee")[1][2]
         J = dynamics.get_backend("numpy").frame_jacobian(m, x0[:7], "ee")[2]
         np.testing.assert_allclose(run.lx[0, :7], 0.01 * 10.0 * (z - 0.3) * J, rtol=1e-5, atol=1e-9)
+
+
+def test_plain_python_cost_takes_per_knot_weights_like_the_library():
+    """A custom residual cost with per-knot weights (K, nr) gives the same value and derivatives as
+    the library's StateCost with the same per-knot weights; a wrong weight shape is refused."""
+    import dynamics
+    from solvers import ShootingProblem, StateCost
+
+    m = dynamics.load_model("iiwa")
+    rng = np.random.default_rng(1)
+    N = 4
+    W = rng.uniform(0.5, 2.0, size=(N + 1, 14))
+
+    class Plain:
+        weights = W
+
+        def residual(self, x, u):
+            return x - 0.1
+
+        def residual_jacobian(self, x, u):
+            B = x.shape[0]
+            return np.broadcast_to(np.eye(14), (B, 14, 14)), np.zeros((B, 14, 7))
+
+    x0 = np.concatenate([m.keyframe("home"), np.zeros(m.nv)])
+    xs = x0 + 0.1 * rng.normal(size=(N + 1, 14))
+    us = rng.normal(size=(N, 7))
+    ours = ShootingProblem(m, x0, N, 0.01, Plain(), backend="numpy")
+    ref = ShootingProblem(m, x0, N, 0.01, StateCost(m, np.full(14, 0.1), W), backend="numpy")
+    a, _ = ours.cost_derivatives(xs, us)
+    b, _ = ref.cost_derivatives(xs, us)
+    for name in ("l", "lx", "lxx"):
+        np.testing.assert_allclose(getattr(a, name), getattr(b, name), rtol=1e-12, atol=1e-14, err_msg=name)
+    Plain.weights = np.ones((N + 1, 3))
+    with pytest.raises(ValueError, match=r"weights has shape \(5, 3\); expected \(14,\) or \(K, 14\)"):
+        ShootingProblem(m, x0, N, 0.01, Plain(), backend="numpy").cost(xs, us)

@@ -25,7 +25,7 @@ import warnings
 
 import numpy as np
 
-from .base import Cost, CostContext, CostDerivatives, check_per_knot
+from .base import Cost, CostContext, CostDerivatives, check_per_knot, per_knot
 
 
 def as_cost(obj, name: str | None = None) -> Cost:
@@ -97,14 +97,19 @@ class CustomCost(Cost):
             warnings.warn(f"custom cost '{self.name}' does not provide {', '.join(self._missing)}; using finite "
                           f"differences (slower and approximate)", stacklevel=4)
 
-    def _weights(self, nr: int) -> np.ndarray:
+    def _weights(self, nr: int, knots: np.ndarray) -> np.ndarray:
+        """The ``weights`` attribute for these knots, (B, nr): constant (nr,) or per knot (K, nr),
+        as for the library's residual costs."""
         w = getattr(self.obj, "weights", None)
         if w is None:
-            return np.ones(nr)
+            return np.ones((knots.shape[0], nr))
         w = np.broadcast_to(np.asarray(w, float), (nr,)) if np.ndim(w) == 0 else check_per_knot("weights", w, (nr,))
-        if w.shape != (nr,):
-            raise ValueError(f"custom cost '{self.name}': weights must have shape ({nr},)")
-        return w
+        if w.shape[-1] != nr:
+            raise ValueError(f"custom cost '{self.name}': weights must have shape ({nr},) or ({nr},) per knot "
+                             f"(K, {nr}), got {w.shape}")
+        if np.any(w < 0):
+            raise ValueError(f"custom cost '{self.name}': weights must be non-negative")
+        return per_knot(f"custom cost '{self.name}' weights", w, np.asarray(knots), (nr,))
 
     def _residual(self, ctx: CostContext, x=None, u=None, knots=None) -> np.ndarray:
         x = ctx.x if x is None else x
@@ -119,7 +124,7 @@ class CustomCost(Cost):
     def _value(self, ctx: CostContext, x, u, knots) -> np.ndarray:
         if self.kind == "residual":
             r = self._residual(ctx, x, u, knots)
-            return 0.5 * np.sum(self._weights(r.shape[1]) * r * r, axis=-1)
+            return 0.5 * np.sum(self._weights(r.shape[1], knots) * r * r, axis=-1)
         return self._checked("value", self._call("value", x, u, knots, ctx), (x.shape[0],))
 
     # ------------------------------------------------------------ Cost API
@@ -213,7 +218,7 @@ class CustomCost(Cost):
         B, ndx, nu = ctx.batch, ctx.state.ndx, ctx.model.nu
         r = self._residual(ctx)
         nr = r.shape[1]
-        w = self._weights(nr)
+        w = self._weights(nr, ctx.knots)
         if self._exact["jacobian"]:
             rx, ru = self._call("residual_jacobian", ctx.x, ctx.u, ctx.knots, ctx)
             rx = self._checked("residual_jacobian", rx, (B, nr, ndx))
@@ -228,5 +233,5 @@ class CustomCost(Cost):
             ru = np.zeros((B, nr, nu)) if ctx.u is None else Jr[..., ndx:]
         wr = w * r
         return CostDerivatives(0.5 * np.sum(wr * r, axis=-1), np.einsum("bri,br->bi", rx, wr),
-                               np.einsum("bri,br->bi", ru, wr), np.einsum("bri,r,brj->bij", rx, w, rx),
-                               np.einsum("bri,r,brj->bij", rx, w, ru), np.einsum("bri,r,brj->bij", ru, w, ru))
+                               np.einsum("bri,br->bi", ru, wr), np.einsum("bri,br,brj->bij", rx, w, rx),
+                               np.einsum("bri,br,brj->bij", rx, w, ru), np.einsum("bri,br,brj->bij", ru, w, ru))
