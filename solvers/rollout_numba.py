@@ -157,43 +157,10 @@ def _kernel(fd):
             raise RuntimeError("the compiled rollout is already bound to another backend's forward dynamics in "
                                "this process; run the solver with compiled=False for the second backend")
         return _compiled
-    from numba.core import caching
-
-    class _RolloutStampLocator(caching._CacheLocator):
-        """numba's locator for this file, with the backend's source hash in the stamp."""
-
-        def __init__(self, inner):
-            self._inner = inner
-
-        def ensure_cache_path(self):
-            self._inner.ensure_cache_path()
-
-        def get_cache_path(self):
-            return self._inner.get_cache_path()
-
-        def get_source_stamp(self):
-            return (self._inner.get_source_stamp(), _bound_hash)
-
-        def get_disambiguator(self):
-            return self._inner.get_disambiguator()
-
-        @classmethod
-        def from_function(cls, py_func, py_file):
-            try:
-                if Path(py_file).resolve() != Path(__file__).resolve():
-                    return None
-            except OSError:
-                return None
-            for other in caching.CacheImpl._locator_classes:
-                if other is cls or getattr(other, "__name__", "") == cls.__name__:
-                    continue
-                inner = other.from_function(py_func, py_file)
-                if inner is not None:
-                    return cls(inner)
-            return None
-
-    if not any(c.__name__ == "_RolloutStampLocator" for c in caching.CacheImpl._locator_classes):
-        caching.CacheImpl._locator_classes.insert(0, _RolloutStampLocator)
+    from dynamics.kernel_cache import stamp_sources
+    here = Path(__file__).resolve()
+    # the cached kernel contains compiled copies of the backend's functions: stamp with their hash
+    stamp_sources("solvers.rollout_numba", lambda path: path == here, lambda: _bound_hash)
     g = globals()
     aba_range, integrate_q, difference_x, _bound_hash = fd.aba_range, fd.integrate_q, fd.difference_x, fd.source_hash
     for name in _JITTED:

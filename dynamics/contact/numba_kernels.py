@@ -13,14 +13,13 @@ recompiles them.
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 import numpy as np
 from numba import njit, prange
-from numba.core import caching
 
 from ..numba_backend import _f64
+from ..kernel_cache import files_hash, stamp_sources
 from ..numba_backend import jit as _nbjit
 from ..numba_backend.joints import all_placements, world_placements
 from ..numba_backend.kinematics import frame_world
@@ -31,44 +30,9 @@ from .kinematics_derivatives import FrameMotionDerivatives
 _THIS = Path(__file__).resolve()
 
 
-class _Locator(caching._CacheLocator):
-    """numba's default locator for the functions of this file, stamped with this file's hash and
-    the numba backend's package hash."""
-
-    def __init__(self, inner):
-        self._inner = inner
-
-    def ensure_cache_path(self):
-        self._inner.ensure_cache_path()
-
-    def get_cache_path(self):
-        return self._inner.get_cache_path()
-
-    def get_source_stamp(self):
-        return (self._inner.get_source_stamp(), _nbjit.package_source_hash(),
-                hashlib.sha256(_THIS.read_bytes()).hexdigest())
-
-    def get_disambiguator(self):
-        return self._inner.get_disambiguator()
-
-    @classmethod
-    def from_function(cls, py_func, py_file):
-        try:
-            if Path(py_file).resolve() != _THIS:
-                return None
-        except OSError:
-            return None
-        for other in caching.CacheImpl._locator_classes:
-            if other is cls or other.__name__ == cls.__name__:
-                continue
-            inner = other.from_function(py_func, py_file)
-            if inner is not None:
-                return cls(inner)
-        return None
-
-
-if not any(c.__name__ == "_Locator" and c.__module__ == __name__ for c in caching.CacheImpl._locator_classes):
-    caching.CacheImpl._locator_classes.insert(0, _Locator)
+# cached kernels here compile in the numba backend's functions: stamp with its hash and this file's
+stamp_sources("dynamics.contact.numba_kernels", lambda path: path == _THIS,
+              lambda: (_nbjit.package_source_hash(), files_hash([_THIS])))
 
 _jit = njit(cache=True, fastmath={"contract"}, error_model="numpy")
 _jit_parallel = njit(cache=True, parallel=True, error_model="numpy")

@@ -16,37 +16,18 @@ from pathlib import Path
 
 import numpy as np
 from numba import njit, prange
-from numba.core import caching
 
-from ..numba_backend.jit import PackageStampLocator
+from ..kernel_cache import stamp_sources
+from ..numba_backend.jit import package_source_hash
 from ..numba_backend.rnea import link_external_forces
 from ..numba_backend.world import world_accelerations, world_inertias, world_kinematics
 
 _THIS_FILE = Path(__file__).resolve()
 
 
-class _HostStampLocator(PackageStampLocator):
-    """numba's cache locator for this file, stamped with this file *and* the numba backend's sources
-    (the compiled driver inlines the numba backend's passes; an edit there must invalidate it)."""
-
-    @classmethod
-    def from_function(cls, py_func, py_file):
-        try:
-            if Path(py_file).resolve() != _THIS_FILE:
-                return None
-        except OSError:
-            return None
-        for other in caching.CacheImpl._locator_classes:
-            if other is cls or issubclass(other, PackageStampLocator):
-                continue
-            inner = other.from_function(py_func, py_file)
-            if inner is not None:
-                return cls(inner)
-        return None
-
-
-if _HostStampLocator not in caching.CacheImpl._locator_classes:
-    caching.CacheImpl._locator_classes.insert(0, _HostStampLocator)
+# the compiled driver inlines the numba backend's passes: stamp it with their hash too, so an edit
+# there invalidates it (dynamics.kernel_cache)
+stamp_sources("dynamics.gpu_backend.host", lambda path: path == _THIS_FILE, package_source_hash)
 
 
 @njit(parallel=True, cache=True)
