@@ -144,7 +144,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 def plot(result: dict[str, Any], path: Path) -> None:
     """Stacked bars per robot and N (seed 000 Fig. 2/3): for each partition host CPU work,
     host↔device transfer and device compute; the numba backend ([C]PU) as a single bar."""
-    import matplotlib
+    try:
+        import matplotlib
+    except ModuleNotFoundError:
+        raise SystemExit("--plot needs matplotlib: pip install \".[plot]\" (the JSON was written)") from None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     robots = list(dict.fromkeys(e["robot"] for e in result["entries"]))

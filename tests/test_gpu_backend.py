@@ -395,7 +395,9 @@ def test_benchmark_runs_in_simulator(tmp_path):
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     out, png = tmp_path / "gpu.json", tmp_path / "gpu.png"
-    assert bench.main(["--simulate", "--n", "2", "--robots", "iiwa", "--out", str(out), "--plot", str(png)]) == 0
+    plot = importlib.util.find_spec("matplotlib") is not None     # the plot extra; the test extra lacks it
+    args = ["--simulate", "--n", "2", "--robots", "iiwa", "--out", str(out)] + (["--plot", str(png)] if plot else [])
+    assert bench.main(args) == 0
     res = json.loads(out.read_text())
     assert res["simulated"] and "SIMULATOR" in res["note"]
     (e,) = res["entries"]
@@ -403,4 +405,5 @@ def test_benchmark_runs_in_simulator(tmp_path):
     assert set(e["partitions"]) == set(PARTITIONS)
     for d in e["partitions"].values():
         assert d["end_to_end_s"] >= d["compute_s"] > 0 and d["ratio_end_to_end_vs_numba"] > 0
-    assert png.stat().st_size > 10_000
+    if plot:
+        assert png.stat().st_size > 10_000
