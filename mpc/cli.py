@@ -108,6 +108,23 @@ def _task_arg(s: str) -> tuple[str, object]:
         return key.strip(), raw  # a plain string
 
 
+def _latency_arg(s: str) -> float | None:
+    """``measured`` -> None; ``fixed:20ms`` / ``fixed:0.02s`` / ``fixed:0.02`` -> seconds."""
+    if s == "measured":
+        return None
+    kind, sep, val = s.partition(":")
+    try:
+        if kind != "fixed" or not sep:
+            raise ValueError
+        v = val.strip().lower()
+        sec = float(v[:-2]) / 1e3 if v.endswith("ms") else float(v[:-1] if v.endswith("s") else v)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected 'measured' or 'fixed:<time>' (e.g. fixed:20ms), got '{s}'") from None
+    if not (math.isfinite(sec) and sec >= 0):
+        raise argparse.ArgumentTypeError(f"latency must be a non-negative time, got '{s}'")
+    return sec
+
+
 def _push_arg(s: str) -> tuple:
     parts = [p.strip() for p in s.split(",")]
     try:
@@ -186,6 +203,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "else fd); ignored by ilqr and fddp (default: auto)")
     s = r.add_argument_group("simulation")
     s.add_argument("--mode", choices=list(MODES), default="lockstep", help="timing mode (default: lockstep)")
+    s.add_argument("--no-latency-compensation", action="store_true",
+                   help="realtime mode: plan from the measured state as is (default: predict the state at "
+                        "the time the plan will be applied, with the model, and plan from there)")
+    s.add_argument("--latency", type=_latency_arg, default=None, metavar="measured|fixed:20ms",
+                   help="realtime mode: charge each update its measured compute time (default), or a fixed one "
+                        "(fixed:20ms, fixed:0.05s) to ask 'what if an update took X' on any machine")
     s.add_argument("--update-every", type=_positive_int, default=None, metavar="STEPS",
                    help="physics steps between controller updates (default: one knot, dt / physics step)")
     s.add_argument("--duration", type=_positive_float, default=None, metavar="SECONDS",
@@ -330,7 +353,9 @@ def cmd_run(a: argparse.Namespace) -> int:
               "time_budget": a.time_budget, "tol": a.tol, "mode": a.mode, "update_every": update_every,
               "duration": duration, "feedback": not a.no_feedback, "box": not a.no_box,
               "refresh_gains": a.refresh_gains, "line_search": a.line_search, "integrator": a.integrator,
-              "second_order": a.second_order}
+              "second_order": a.second_order,
+              "latency": "measured" if a.latency is None else f"fixed {a.latency * 1e3:g} ms",
+              "latency_compensation": a.mode == "realtime" and not a.no_latency_compensation}
     say = (lambda *x: None) if a.json else (lambda *x: print(*x, file=sys.stderr))
     try:
         # builds the task's problem: its costs and build_problem run here
@@ -338,7 +363,9 @@ def cmd_run(a: argparse.Namespace) -> int:
                    iterations_per_update=a.iterations, time_budget=a.time_budget,
                    initial_iterations=a.initial_iterations, feedback=not a.no_feedback, tol=a.tol,
                    refresh_gains=a.refresh_gains, box=not a.no_box, line_search=a.line_search,
-                   integrator=a.integrator, second_order=a.second_order)
+                   integrator=a.integrator, second_order=a.second_order,
+                   latency_compensation=(None if a.mode != "realtime" or a.no_latency_compensation
+                                         else "auto" if a.latency is None else a.latency))
     except Exception as e:  # noqa: BLE001 — the task's build_problem, its costs or the solver set-up
         return _report_user_error(e, f"setting up the controller for task '{task.name}' failed")
     show = not (a.quiet or a.json)
@@ -369,7 +396,7 @@ def cmd_run(a: argparse.Namespace) -> int:
             viewer = PassiveViewer(model.mj_model)
             callbacks.append(viewer)
         result = simulate(model, ctrl, task.initial_state(), duration, mode=a.mode, update_every=update_every,
-                          callbacks=tuple(callbacks), disturbances=task.disturbances())
+                          callbacks=tuple(callbacks), disturbances=task.disturbances(), latency=a.latency)
     except Exception as e:  # noqa: BLE001 — the first solve (task costs), the viewer, a callback
         close_progress()
         return _report_user_error(e, "the run failed")
@@ -420,6 +447,10 @@ def cmd_run(a: argparse.Namespace) -> int:
     if result.error_traceback:
         print(result.error_traceback, end="", file=sys.stderr)
         print(f"mpc-accel: error: the run aborted: {result.aborted} (traceback above)", file=sys.stderr)
+    if result.aborted == "interrupted":
+        print(f"mpc-accel: interrupted at t = {result.sim_time:.3f} s; wrote what was simulated "
+              f"(summary marked interrupted)", file=sys.stderr)
+        return 130
     if not result.completed:
         return 1
     if a.strict and not summary.get("success"):
@@ -438,7 +469,11 @@ def main(argv: list[str] | None = None) -> int:
         return cmd_tasks()
     if a.command == "backends":
         return cmd_backends()
-    return cmd_run(a)
+    try:
+        return cmd_run(a)
+    except KeyboardInterrupt:   # before the closed loop started (warm-up, first solve): nothing to keep
+        print("\nmpc-accel: interrupted before the closed loop started; nothing written", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -96,8 +96,16 @@ class MPC:
     def __init__(self, task, solver: str = "ddp", backend: str | None = None, horizon: int = 32, dt: float = 0.01,
                  iterations_per_update: int = 1, time_budget: float | None = None, initial_iterations: int = 50,
                  feedback: bool = True, tol: float = 1e-6, refresh_gains: bool = False, box: bool = True,
-                 line_search: str = "backtracking", integrator: str = "euler", second_order: str = "auto"):
+                 line_search: str = "backtracking", integrator: str = "euler", second_order: str = "auto",
+                 latency_compensation: float | str | None = None):
         self.task = task
+        if not (latency_compensation is None or latency_compensation == "auto"
+                or (isinstance(latency_compensation, (int, float)) and latency_compensation >= 0)):
+            raise ValueError(f"MPC: latency_compensation must be None, 'auto' or a time >= 0 [s], got "
+                             f"{latency_compensation!r}")
+        self.latency_compensation = latency_compensation
+        self._latency_estimate: float | None = None
+        self._predictors: dict = {}
         self.model = task.model
         self.solver_name = str(solver).lower()
         cls = _solver_class(solver)
@@ -165,14 +173,55 @@ class MPC:
         return plan
 
     def update(self, t: float, x) -> Plan:
-        """Re-plan from the state ``x`` (nq+nv,) measured at time ``t`` [s]; returns the new plan."""
+        """Re-plan from the state ``x`` (nq+nv,) measured at time ``t`` [s]; returns the new plan.
+
+        With ``latency_compensation`` (a time [s], or ``"auto"``: a running estimate of this
+        controller's own update time), the plan is computed for the moment it will be applied: the
+        state is predicted that far ahead with the model under the current plan's policy, and the
+        new plan starts there — the usual remedy for a slow controller, which otherwise applies
+        feedback around a state that is already stale."""
         if self.plan is None:
             return self.start(t, x)
+        w0 = time.perf_counter()
+        delay = self._delay()
+        if delay > 0:
+            t, x = t + delay, self._predict(t, np.asarray(x, float), delay)
         xs_ws, us_ws = self.plan.resample(t, self.horizon, self.dt)
         plan, rec = self._solve(t, x, xs_ws, us_ws, self.iterations_per_update, budget=self.time_budget)
         self.records.append(rec)
         self.plan = plan
+        took = time.perf_counter() - w0
+        self._latency_estimate = took if self._latency_estimate is None else 0.8 * self._latency_estimate + 0.2 * took
         return plan
+
+    def _delay(self) -> float:
+        c = self.latency_compensation
+        if c is None:
+            return 0.0
+        if c == "auto":
+            return 0.0 if self._latency_estimate is None else float(self._latency_estimate)
+        return float(c)
+
+    def _predict(self, t: float, x: np.ndarray, delay: float) -> np.ndarray:
+        """The state ``delay`` seconds after ``t`` under the current plan's policy, by the model's
+        discrete dynamics in steps of at most the knot spacing."""
+        from solvers.discrete_dynamics import DiscreteDynamics
+        n = max(1, int(np.ceil(delay / self.dt - 1e-9)))
+        h = delay / n
+        key = round(h, 12)
+        dyn = self._predictors.get(key)
+        if dyn is None:
+            d0 = self.problem.knot_dynamics(0)
+            dyn = self._predictors[key] = DiscreteDynamics(self.model, self.problem.backend, h, d0.integrator,
+                                                           passive_forces=bool(d0._has_passive),
+                                                           contacts=d0.contacts)
+        for k in range(n):
+            u = self.plan.control(t + k * h, x)
+            xn = dyn.step(x, u)
+            if not np.all(np.isfinite(xn)):
+                return x            # keep the measured state rather than a diverged prediction
+            x = xn
+        return x
 
     # ----------------------------------------------------------------- internals
     def _solve(self, t: float, x, xs_init, us_init, max_iter: int, budget: float | None):

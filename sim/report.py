@@ -25,6 +25,7 @@ JSON has no infinity: a value that is infinite (e.g. a target never reached) is 
 from __future__ import annotations
 
 import json
+import os
 import math
 from pathlib import Path
 
@@ -172,11 +173,20 @@ def summarize(result: SimResult, task=None, metrics: dict | None = None, config:
     return _jsonable(out)
 
 
-def write_summary(summary: dict, path: Path) -> Path:
+def _atomic(path: Path, write) -> Path:
+    """Write through a temporary file in the same folder, then rename: a run killed mid-write never
+    leaves a half-written result that looks finished."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n")
+    tmp = path.with_name(f".{path.name}.partial{path.suffix}")
+    write(tmp)
+    os.replace(tmp, path)
     return path
+
+
+def write_summary(summary: dict, path: Path) -> Path:
+    text = json.dumps(summary, indent=2, allow_nan=False) + "\n"
+    return _atomic(path, lambda tmp: tmp.write_text(text))
 
 
 def write_trajectory(result: SimResult, path: Path, metrics: dict | None = None) -> Path:
@@ -198,10 +208,7 @@ def write_trajectory(result: SimResult, path: Path, metrics: dict | None = None)
         arrays[f"update_time_{s}"] = np.array([float(u.info.get("timings", {}).get(s, np.nan)) for u in ups])
     for k, v in (metrics or {}).items():
         arrays[f"metric_{k}"] = np.asarray(v)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    np.savez_compressed(path, **arrays)
-    return path
+    return _atomic(path, lambda tmp: np.savez_compressed(tmp, **arrays))
 
 
 def _fmt(v, spec: str, unit: str = "", none: str = "-") -> str:

@@ -110,7 +110,8 @@ StepCallback = Callable[[int, float, mujoco.MjData], None]
 
 def simulate(model: RobotModel, controller: Controller, x0, duration: float, *, mode: str = "lockstep",
              update_every: int = 10, mj_model: mujoco.MjModel | None = None,
-             callbacks: tuple[StepCallback, ...] = (), max_speed: float = 1e3, disturbances=()) -> SimResult:
+             callbacks: tuple[StepCallback, ...] = (), max_speed: float = 1e3, disturbances=(),
+             latency: float | None = None) -> SimResult:
     """Run ``controller`` in closed loop on the MuJoCo scene of ``model`` for ``duration`` seconds.
 
     x0: initial state (nq+nv,) in model conventions; mode: ``"lockstep"`` or ``"realtime"``;
@@ -119,7 +120,14 @@ def simulate(model: RobotModel, controller: Controller, x0, duration: float, *, 
     callbacks: called as ``cb(step, t, data)`` after each physics step (progress, viewer);
     max_speed: a joint speed [rad/s or m/s] above which the run is declared unstable and stopped;
     disturbances: :class:`tasks.Disturbance` pushes (force at a body's origin, world axes) applied
-    through MuJoCo's ``xfrc_applied`` while active."""
+    through MuJoCo's ``xfrc_applied`` while active; latency: in ``realtime`` mode, charge every
+    update this fixed compute time [s] instead of the measured one ("what if an update took X"),
+    independent of this machine.
+
+    Ctrl-C (KeyboardInterrupt) ends the run cleanly: the result holds the steps simulated so far
+    and ``aborted = "interrupted"``. While no fresh plan is available the last plan keeps running;
+    past its horizon it holds its final knot with its final feedback gains (:class:`mpc.plan.Plan`),
+    saturated at the actuator limits, and the steps spent so are counted in ``plan_exhausted_steps``."""
     if mode not in MODES:
         raise ValueError(f"unknown mode '{mode}'; choose one of {', '.join(MODES)}")
     if not (isinstance(duration, (int, float)) and math.isfinite(duration) and duration > 0):
@@ -161,63 +169,69 @@ def simulate(model: RobotModel, controller: Controller, x0, duration: float, *, 
     error_tb = None
     k = 0
     wall0 = time.perf_counter()
-    for k in range(n_steps):
-        t = k * h
-        x = read_state(model, d)
-        if not np.all(np.isfinite(x)) or np.max(np.abs(x[model.nq:])) > max_speed:
-            aborted = f"unstable: state non-finite or a joint speed above {max_speed:g} at t = {t:.3f} s"
-            break
-        try:
-            if mode == "lockstep":
-                if k == next_start:
-                    w = time.perf_counter()
-                    plan = controller.update(t, x)
-                    log = UpdateLog(t, t, time.perf_counter() - w, dict(getattr(plan, "info", {}) or {}))
-                    updates.append(log)
-                    active, active_log, active_t = plan, log, t
-                    next_start = k + update_every
-            else:
-                if pending is not None and k >= pending[2]:
-                    active, active_log = pending[0], pending[1]
-                    active_log.t_applied = t
-                    active_t = active_log.t_measured
-                    pending = None
-                if pending is None and k >= next_start:
-                    w = time.perf_counter()
-                    plan = controller.update(t, x)
-                    lat = time.perf_counter() - w
-                    info = dict(getattr(plan, "info", {}) or {})
-                    if info.get("simulated_s") is not None:
-                        # an emulated accelerator: charge its modelled time, not the host's emulation
-                        info["measured_latency_s"] = lat
-                        lat = max(0.0, lat - info["emulation_wall_s"] + info["simulated_s"])
-                    log = UpdateLog(t, None, lat, info)
-                    updates.append(log)
-                    ready = k + max(1, math.ceil(lat / h - 1e-9))
-                    pending = (plan, log, ready)
-                    next_start = max(ready, k + update_every)
-            u_cmd = np.asarray(active.control(t, x), float)
-        except Exception as e:  # a failing solver or task cost ends the run; the report says why
-            aborted = f"controller failed at t = {t:.3f} s: {type(e).__name__}: {e}"
-            error_tb = traceback.format_exc()
-            break
-        if hasattr(active, "exhausted") and active.exhausted(t):
-            exhausted += 1
-        u = np.clip(u_cmd, model.u_lower, model.u_upper)
-        T_x[k], T_ucmd[k], T_u[k], T_age[k] = x, u_cmd, u, t - active_t
-        act.apply(d, u)
-        if pushes:
-            d.xfrc_applied[:] = 0.0
-            for t0, t1, bid, f in pushes:
-                if t0 <= t < t1:
-                    d.xfrc_applied[bid, :3] += f
-        mujoco.mj_step(m, d)
-        for cb in callbacks:
-            cb(k, t + h, d)
-    else:
-        k = n_steps
+    recorded = 0
+    try:
+        for k in range(n_steps):
+            t = k * h
+            x = read_state(model, d)
+            if not np.all(np.isfinite(x)) or np.max(np.abs(x[model.nq:])) > max_speed:
+                aborted = f"unstable: state non-finite or a joint speed above {max_speed:g} at t = {t:.3f} s"
+                break
+            try:
+                if mode == "lockstep":
+                    if k == next_start:
+                        w = time.perf_counter()
+                        plan = controller.update(t, x)
+                        log = UpdateLog(t, t, time.perf_counter() - w, dict(getattr(plan, "info", {}) or {}))
+                        updates.append(log)
+                        active, active_log, active_t = plan, log, t
+                        next_start = k + update_every
+                else:
+                    if pending is not None and k >= pending[2]:
+                        active, active_log = pending[0], pending[1]
+                        active_log.t_applied = t
+                        active_t = active_log.t_measured
+                        pending = None
+                    if pending is None and k >= next_start:
+                        w = time.perf_counter()
+                        plan = controller.update(t, x)
+                        lat = time.perf_counter() - w
+                        info = dict(getattr(plan, "info", {}) or {})
+                        if latency is not None:
+                            info["measured_latency_s"] = lat
+                            lat = float(latency)
+                        elif info.get("simulated_s") is not None:
+                            # an emulated accelerator: charge its modelled time, not the host's emulation
+                            info["measured_latency_s"] = lat
+                            lat = max(0.0, lat - info["emulation_wall_s"] + info["simulated_s"])
+                        log = UpdateLog(t, None, lat, info)
+                        updates.append(log)
+                        ready = k + max(1, math.ceil(lat / h - 1e-9))
+                        pending = (plan, log, ready)
+                        next_start = max(ready, k + update_every)
+                u_cmd = np.asarray(active.control(t, x), float)
+            except Exception as e:  # a failing solver or task cost ends the run; the report says why
+                aborted = f"controller failed at t = {t:.3f} s: {type(e).__name__}: {e}"
+                error_tb = traceback.format_exc()
+                break
+            if hasattr(active, "exhausted") and active.exhausted(t):
+                exhausted += 1
+            u = np.clip(u_cmd, model.u_lower, model.u_upper)
+            T_x[k], T_ucmd[k], T_u[k], T_age[k] = x, u_cmd, u, t - active_t
+            act.apply(d, u)
+            if pushes:
+                d.xfrc_applied[:] = 0.0
+                for t0, t1, bid, f in pushes:
+                    if t0 <= t < t1:
+                        d.xfrc_applied[bid, :3] += f
+            mujoco.mj_step(m, d)
+            recorded = k + 1
+            for cb in callbacks:
+                cb(k, t + h, d)
+    except KeyboardInterrupt:   # Ctrl-C: keep what was simulated; the caller writes it
+        aborted = "interrupted"
     wall = time.perf_counter() - wall0
-    n = k  # steps recorded
+    n = recorded  # steps recorded (state, command and applied control stored)
     return SimResult(model=model, mode=mode, physics_dt=h, update_every=int(update_every),
                      t=np.arange(n) * h, x=T_x[:n], u_cmd=T_ucmd[:n], u=T_u[:n], plan_age=T_age[:n],
                      updates=updates, initial=initial, wall_time=wall, plan_exhausted_steps=exhausted,
