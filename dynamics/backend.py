@@ -64,6 +64,9 @@ class Backend:
     #: time by its model) and ``emulation_wall_s_total`` (what the host spent emulating); the MPC
     #: runner's real-time mode charges the first instead of the second (fpga-sim)
     simulated_time: bool = False
+    #: the backend computes on the numba backend's packed model arrays, so the fused compiled
+    #: contact kernels of :mod:`dynamics.contact.numba_kernels` apply to it
+    numba_packed_model: bool = False
 
     def compiled_forward_dynamics(self, model: RobotModel) -> CompiledForwardDynamics | None:
         """The backend's forward dynamics as a function compiled solver loops can call, or None

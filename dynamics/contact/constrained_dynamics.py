@@ -32,8 +32,9 @@ from .schur import SchurSolver, check_pivots
 
 
 def _fused(backend, contacts, *arrays) -> bool:
-    """Whether the numba backend's fused kernel (.numba_kernels) covers this call."""
-    if getattr(backend, "name", "") != "numba":
+    """Whether the fused compiled kernel (.numba_kernels, on the numba backend's packed model) covers
+    this call: the backend says it runs on that packed model (``Backend.numba_packed_model``)."""
+    if not getattr(backend, "numba_packed_model", False):
         return False
     from . import numba_kernels
     return numba_kernels.supports_fused(contacts, *arrays)

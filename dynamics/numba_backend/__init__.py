@@ -125,6 +125,7 @@ class NumbaBackend(Backend):
 
     # ------------------------------------------------------------ compilation
     prefers_compiled_solver = True
+    numba_packed_model = True
 
     def compiled_forward_dynamics(self, model: RobotModel):
         """:class:`~dynamics.backend.CompiledForwardDynamics` for the solvers' compiled rollout:
