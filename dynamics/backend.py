@@ -257,10 +257,11 @@ class Backend:
         from . import contact
         return contact.contact_dynamics(self, model, q, v, tau, contacts)
 
-    def contact_dynamics_derivatives(self, model: RobotModel, q, v, tau, contacts):
-        """``(da_dq, da_dv, da_dtau, dlam_dq, dlam_dv, dlam_dtau)`` of :meth:`contact_dynamics`."""
+    def contact_dynamics_derivatives(self, model: RobotModel, q, v, tau, contacts, return_values: bool = False):
+        """``(da_dq, da_dv, da_dtau, dlam_dq, dlam_dv, dlam_dtau)`` of :meth:`contact_dynamics`;
+        with ``return_values`` also ``(a, lam)`` from the same solve: ``((a, lam), derivatives)``."""
         from . import contact
-        return contact.contact_dynamics_derivatives(self, model, q, v, tau, contacts)
+        return contact.contact_dynamics_derivatives(self, model, q, v, tau, contacts, return_values=return_values)
 
     def impulse_dynamics(self, model: RobotModel, q, v_minus, contacts, restitution: float = 0.0):
         """``(v_plus, impulse)``: velocity after a rigid impact (..., nv) and the impulse (..., nc)."""

@@ -278,9 +278,10 @@ class DiscreteDynamics:
         """``(a, ∂a/∂dq, ∂a/∂v, ∂a/∂u, M^-1)`` including the passive-force terms, (N, nv[, nv|nu])."""
         if self.contacts is None:
             a, daq, dav, Minv = self.backend.aba_derivatives(self.model, q, v, tau, return_acceleration=True)
-        else:   # Minv stands for ∂a/∂τ below (= M⁻¹ without contacts)
-            a = self._acc(q, v, tau)
-            daq, dav, Minv = self.backend.contact_dynamics_derivatives(self.model, q, v, tau, self.contacts)[:3]
+        else:   # Minv stands for ∂a/∂τ below (= M⁻¹ without contacts); a from the same solve
+            (a, _), d = self.backend.contact_dynamics_derivatives(self.model, q, v, tau, self.contacts,
+                                                                   return_values=True)
+            daq, dav, Minv = d[:3]
         # τ depends on q and v through τ_passive: chain rule with ∂a/∂τ = M^-1
         if self._has_stiffness:
             daq = daq - Minv * self.stiffness

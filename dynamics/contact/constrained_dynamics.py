@@ -110,16 +110,19 @@ def contact_dynamics(backend, model, q, v, tau, contacts: ContactSet) -> Contact
     return ContactDynamicsResult(unflatten(batch, s.a), unflatten(batch, s.lam))
 
 
-def contact_dynamics_derivatives(backend, model, q, v, tau, contacts: ContactSet) -> ContactDynamicsDerivatives:
+def contact_dynamics_derivatives(backend, model, q, v, tau, contacts: ContactSet, return_values: bool = False):
     """``(da_dq, da_dv, da_dtau, dlam_dq, dlam_dv, dlam_dtau)`` of :func:`contact_dynamics`
-    (module docstring); q-derivatives along the tangent perturbation ``q ⊕ δ``."""
+    (module docstring); q-derivatives along the tangent perturbation ``q ⊕ δ``. return_values:
+    return ``(ContactDynamicsResult, ContactDynamicsDerivatives)``, the values the derivatives are
+    computed at coming from the same solve (no second :func:`contact_dynamics` call)."""
     func = "contact_dynamics_derivatives"
     batch, (q, v, tau) = flat_args(func, model, contacts, q=(q, "nq"), v=(v, "nv"), tau=(tau, "nv"))
     if _fused(backend, contacts, q, v, tau):
         from . import numba_kernels
-        _, _, flag, da, dl = numba_kernels.contact_dynamics_fused(backend, model, q, v, tau, contacts, True)
+        a, lam, flag, da, dl = numba_kernels.contact_dynamics_fused(backend, model, q, v, tau, contacts, True)
         check_pivots(contacts, func, flag)
-        return ContactDynamicsDerivatives(*(unflatten(batch, x) for x in (*da, *dl)))
+        d = ContactDynamicsDerivatives(*(unflatten(batch, x) for x in (*da, *dl)))
+        return (ContactDynamicsResult(unflatten(batch, a), unflatten(batch, lam)), d) if return_values else d
     s = _solve(backend, model, q, v, tau, contacts, func)
     fm = frame_motion_derivatives(backend, model, q, v, s.a, contacts)
     _, dal_dq, dal_dv = acceleration_derivatives(fm, contacts)
@@ -135,5 +138,6 @@ def contact_dynamics_derivatives(backend, model, q, v, tau, contacts: ContactSet
     da_dq = s.MiJt @ dlam_dq - s.Mi @ dID_dq
     da_dv = s.MiJt @ dlam_dv - s.Mi @ dID_dv
     da_dtau = s.Mi + s.MiJt @ dlam_dtau
-    return ContactDynamicsDerivatives(*(unflatten(batch, x) for x in
-                                        (da_dq, da_dv, da_dtau, dlam_dq, dlam_dv, dlam_dtau)))
+    d = ContactDynamicsDerivatives(*(unflatten(batch, x) for x in
+                                     (da_dq, da_dv, da_dtau, dlam_dq, dlam_dv, dlam_dtau)))
+    return (ContactDynamicsResult(unflatten(batch, s.a), unflatten(batch, s.lam)), d) if return_values else d

@@ -30,7 +30,7 @@ class _ContactForces:
             raise TypeError(f"contacts must be a dynamics.ContactSet, got {type(contacts).__name__}")
         if contacts.model is not model:
             raise ValueError("the ContactSet was built for another RobotModel than the cost's")
-        self.model, self.contacts = model, contacts
+        self.model, self.contacts, self.passive = model, contacts, bool(passive_forces)
         self.B = np.asarray(model.actuation_matrix, float)
         nv = model.nv
         self.damping = np.asarray(model.dof_damping, float) if passive_forces else np.zeros(nv)
@@ -53,23 +53,37 @@ class _ContactForces:
         def compute():
             q, v = ctx.q, np.ascontiguousarray(ctx.v)
             return contact_dynamics_rows(ctx.backend, self.model, q, v, self.torques(q, v, ctx.u), self.contacts)[1]
-        return ctx.memo(("contact_forces", id(self.contacts)), compute)
+        return ctx.memo(("contact_forces", id(self.contacts), self.passive), compute)
 
     def jacobians(self, ctx: CostContext):
-        """``(Λx (B, nc, ndx), Λu (B, nc, nu))``."""
+        """``(Λx (B, nc, ndx), Λu (B, nc, nu))``; the forces of the same solve are memoised for
+        :meth:`forces` (no second contact-dynamics call in a derivative evaluation)."""
         def compute():
             q, v = ctx.q, np.ascontiguousarray(ctx.v)
-            d = ctx.backend.contact_dynamics_derivatives(self.model, q, v, self.torques(q, v, ctx.u), self.contacts)
+            (_, lam), d = ctx.backend.contact_dynamics_derivatives(self.model, q, v, self.torques(q, v, ctx.u),
+                                                                   self.contacts, return_values=True)
+            ctx.cache.setdefault(("contact_forces", id(self.contacts), self.passive), lam)
             dl_dq, dl_dv, dl_dt = d[3], d[4], d[5]
             if np.any(self.stiffness):
                 dl_dq = dl_dq - dl_dt * self.stiffness
             if np.any(self.damping):
                 dl_dv = dl_dv - dl_dt * self.damping
             return np.concatenate([dl_dq, dl_dv], axis=-1), dl_dt @ self.B
-        return ctx.memo(("contact_force_jacobians", id(self.contacts)), compute)
+        return ctx.memo(("contact_force_jacobians", id(self.contacts), self.passive), compute)
 
 
-class ContactForceCost(ResidualCost):
+class _ContactForceResidual(ResidualCost):
+    """Shared by the costs below: a derivative evaluation takes the forces and their Jacobians from
+    one contact-dynamics solve (the Jacobians first, which memoise the forces in the context)."""
+
+    _cf: _ContactForces
+
+    def derivatives(self, ctx: CostContext):
+        self._cf.jacobians(ctx)
+        return super().derivatives(ctx)
+
+
+class ContactForceCost(_ContactForceResidual):
     """``r = λ(x, u) − λ_ref`` (nc,): regularises the contact forces towards a reference
     distribution (e.g. the weight shared evenly by the feet), which keeps a rigid-contact MPC from
     planning forces the ground cannot give. reference (nc,) or per knot (K, nc) [N]."""
@@ -99,7 +113,7 @@ class ContactForceCost(ResidualCost):
         return self._cf.jacobians(ctx)
 
 
-class FrictionConeCost(ResidualCost):
+class FrictionConeCost(_ContactForceResidual):
     """Linearised friction cone of point contacts as a soft penalty: for each foot with force
     ``(f_x, f_y, f_z)`` (world axes, ground normal +z) the residuals ``max(0, ±f_x − μ f_z)``,
     ``max(0, ±f_y − μ f_z)`` (a four-sided pyramid, inscribed with ``μ = mu / √2`` when
