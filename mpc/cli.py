@@ -1,7 +1,9 @@
 """``mpc-accel``: run a receding-horizon controller on a task in MuJoCo and report how fast the
 control loop runs and how well it tracks.
 
-Subcommands: ``run`` (closed-loop simulation), ``tasks`` (list tasks), ``backends`` (list dynamics
+Subcommands: ``run`` (closed-loop simulation), ``study`` (sweep tasks × backends × horizons × solvers ×
+latencies × seeds, one run per subprocess, resumable; see :mod:`mpc.study`), ``report`` (show a run's
+summary or rebuild a study's table and plots), ``tasks`` (list tasks), ``backends`` (list dynamics
 backends and whether each is available here). Also callable as ``python -m mpc``.
 Exit codes: 0 success; 1 the run aborted (instability or solver failure) or failed at runtime;
 2 bad arguments; 3 the run completed but the task's success criteria were not met (with
@@ -31,8 +33,12 @@ examples:
   mpc-accel run path/to/my_task.py:MyTask --duration 4
   mpc-accel tasks                                  # what can be run
   mpc-accel backends                               # which dynamics backends work on this machine
+  mpc-accel study --tasks iiwa-reach,hyq-stand --backends numpy,numba,fpga-sim --horizons 16,32,64 \\
+      --solvers ilqr,ddp --duration 4 --seeds 3 --out runs/study   # the MPC-rate study (resumable)
+  mpc-accel study study.toml                       # the same, described in a TOML file
+  mpc-accel report runs/study                      # rebuild a study's table and plots (or show a run)
 
-Run 'mpc-accel run --help' for every option of a run."""
+Run 'mpc-accel run --help' / 'mpc-accel study --help' for every option."""
 
 EPILOG_RUN = """\
 timing modes:
@@ -108,6 +114,40 @@ def _task_arg(s: str) -> tuple[str, object]:
         return key.strip(), raw  # a plain string
 
 
+def _nonnegative_int(s: str) -> int:
+    try:
+        v = int(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got '{s}'") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {v}")
+    return v
+
+
+#: the seeded initial-state noise of ``run --seed N`` (N > 0): σ of the hinge/slide joint positions
+#: [rad or m] and velocities [rad/s or m/s]. The tasks themselves are deterministic, so this is what
+#: a study's seeds vary.
+SEED_SIGMA_Q = 0.01
+SEED_SIGMA_V = 0.05
+
+
+def perturbed_initial_state(model, x0, seed: int):
+    """``x0`` (nq+nv,) with seeded noise on the hinge/slide joints (see :data:`SEED_SIGMA_Q`,
+    :data:`SEED_SIGMA_V`); seed 0 returns ``x0`` unchanged. A free base keeps its pose and velocity
+    (moving it would put a legged robot's feet into or above the ground)."""
+    import numpy as np
+
+    x = np.array(x0, dtype=float)
+    if seed == 0:
+        return x
+    rng = np.random.default_rng(seed)
+    qi, vi = np.asarray(model.scalar_q_index, int), np.asarray(model.scalar_v_index, int)
+    q = x[:model.nq]
+    q[qi] = np.clip(q[qi] + rng.normal(0.0, SEED_SIGMA_Q, qi.size), model.q_lower[qi], model.q_upper[qi])
+    x[model.nq + vi] += rng.normal(0.0, SEED_SIGMA_V, vi.size)
+    return x
+
+
 def _latency_arg(s: str) -> float | None:
     """``measured`` -> None; ``fixed:20ms`` / ``fixed:0.02s`` / ``fixed:0.02`` -> seconds."""
     if s == "measured":
@@ -151,7 +191,7 @@ def build_parser() -> argparse.ArgumentParser:
                 description="Real-time nonlinear MPC (DDP/iLQR/FDDP) on MuJoCo robots, with batched rigid-body "
                             "dynamics derivatives. Runs a controller in closed loop and reports how fast the "
                             "control loop runs and how well it tracks.")
-    sub = p.add_subparsers(dest="command", metavar="{run,tasks,backends}")
+    sub = p.add_subparsers(dest="command", metavar="{run,study,report,tasks,backends}")
     r = sub.add_parser("run", help="run a task in closed loop (MPC + MuJoCo) and report",
                        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG_RUN,
                        description="Simulate a task with the MPC controller in the loop and write a report.")
@@ -213,6 +253,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="physics steps between controller updates (default: one knot, dt / physics step)")
     s.add_argument("--duration", type=_positive_float, default=None, metavar="SECONDS",
                    help="simulated seconds (default: the task's duration)")
+    s.add_argument("--seed", type=_nonnegative_int, default=0, metavar="N",
+                   help="perturb the initial state: seed 0 (default) is the task's own initial state; seed N "
+                        f"> 0 adds seeded normal noise to the hinge/slide joints (positions σ = {SEED_SIGMA_Q:g} "
+                        f"rad or m, clipped to the joint limits; velocities σ = {SEED_SIGMA_V:g} rad/s or m/s; "
+                        "a free base is left as is)")
     o = r.add_argument_group("output")
     o.add_argument("--out", type=Path, default=None, metavar="DIR", help="output folder (default: runs/<task>)")
     o.add_argument("--plot", action="store_true", help="write PNG plots (needs matplotlib)")
@@ -222,10 +267,152 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--json", action="store_true", help="print the JSON summary instead of the table")
     o.add_argument("--quiet", action="store_true", help="no progress display")
     o.add_argument("--strict", action="store_true", help="exit with code 3 when the task's success criteria fail")
+    _add_study_parser(sub)
+    rp = sub.add_parser("report", help="show a run's summary, or rebuild a study's table and plots",
+                        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG_REPORT,
+                        description="Read stored results: a run folder (summary.json) prints its summary table; "
+                                    "a study folder (study.json, runs/) rebuilds results.csv/json/md and the plots.")
+    rp.add_argument("path", type=Path, metavar="DIR", help="a run's --out folder or a study's --out folder")
+    rp.add_argument("--no-plots", action="store_true", help="study: do not write the plots")
     sub.add_parser("tasks", help="list the registered tasks", description="List the registered tasks.")
     sub.add_parser("backends", help="list dynamics backends and whether each is available here",
                    description="List dynamics backends and whether each is available on this machine.")
     return p
+
+
+EPILOG_STUDY = """\
+every combination of --tasks x --backends x --solvers x --horizons x --latency x seeds is run, one
+run per subprocess ('mpc-accel run ... --seed K' in a fresh Python), --jobs at a time (default 1:
+timing fidelity), each with its thread pools pinned (--threads). Backends that are not available
+here are skipped with the reason ('mpc-accel backends'). Finished runs are kept in OUT/runs/ and
+not redone: run the same command again to resume (after Ctrl-C, a crash or a new axis value).
+
+seeds: the tasks are deterministic; seed 0 is the task's initial state, seed K > 0 adds seeded
+noise to the joint positions/velocities (see 'mpc-accel run --help', --seed).
+
+outputs (in --out): results.csv, results.json, results.md (one row per run: its configuration and
+the measured control-loop frequency, per-stage update times, tracking error, success, ...; see
+docs/study.md), plots/rate_vs_horizon.png, plots/tracking_vs_rate.png, plots/stages.png (needs
+matplotlib), runs/<run id>/ (each run's summary.json and trajectory.npz).
+
+a TOML file takes the same keys as the flags (tasks, backends, horizons, solvers, mode, duration,
+seeds, latency, dt, iterations, initial-iterations, out, jobs, threads, executor, address, plots);
+flags given on the command line override it.
+
+examples:
+  mpc-accel study --tasks iiwa-reach,hyq-stand --backends numpy,numba,fpga-sim --horizons 16,32,64 \\
+      --solvers ilqr,ddp --duration 4 --seeds 3 --out runs/study
+  mpc-accel study --tasks iiwa-reach --backends numba --horizons 16,32 --mode realtime \\
+      --latency measured,fixed:20ms,fixed:60ms --out runs/latency
+  mpc-accel study study.toml --jobs 2               # a TOML file; two runs at once, each on its own core
+  mpc-accel study study.toml --executor ray --address ray://head:10001   # on a Ray cluster
+  mpc-accel study study.toml --dry-run              # what would run (and what is already done)
+  mpc-accel report runs/study                       # rebuild the table and plots"""
+
+EPILOG_REPORT = """\
+examples:
+  mpc-accel report runs/iiwa          # a run folder: print its summary table
+  mpc-accel report runs/study         # a study folder: rebuild results.csv/json/md and plots/"""
+
+
+def _add_study_parser(sub) -> None:
+    st = sub.add_parser("study", help="sweep tasks x backends x horizons x solvers (resumable), table + plots",
+                        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG_STUDY,
+                        description="The MPC-rate study: run every combination of tasks, backends, horizons, "
+                                    "solvers, latencies and seeds in closed loop and collect one table and plots.")
+    st.add_argument("config", nargs="?", type=Path, default=None, metavar="CONFIG.toml",
+                    help="a study described in a TOML file (same keys as the flags)")
+    g = st.add_argument_group("what to sweep (comma-separated lists)")
+    g.add_argument("--tasks", default=None, metavar="T1,T2", help="tasks (see 'mpc-accel tasks')")
+    g.add_argument("--backends", default=None, metavar="B1,B2", help="dynamics backends (see 'mpc-accel backends')")
+    g.add_argument("--horizons", default=None, metavar="N1,N2", help="horizons in knots, e.g. 16,32,64")
+    g.add_argument("--solvers", default=None, metavar="S1,S2", help="ilqr, ddp, fddp (default: ilqr)")
+    g.add_argument("--latency", default=None, metavar="L1,L2",
+                   help="realtime mode: measured (default) and/or fixed:<time>, e.g. measured,fixed:20ms")
+    g.add_argument("--seeds", default=None, metavar="K", help="seeds per combination: 0..K-1 (default: 1)")
+    r = st.add_argument_group("each run")
+    r.add_argument("--mode", default=None, metavar="lockstep|realtime", help="timing mode (default: lockstep)")
+    r.add_argument("--duration", default=None, metavar="SECONDS", help="simulated seconds (default: the task's)")
+    r.add_argument("--dt", default=None, metavar="SECONDS", help="knot spacing (default: 0.01)")
+    r.add_argument("--iterations", default=None, metavar="K", help="solver iterations per update (default: 1)")
+    r.add_argument("--initial-iterations", default=None, metavar="K",
+                   help="iterations of the first solve, before the clock starts (default: 50)")
+    e = st.add_argument_group("execution and output")
+    e.add_argument("--out", default=None, metavar="DIR", help="study folder (default: runs/study)")
+    e.add_argument("--jobs", default=None, metavar="J", help="runs at once (default: 1, for timing fidelity)")
+    e.add_argument("--threads", default=None, metavar="T", help="threads per run (default: cores // jobs)")
+    e.add_argument("--executor", default=None, metavar="local|ray",
+                   help="local subprocesses (default) or a Ray cluster (pip install 'mpc-accel[cluster]')")
+    e.add_argument("--address", default=None, metavar="ADDR", help="Ray cluster address (default: a local Ray)")
+    e.add_argument("--no-plots", dest="plots", action="store_const", const=False, default=None,
+                   help="do not write the plots")
+    e.add_argument("--dry-run", action="store_true", help="list the runs still to do, run nothing")
+
+
+def cmd_study(a: argparse.Namespace) -> int:
+    from .study import ConfigError, load_config, run_study
+
+    flags = {k: getattr(a, k) for k in ("tasks", "backends", "horizons", "solvers", "latency", "seeds", "mode",
+                                        "duration", "dt", "iterations", "initial_iterations", "out", "jobs",
+                                        "threads", "executor", "address", "plots")}
+    try:
+        cfg = load_config(a.config, flags)
+    except ConfigError as e:
+        return _fail(str(e).removeprefix("study: "))
+    try:
+        res = run_study(cfg, dry_run=a.dry_run)
+    except (ValueError, RuntimeError) as e:   # unknown task/backend, Ray missing: before any run
+        return _fail(str(e).removeprefix("study: "))
+    except KeyboardInterrupt:                  # while planning: nothing started
+        print("\nmpc-accel: study interrupted before any run started", file=sys.stderr)
+        return 130
+    if a.dry_run:
+        return 0
+    md = Path(cfg.out) / "results.md"
+    if md.is_file() and not res.interrupted:
+        print(md.read_text(), end="")
+    for n in res.notes:
+        print(f"note: {n}")
+    if res.files:
+        print("files: " + ", ".join(str(f) for f in res.files))
+    if res.interrupted:
+        return 130
+    done = len(res.already) + len(res.ran)
+    print(f"study: {done} of {len(res.planned)} runs done ({len(res.ran)} now, {len(res.already)} before)"
+          + (f"; {len(res.failed)} failed (run again to retry)" if res.failed else "")
+          + (f"; skipped backends: {', '.join(res.skipped)}" if res.skipped else ""), file=sys.stderr)
+    return 1 if res.failed else 0
+
+
+def cmd_report(a: argparse.Namespace) -> int:
+    import json
+
+    path = a.path
+    if (path / "summary.json").is_file():
+        from sim import report
+        print(report.format_summary(json.loads((path / "summary.json").read_text())))
+        return 0
+    from .study import store
+    if not store.is_study_dir(path):
+        return _fail(f"'{path}' holds neither a run (summary.json) nor a study (study.json, runs/)")
+    from .study import StudyConfig, build_config, plan_runs
+    from .study.runner import write_outputs
+    config, skipped, specs = None, {}, None
+    if (path / "study.json").is_file():
+        meta = json.loads((path / "study.json").read_text())
+        config = meta.get("config")
+        skipped = {s["backend"]: s["reason"] for s in meta.get("skipped", [])}
+        try:
+            cfg: StudyConfig = build_config({k: v for k, v in config.items() if v is not None})
+            specs = plan_runs(cfg, tuple(b for b in cfg.backends if b not in skipped))
+        except Exception:  # noqa: BLE001 — an older or hand-edited study.json: take every finished run
+            specs = None
+    files, notes = write_outputs(path, specs, skipped, plots=not a.no_plots, config=config)
+    print((path / "results.md").read_text(), end="")
+    for n in notes:
+        print(f"note: {n}")
+    print("files: " + ", ".join(str(f) for f in files))
+    return 0
 
 
 def _fail(message: str, code: int = 2) -> int:
@@ -311,7 +498,10 @@ def _check_backend(name: str):
     return get_backend(name)
 
 
-def cmd_run(a: argparse.Namespace) -> int:
+def cmd_run(a: argparse.Namespace, on_result=None) -> int:
+    """``mpc-accel run``. on_result: optional ``f(result, summary)`` called with the
+    :class:`sim.runner.SimResult` and the summary dict before the summary is written (the study's
+    worker adds its columns there)."""
     from .controller import MPC
     from sim import report
     from sim.progress import make_progress
@@ -355,7 +545,8 @@ def cmd_run(a: argparse.Namespace) -> int:
               "refresh_gains": a.refresh_gains, "line_search": a.line_search, "integrator": a.integrator,
               "second_order": a.second_order,
               "latency": "measured" if a.latency is None else f"fixed {a.latency * 1e3:g} ms",
-              "latency_compensation": a.mode == "realtime" and not a.no_latency_compensation}
+              "latency_compensation": a.mode == "realtime" and not a.no_latency_compensation,
+              "seed": a.seed}
     say = (lambda *x: None) if a.json else (lambda *x: print(*x, file=sys.stderr))
     try:
         # builds the task's problem: its costs and build_problem run here
@@ -395,7 +586,8 @@ def cmd_run(a: argparse.Namespace) -> int:
             from sim.viewer import PassiveViewer
             viewer = PassiveViewer(model.mj_model)
             callbacks.append(viewer)
-        result = simulate(model, ctrl, task.initial_state(), duration, mode=a.mode, update_every=update_every,
+        x0 = perturbed_initial_state(model, task.initial_state(), a.seed)
+        result = simulate(model, ctrl, x0, duration, mode=a.mode, update_every=update_every,
                           callbacks=tuple(callbacks), disturbances=task.disturbances(), latency=a.latency)
     except Exception as e:  # noqa: BLE001 — the first solve (task costs), the viewer, a callback
         close_progress()
@@ -435,6 +627,8 @@ def cmd_run(a: argparse.Namespace) -> int:
             notes.append(outcome.message)
     summary["files"] = [str(f) for f in files]
     summary["notes"] = notes
+    if on_result is not None:
+        on_result(result, summary)
     report.write_summary(summary, out / "summary.json")
     if a.json:
         import json
@@ -469,6 +663,10 @@ def main(argv: list[str] | None = None) -> int:
         return cmd_tasks()
     if a.command == "backends":
         return cmd_backends()
+    if a.command == "study":
+        return cmd_study(a)
+    if a.command == "report":
+        return cmd_report(a)
     try:
         return cmd_run(a)
     except KeyboardInterrupt:   # before the closed loop started (warm-up, first solve): nothing to keep
