@@ -229,8 +229,16 @@ class MPC:
         sim0 = (be.simulated_s_total, be.emulation_wall_s_total) if be.simulated_time else None
         w0 = time.perf_counter()
         x = np.asarray(x, float)
+        revision = self.problem.revision
         self.task.update_problem(self.problem, float(t))
         self.problem.set_initial_state(x)
+        if self.problem.revision != revision:
+            # the task re-phased the knots (set_running_models): the rollout kernel is rebuilt for
+            # the new knot structure
+            self.solver.forward._kernel = None
+        if xs_init is not None and self.plan is not None and np.any(self.problem.dts != self.dt):
+            # knots not dt apart (impulse knots): the warm start is laid on the problem's knot times
+            xs_init, us_init = self._warm_start_on_knots(float(t))
         if xs_init is not None:
             xs_init = np.array(xs_init, float)
             xs_init[0] = x
@@ -268,10 +276,23 @@ class MPC:
             plan = Plan(self.model, old.t0, old.dt, old.xs, old.us, old.K, info=asdict(rec),
                         u_lower=old.u_lower, u_upper=old.u_upper)
         else:
-            K = np.asarray(res.K, float) if self.feedback else None
-            plan = Plan(self.model, float(t), self.dt, np.asarray(res.xs, float), np.asarray(res.us, float), K,
+            xs, us, K = np.asarray(res.xs, float), np.asarray(res.us, float), np.asarray(res.K, float)
+            timed = self.problem.dts > 0
+            if not timed.all():
+                # impulse knots (dt = 0) take no time: the plan keeps the post-impact state and drops
+                # the pre-impact state, control and gain of each, so its knots are dt apart again
+                xs, us, K = xs[np.r_[timed, True]], us[timed], K[timed]
+            plan = Plan(self.model, float(t), self.dt, xs, us, K if self.feedback else None,
                         info=asdict(rec), u_lower=self.problem.u_lower, u_upper=self.problem.u_upper)
         return plan, rec
+
+    def _warm_start_on_knots(self, t: float) -> tuple[np.ndarray, np.ndarray]:
+        """The current plan evaluated at the problem's knot times ``t + Σ dts`` (an impulse knot's
+        pre- and post-impact states are at the same time): (N+1, nx), (N, nu)."""
+        ts = t + np.concatenate([[0.0], np.cumsum(self.problem.dts)])
+        xs = np.stack([self.plan.reference_state(s) for s in ts])
+        us = np.stack([self.plan.feedforward(s) for s in ts[:-1]])
+        return xs, us
 
     @staticmethod
     def _add_timings(acc: dict, res) -> None:

@@ -164,21 +164,8 @@ class ShootingProblem:
         if self.terminal_cost is not None and self.terminal_cost.uses_control:
             raise ValueError("the terminal cost depends on the control (e.g. a ControlCost); controls do not exist "
                              "at the terminal knot — remove that term from the terminal cost")
-        # groups: knots sharing a dynamics description and dt / a cost object (first-appearance order)
-        dyn_knots: dict = {}
-        cost_knots: dict = {}
-        for t, am in enumerate(running_models):
-            dyn_knots.setdefault((am.dynamics, am.dt), []).append(t)
-            cost_knots.setdefault(id(am.cost), (am.cost, []))[1].append(t)
-        self.dynamics_groups = tuple(
-            KnotGroup(_index(ks), DiscreteDynamics(model, self.backend, dt, d.integrator, second_order,
-                                                   d.passive_forces, contacts=getattr(d, "contacts", None),
-                                                   restitution=getattr(d, "restitution", 0.0)))
-            for (d, dt), ks in dyn_knots.items())
-        self.cost_groups = tuple(KnotGroup(_index(ks), cost) for cost, ks in cost_knots.values())
-        self._knot_dynamics = np.empty(self.horizon, dtype=object)
-        for g in self.dynamics_groups:
-            self._knot_dynamics[g.knots] = g.item
+        self._discrete: dict = {}      # (dynamics description, dt) -> DiscreteDynamics, kept across re-phasing
+        self._group_knots()
         self.u_lower = self._bound("u_lower", model.u_lower if u_lower is None else u_lower)
         self.u_upper = self._bound("u_upper", model.u_upper if u_upper is None else u_upper)
         if np.any(self.u_lower > self.u_upper):
@@ -186,6 +173,57 @@ class ShootingProblem:
         self.set_initial_state(x0)
         self.initial_controls: np.ndarray | None = None   # see default_controls
         self._knot_cache: dict = {}
+        self.revision = 0                                   # set_running_models count
+
+    def _group_knots(self) -> None:
+        """Groups: knots sharing a dynamics description and dt / a cost object (first-appearance order)."""
+        running_models, model = self.running_models, self.model
+        dyn_knots: dict = {}
+        cost_knots: dict = {}
+        for t, am in enumerate(running_models):
+            dyn_knots.setdefault((am.dynamics, am.dt), []).append(t)
+            cost_knots.setdefault(id(am.cost), (am.cost, []))[1].append(t)
+        for (d, dt) in dyn_knots:
+            if (d, dt) not in self._discrete:
+                self._discrete[(d, dt)] = DiscreteDynamics(
+                    model, self.backend, dt, d.integrator, self.second_order, d.passive_forces,
+                    contacts=getattr(d, "contacts", None), restitution=getattr(d, "restitution", 0.0))
+        self.dynamics_groups = tuple(KnotGroup(_index(ks), self._discrete[key]) for key, ks in dyn_knots.items())
+        self.cost_groups = tuple(KnotGroup(_index(ks), cost) for cost, ks in cost_knots.values())
+        self._knot_dynamics = np.empty(self.horizon, dtype=object)
+        for g in self.dynamics_groups:
+            self._knot_dynamics[g.knots] = g.item
+
+    def set_running_models(self, running_models) -> None:
+        """Replace the N running action models by another list of N (same robot, same horizon),
+        e.g. to re-phase a contact schedule as an MPC horizon slides; x0, bounds,
+        ``initial_controls`` and the terminal model are kept, and so is a solver's workspace (its
+        warm start is the caller's). The dynamics of a (description, dt) pair seen before are
+        reused, not rebuilt. ``revision`` counts the replacements (for caches of the knot structure)."""
+        running_models = tuple(running_models)
+        if len(running_models) != self.horizon:
+            raise ValueError(f"set_running_models: got {len(running_models)} action models, expected {self.horizon} "
+                             f"(the problem's horizon; build a new ShootingProblem for another horizon)")
+        for t, am in enumerate(running_models):
+            if not isinstance(am, ActionModel):
+                raise TypeError(f"set_running_models: running_models[{t}] is a {type(am).__name__}, expected an "
+                                f"ActionModel")
+            if am.model is not self.model:
+                raise ValueError(f"set_running_models: running_models[{t}] describes another RobotModel than the "
+                                 f"problem's")
+            if not am.dt > 0 and not isinstance(am.dynamics, ImpulseDynamics):
+                raise ValueError(f"time step dt must be a positive finite number of seconds, got {am.dt} at knot {t}")
+        if running_models == self.running_models:
+            return
+        self.running_models = running_models
+        dts = np.array([am.dt for am in running_models], dtype=float)
+        dts.setflags(write=False)
+        scales = np.array([am.cost_scale for am in running_models], dtype=float)
+        scales.setflags(write=False)
+        self.dts, self.cost_scales = dts, scales
+        self._group_knots()
+        self._knot_cache = {}
+        self.revision += 1
 
     # ------------------------------------------------------------ uniform-problem views
     @property
@@ -297,7 +335,24 @@ class ShootingProblem:
         """``f_t(x, u)`` (..., nx) with the dynamics of knot t (any knot of a uniform problem when
         t is None)."""
         dyn = self.dynamics if t is None else self._knot_dynamics[t]
-        return dyn.step(x, u)
+        if dyn.integrator != "impulse":
+            return dyn.step(x, u)
+        # an impact at a candidate state whose contact Jacobian lost rank (a line-search candidate
+        # that stretched a leg straight): NaN rows, so the candidate is rejected as on contact knots
+        from dynamics.contact import RankDeficientContactError
+        try:
+            return dyn.step(x, u)
+        except RankDeficientContactError:
+            x, u = np.asarray(x, float), np.asarray(u, float)
+            out = np.full(np.broadcast_shapes(x.shape[:-1], u.shape[:-1]) + (self.nx,), np.nan)
+            X, U = np.broadcast_to(x, out.shape).reshape(-1, self.nx), np.broadcast_to(u, out.shape[:-1] + (self.nu,))
+            flat = out.reshape(-1, self.nx)
+            for r, (xr, ur) in enumerate(zip(X, U.reshape(-1, self.nu))):
+                try:
+                    flat[r] = dyn.step(xr, ur)
+                except RankDeficientContactError:
+                    pass
+            return out
 
     def next_states(self, xs: np.ndarray, us: np.ndarray) -> np.ndarray:
         """``f_t(xs[t], us[t])`` for every knot, xs (N, nx), us (N, nu): (N, nx), one batched call

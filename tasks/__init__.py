@@ -10,8 +10,10 @@ and success criteria.
 """
 
 from .base import Criterion, Disturbance, Evaluation, Event, MetricInfo, Task, check_evaluation
+from .humanoid import AtlasBalance, HumanoidBalance
 from .iiwa_reach import IiwaReach
 from .quadruped import HyqStand, QuadrupedStand
+from .quadruped_trot import HyqTrot, QuadrupedTrot
 from .registry import TaskCodeError, get_task, list_tasks, register_task, resolve_task
 
 __all__ = ["Criterion", "Disturbance", "Evaluation", "QuadrupedStand", "HyqStand", "Event", "MetricInfo", "Task", "check_evaluation", "IiwaReach", "get_task",

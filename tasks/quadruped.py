@@ -19,33 +19,25 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from dynamics import ContactSet, RobotModel, get_backend, load_model
+from dynamics import RobotModel
 from dynamics.lie import quat_multiply
 from solvers import ActionModel, ContactDynamics, ControlCost, CostSum, ShootingProblem, StateCost, StateSpace
 from solvers.costs import ContactForceCost, FrictionConeCost
 
-from .base import Criterion, Disturbance, Evaluation, Event, MetricInfo, Task
+from .base import Criterion, Evaluation, Event, MetricInfo, Task
+from .legged import BUNDLED_FEET, LeggedTask, _quat_rpy
 from .registry import register_task
 
-BUNDLED_FEET = {"hyq": ("lf_foot", "rf_foot", "lh_foot", "rh_foot")}
+__all__ = ["QuadrupedStand", "HyqStand", "BUNDLED_FEET", "DEFAULT_POSES", "LeggedTask"]
 # (t_start [s], trunk height offset [m], roll, pitch, yaw [rad]) relative to the standing posture
 DEFAULT_POSES = ((0.0, 0.0, 0.0, 0.0, 0.0), (1.0, -0.06, 0.0, 0.0, 0.0), (2.0, 0.03, 0.0, 0.0, 0.0),
                  (3.0, 0.0, 0.0, 0.12, 0.0), (4.0, 0.0, 0.1, 0.0, 0.1), (5.0, 0.0, 0.0, 0.0, 0.0))
 
 
-def _quat_rpy(roll: float, pitch: float, yaw: float) -> np.ndarray:
-    """Unit quaternion (w, x, y, z) of R = Rz(yaw) Ry(pitch) Rx(roll)."""
-    cr, sr = np.cos(roll / 2), np.sin(roll / 2)
-    cp, sp = np.cos(pitch / 2), np.sin(pitch / 2)
-    cy, sy = np.cos(yaw / 2), np.sin(yaw / 2)
-    return np.array([cr * cp * cy + sr * sp * sy, sr * cp * cy - cr * sp * sy,
-                     cr * sp * cy + sr * cp * sy, cr * cp * sy - sr * sp * cy])
-
-
 @register_task("quadruped-stand", "any quadruped (default HyQ): four feet down, the trunk tracks height and "
                                   "orientation targets and survives pushes")
 @dataclass
-class QuadrupedStand(Task):
+class QuadrupedStand(LeggedTask, Task):
     """Quadruped standing on four point feet. robot: a bundled name or an MJCF path with
     actuators and a free-floating trunk; feet: the four contact frames (sites or bodies; defaults
     for the bundled robots); poses: ``(t_start, dz, roll, pitch, yaw)`` rows, each active from its
@@ -77,140 +69,11 @@ class QuadrupedStand(Task):
     model: RobotModel = field(init=False, repr=False)
 
     def __post_init__(self):
-        self.model = load_model(self.robot)
-        m = self.model
-        if not m.free_adr or m.free_adr[0] != (0, 0):
-            raise ValueError(f"quadruped-stand: robot '{self.robot}' needs a free-floating trunk as its first joint")
-        if m.nu != m.nv - 6:
-            raise ValueError(f"quadruped-stand: robot '{self.robot}' must actuate every leg joint (nu = nv - 6 = "
-                             f"{m.nv - 6}), has nu = {m.nu}")
-        feet = self.feet
-        if feet is None:
-            feet = BUNDLED_FEET.get(self.robot)
-            if feet is None:
-                raise ValueError(f"quadruped-stand: give the four foot frames of '{self.robot}', e.g. "
-                                 f"feet=('FL_foot', 'FR_foot', 'RL_foot', 'RR_foot') (sites or bodies)")
-        if isinstance(feet, str):
-            feet = tuple(f.strip() for f in feet.split(",") if f.strip())
-        self.feet = tuple(feet)
-        if len(self.feet) != 4:
-            raise ValueError(f"quadruped-stand: expected 4 feet, got {len(self.feet)}: {self.feet}")
-        for f in self.feet:
-            m.frame(f)      # a clear error naming the frames there are
         poses = np.array(self.poses, dtype=float).reshape(-1, 5)
         if poses.shape[0] < 1 or poses[0, 0] != 0.0 or np.any(np.diff(poses[:, 0]) <= 0):
             raise ValueError("poses: rows (t_start, dz, roll, pitch, yaw) with increasing start times, the first at 0")
         self._poses = poses
-        self.contacts = ContactSet(m, frames=self.feet, kind="point")
-        self.x_stand, self.posture_source = self._standing_state()
-        self.lam_stand, self.u_stand = self._standing_forces_and_torques(self.x_stand)
-        be = get_backend("numpy")
-        self._feet0 = np.stack([be.frame_placement(m, self.x_stand[:m.nq], f)[1] for f in self.feet])
-        self.standing_height = float(self.x_stand[2])
-        self._pushes = [Disturbance(float(t), str(body), np.asarray(f, float), float(d)) for t, body, f, d in self.pushes]
-        for p in self._pushes:
-            m.body_id(p.body)
-
-    # ------------------------------------------------------------ posture
-    def _standing_state(self) -> tuple[np.ndarray, str]:
-        m = self.model
-        try:
-            q = np.array(m.keyframe("standing"), float)
-            source = "keyframe 'standing' of the model"
-        except (KeyError, ValueError):
-            q = self._computed_standing_configuration()
-            source = ("computed (the model has no 'standing' keyframe): feet under their straight-leg positions, "
-                      "legs bent until the feet rise 15 % of the leg length towards the trunk, trunk lowered onto "
-                      "the floor and settled in MuJoCo with the joints held")
-        return np.concatenate([q, np.zeros(m.nv)]), source
-
-    def _computed_standing_configuration(self) -> np.ndarray:
-        """A standing configuration for a model without a 'standing' keyframe: damped least-squares
-        inverse kinematics of the four feet (trunk fixed) from the reference configuration with
-        slightly bent joints, then the trunk lowered until the lowest foot is at the floor (z = 0,
-        plus the radius of a sphere foot geom at the frame)."""
-        m = self.model
-        be = get_backend("numpy")
-        q = np.array(m.neutral(), float)
-        feet0 = np.stack([be.frame_placement(m, q, f)[1] for f in self.feet])
-        leg_length = float(q[2] - feet0[:, 2].min())
-        if not leg_length > 0:
-            raise ValueError(f"quadruped-stand: cannot compute a standing posture for '{self.robot}': its feet are not "
-                             f"below the trunk in the reference configuration; add a keyframe named 'standing'")
-        target = feet0 + np.array([0.0, 0.0, 0.15 * leg_length])
-        q[7:] += 0.3                                       # off the straight-leg singularity
-        for _ in range(200):
-            P = np.stack([be.frame_placement(m, q, f)[1] for f in self.feet])
-            e = (target - P).reshape(-1)
-            if np.abs(e).max() < 1e-9:
-                break
-            J = np.concatenate([be.frame_jacobian(m, q, f, "local_world_aligned")[:3, 6:] for f in self.feet])
-            q[7:] += J.T @ np.linalg.solve(J @ J.T + 1e-6 * np.eye(J.shape[0]), e)
-        else:
-            raise ValueError(f"quadruped-stand: inverse kinematics for a standing posture of '{self.robot}' did not "
-                             f"converge; add a keyframe named 'standing'")
-        lowest = min(be.frame_placement(m, q, f)[1][2] for f in self.feet)
-        q[2] -= lowest - self._foot_radius() - 2e-3       # 2 mm above the floor, then let it settle
-        return self._settle(q)
-
-    def _settle(self, q: np.ndarray, seconds: float = 2.0) -> np.ndarray:
-        """The configuration a robot placed at q comes to rest in on MuJoCo's floor with its joints held
-        by a stiff PD (MuJoCo's soft contacts penetrate a little: starting there, the closed loop does
-        not begin with a contact transient)."""
-        import mujoco
-        from sim.state import ActuatorMap, read_state, write_state
-        m = self.model
-        mj = m.mj_model
-        d = mujoco.MjData(mj)
-        write_state(m, d, np.concatenate([q, np.zeros(m.nv)]))
-        act = ActuatorMap.for_model(m, mj)
-        B = np.asarray(m.actuation_matrix, float)[6:]         # leg dofs -> controls
-        Bp = np.linalg.pinv(B)
-        mass = max(float(m.total_mass), 1e-3)
-        kp, kd = 20.0 * mass, 0.5 * mass                      # stiff for the robot's size, stable at 1 ms
-        for _ in range(int(seconds / mj.opt.timestep)):
-            x = read_state(m, d)
-            e = q[7:] - x[7:m.nq]
-            tau = kp * e - kd * x[m.nq + 6:]
-            act.apply(d, np.clip(Bp @ tau, m.u_lower, m.u_upper))
-            mujoco.mj_step(mj, d)
-        x = read_state(m, d)
-        if not np.all(np.isfinite(x)) or np.abs(x[m.nq:]).max() > 2e-2:
-            raise ValueError(f"quadruped-stand: the computed standing posture of '{self.robot}' did not come to rest "
-                             f"in MuJoCo; add a keyframe named 'standing'")
-        return x[:m.nq]
-
-    def _foot_radius(self) -> float:
-        """Radius of a sphere geom centred on a foot frame (the floor contact is its surface), else 0."""
-        import mujoco
-        mj = self.model.mj_model
-        for f in self.feet:
-            sid = mujoco.mj_name2id(mj, mujoco.mjtObj.mjOBJ_SITE, f)
-            if sid < 0:
-                continue
-            body = mj.site_bodyid[sid]
-            for g in range(mj.ngeom):
-                if (mj.geom_bodyid[g] == body and mj.geom_type[g] == mujoco.mjtGeom.mjGEOM_SPHERE
-                        and np.allclose(mj.geom_pos[g], mj.site_pos[sid], atol=1e-6)):
-                    return float(mj.geom_size[g, 0])
-        return 0.0
-
-    def _standing_forces_and_torques(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Contact forces λ (12,) closest to the weight shared evenly by the four feet that hold the
-        trunk still (the 6 unactuated rows of ``g(q) = B u + Jᵀ λ``), and the torques u that then
-        hold the legs: the standing equilibrium the costs regularise towards."""
-        m = self.model
-        be = get_backend("numpy")
-        q = x[:m.nq]
-        g = be.gravity_torques(m, q)
-        J = np.concatenate([be.frame_jacobian(m, q, f, "local_world_aligned")[:3] for f in self.feet])  # (12, nv)
-        weight = -float(m.total_mass * m.gravity[2])
-        lam_even = np.tile([0.0, 0.0, weight / 4.0], 4)
-        Jb = J[:, :6].T                                                  # (6, 12)
-        lam = lam_even + np.linalg.pinv(Jb) @ (g[:6] - Jb @ lam_even)
-        B = np.asarray(m.actuation_matrix, float)
-        u = np.linalg.lstsq(B, g - J.T @ lam, rcond=None)[0]
-        return lam, u
+        self._setup_legged()   # model, feet, contacts, standing posture, forces, torques, pushes
 
     # ------------------------------------------------------------ Task interface
     @property
@@ -278,13 +141,6 @@ class QuadrupedStand(Task):
         angle_err = np.linalg.norm(d[:, 3:6], axis=-1)
         return height_err, angle_err
 
-    def _slip(self, x) -> np.ndarray:
-        m = self.model
-        be = get_backend("numpy")
-        q = np.ascontiguousarray(np.atleast_2d(x)[:, :m.nq])
-        return np.max([np.linalg.norm((be.frame_placement(m, q, f)[1] - p0)[:, :2], axis=-1)
-                       for f, p0 in zip(self.feet, self._feet0)], axis=0)
-
     def metrics(self, t: float, x) -> dict[str, float]:
         h, a = self._errors(t, x)
         return {"trunk_height": float(np.atleast_2d(x)[0, 2]), "height_error": float(abs(h[0])),
@@ -300,9 +156,6 @@ class QuadrupedStand(Task):
         ev = [Event(float(t), f"pose {i}") for i, t in enumerate(self._poses[1:, 0], 1) if t <= t_end]
         ev += [Event(p.t, f"push {p.body}") for p in self._pushes if p.t <= t_end]
         return ev
-
-    def disturbances(self) -> list[Disturbance]:
-        return list(self._pushes)
 
     def evaluate(self, times, states, controls) -> Evaluation:
         times, states = np.asarray(times, float), np.asarray(states, float)

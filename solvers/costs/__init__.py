@@ -11,10 +11,13 @@ from .base import Cost, CostContext, CostDerivatives, CostSum, ResidualCost
 from .com import ComPositionCost
 from .contact import ContactForceCost, FrictionConeCost
 from .custom import CustomCost, as_cost
+from .foot import FrameHeightCost, FrameVelocityCost
 from .frame import FramePlacementCost, FramePositionCost, FrameRotationCost
 from .limits import JointLimitCost
 from .state import ControlCost, StateCost, gravity_compensation
+from .wrench import WrenchConeCost, wrench_cone_rows
 
 __all__ = ["Cost", "CostContext", "CostDerivatives", "CostSum", "ResidualCost", "ComPositionCost", "ContactForceCost", "FrictionConeCost", "CustomCost",
+           "FrameHeightCost", "FrameVelocityCost",
            "as_cost", "FramePlacementCost", "FramePositionCost", "FrameRotationCost", "JointLimitCost",
-           "ControlCost", "StateCost", "gravity_compensation"]
+           "ControlCost", "StateCost", "gravity_compensation", "WrenchConeCost", "wrench_cone_rows"]

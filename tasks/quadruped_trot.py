@@ -1,0 +1,403 @@
+"""Quadruped trot: diagonal pairs of feet swing in turn, from a contact schedule, while the trunk
+tracks a commanded forward velocity; for any quadruped MJCF with actuators.
+
+Contact schedule (times from ``start_time``): pair A (first and fourth foot: front-left, hind-right)
+swings for ``swing_time``, all four feet are down for ``double_support_time``, pair B (front-right,
+hind-left) swings, all four down again; repeated. Before ``start_time`` the robot stands.
+
+The controller's model at each knot is the rigid-contact dynamics of the feet the schedule has on
+the ground (:class:`solvers.ContactDynamics` on a shared :class:`dynamics.ContactSet` per phase),
+with a touchdown **impulse knot** (:class:`solvers.ImpulseDynamics` on the four feet, dt = 0)
+between a swing knot and the knot where the swing feet are down again. As the horizon slides,
+:meth:`QuadrupedTrot.update_problem` re-phases the knots (``ShootingProblem.set_running_models``:
+one shared action model per phase, so a horizon costs a few batched calls per stage) and moves the
+references. The horizon has N knots in all: an impulse knot inside it takes the place of a timed
+knot, so the horizon spans ``(N - impulses) · dt`` seconds.
+
+Costs: trunk state (position following the command from where the trunk is, height and attitude of
+the standing posture, body-frame velocity = command; legs to the standing posture), controls and
+contact forces around the standing values of the phase's stance feet, a linearised friction cone,
+swing feet: height profile (:class:`solvers.costs.FrameHeightCost`, ``step_height`` · (1 - cos 2πs)/2
+over the swing) and horizontal path to the planned foothold
+(:class:`solvers.costs.FramePositionCost`), touchdown: the foothold and zero foot velocity
+(:class:`solvers.costs.FrameVelocityCost`) on the knot before the impact, the foothold on the impulse
+knot. Footholds: the foot's standing offset from the trunk, at the trunk position predicted for the
+touchdown, plus half the stance stride (Raibert's neutral point).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from dynamics import ContactSet, RobotModel
+from solvers import ActionModel, ContactDynamics, ControlCost, CostSum, ImpulseDynamics, ShootingProblem, StateCost
+from solvers.costs import (ContactForceCost, FrameHeightCost, FramePositionCost, FrameVelocityCost,
+                           FrictionConeCost)
+
+from .base import Criterion, Evaluation, Event, MetricInfo, Task
+from .legged import LeggedTask
+from .registry import register_task
+
+HYQ_VELOCITY = 0.3              # m/s, HyQ's default command
+VELOCITY_LEG_FRACTION = 0.5     # other robots: half a leg length per second
+
+
+@register_task("quadruped-trot", "any quadruped (default HyQ): diagonal-pair trot from a contact schedule "
+                                 "(touchdown impulses) at a commanded forward velocity")
+@dataclass
+class QuadrupedTrot(LeggedTask, Task):
+    """Quadruped trotting on point feet. robot: a bundled name or an MJCF path with actuators and a
+    free-floating trunk; feet: the four contact frames in the order front-left, front-right,
+    hind-left, hind-right (defaults for the bundled robots); velocity: forward command [m/s] (None:
+    0.3 for HyQ, else ``velocity_leg_fraction`` leg lengths per second); swing_time,
+    double_support_time [s]; step_height [m] (None: 0.15 leg lengths); start_time: standing
+    before the first step [s] (raised to one horizon by :meth:`build_problem`); ramp_time: the command ramps up from 0 over this [s]; pushes:
+    ``(t, body, (fx, fy, fz), duration)`` applied in the simulator."""
+
+    robot: str = "hyq"
+    feet: tuple | str | None = None
+    velocity: float | None = None
+    velocity_leg_fraction: float = VELOCITY_LEG_FRACTION
+    swing_time: float = 0.3
+    double_support_time: float = 0.04
+    step_height: float | None = None
+    start_time: float = 0.3
+    ramp_time: float = 1.0
+    pushes: tuple = ()
+    duration_s: float = 10.0
+    w_base_xy: float = 50.0             # trunk horizontal position (follows the command) [1/(m² s)]
+    w_base_z: float = 500.0             # trunk height
+    w_base_rot: float = 500.0           # trunk attitude [1/(rad² s)]
+    w_joint: float = 1.0                # leg posture
+    w_base_vel: float = 20.0            # trunk velocity (body frame) vs command
+    w_joint_vel: float = 0.1            # joint velocity
+    w_u: float = 1e-4                   # control around the phase's standing torques
+    w_force: float = 1e-4               # contact forces around the phase's standing distribution [1/(N² s)]
+    w_cone: float = 10.0                # friction-cone and unilateral-force penalty [1/(N² s)]
+    mu: float = 0.7                     # friction coefficient of the cone (inscribed pyramid)
+    w_swing_z: float = 1e4              # swing-foot height profile [1/(m² s)]
+    w_swing_xy: float = 1e3             # swing-foot horizontal path to the foothold
+    w_touchdown_vel: float = 1e2        # foot velocity on the knot before touchdown [1/((m/s)² s)]
+    w_impact: float = 1e3               # foothold on the impulse knot (counted once) [1/m²]
+    impulse_state_factor: float = 0.02  # the impulse knot's state/control weights = running × this [s]
+    terminal_factor: float = 10.0       # terminal weights = running weights × this
+    fall_height: float = 0.5            # a fall: the trunk below this fraction of its standing height
+    height_band: float = 0.1            # trunk height judged within ± this fraction of the standing height
+    velocity_tolerance: float = 0.3     # mean forward velocity within this fraction of the command
+    settle_cycles: float = 1.0          # gait cycles after the ramp before velocity tracking is judged
+    slip_tolerance: float = 0.03        # m, largest horizontal foot displacement during one stance
+    name: str = "quadruped-trot"
+    description: str = "quadruped: diagonal-pair trot at a commanded forward velocity"
+    model: RobotModel = field(init=False, repr=False)
+
+    def __post_init__(self):
+        for key in ("swing_time", "duration_s", "velocity_leg_fraction"):
+            val = getattr(self, key)
+            if not (isinstance(val, (int, float)) and np.isfinite(val) and val > 0):
+                raise ValueError(f"{self.name}: {key} must be a positive number, got {val!r}")
+        for key in ("double_support_time", "start_time", "ramp_time"):
+            val = getattr(self, key)
+            if not (isinstance(val, (int, float)) and np.isfinite(val) and val >= 0):
+                raise ValueError(f"{self.name}: {key} must be a number >= 0, got {val!r}")
+        self._setup_legged()
+        m = self.model
+        self.leg_length = float(self.standing_height - self._feet0[:, 2].mean())
+        if self.velocity is None:
+            self.velocity = HYQ_VELOCITY if self.robot == "hyq" else self.velocity_leg_fraction * self.leg_length
+            self.velocity_source = ("HyQ default 0.3 m/s" if self.robot == "hyq" else
+                                    f"{self.velocity_leg_fraction} leg lengths per second "
+                                    f"(leg length {self.leg_length:.3f} m)")
+        else:
+            self.velocity_source = "given"
+        self.velocity = float(self.velocity)
+        if not np.isfinite(self.velocity):
+            raise ValueError(f"{self.name}: velocity must be a finite number [m/s], got {self.velocity!r}")
+        if self.step_height is None:
+            self.step_height = 0.15 * self.leg_length
+        if not (np.isfinite(self.step_height) and self.step_height > 0):
+            raise ValueError(f"{self.name}: step_height must be a positive number [m], got {self.step_height!r}")
+        self.cycle = 2.0 * (self.swing_time + self.double_support_time)
+        self.stance_time = self.swing_time + 2.0 * self.double_support_time
+        # diagonal pairs: (front-left, hind-right) and (front-right, hind-left)
+        self.pairs = ((0, 3), (1, 2))
+        # foot offsets from the trunk in the standing posture (world axes, trunk yaw 0)
+        self._offsets = self._feet0 - self.x_stand[None, :3]
+        self._ground = self._feet0[:, 2].copy()
+        self._liftoff = self._feet0.copy()
+        self._x_now = self.x_stand.copy()
+
+    # ------------------------------------------------------------ schedule
+    def command(self, t) -> np.ndarray:
+        """Forward velocity command [m/s] at times t: 0 before start_time, ramped up over ramp_time."""
+        t = np.asarray(t, float)
+        s = np.clip((t - self.start_time) / self.ramp_time, 0.0, 1.0) if self.ramp_time > 0 else \
+            (t >= self.start_time).astype(float)
+        return self.velocity * s
+
+    def _travel(self, t0: float, t1) -> np.ndarray:
+        """∫ command dt [m] from t0 to t1 (exact for the ramp)."""
+        def F(t):
+            t = np.asarray(t, float)
+            a, r = self.start_time, self.ramp_time
+            if r <= 0:
+                return self.velocity * np.maximum(t - a, 0.0)
+            s = np.clip(t - a, 0.0, r)
+            return self.velocity * (s * s / (2 * r) + np.maximum(t - a - r, 0.0))
+        return F(t1) - F(t0)
+
+    def contact_state(self, t) -> np.ndarray:
+        """Which feet (..., 4) the schedule has on the ground at times t [s]."""
+        # rounded to 1 ns: a knot whose middle sits on a phase switch (updates half a knot apart)
+        # gets the same phase at every update, not one that flips with the rounding of t
+        t = np.round(np.asarray(t, float), 9)
+        tau = np.round(np.mod(t - self.start_time, self.cycle), 9)
+        sw, ds = self.swing_time, self.double_support_time
+        a_swing = (t >= self.start_time) & (tau < sw)
+        b_swing = (t >= self.start_time) & (tau >= sw + ds) & (tau < 2 * sw + ds)
+        out = np.ones(t.shape + (4,), dtype=bool)
+        for j in self.pairs[0]:
+            out[..., j] = ~a_swing
+        for j in self.pairs[1]:
+            out[..., j] = ~b_swing
+        return out
+
+    def swing_window(self, t: float, foot: int) -> tuple[float, float]:
+        """(lift-off, touchdown) times [s] of the swing of ``foot`` that contains t, or of its next
+        swing if it is on the ground at t."""
+        pair = 0 if foot in self.pairs[0] else 1
+        offset = self.start_time + pair * (self.swing_time + self.double_support_time)
+        t = round(float(t), 9)
+        n = np.floor(round((t - offset) / self.cycle, 9))
+        lo = offset + max(n, 0.0) * self.cycle
+        if t >= round(lo + self.swing_time, 9):
+            lo += self.cycle
+        return float(lo), float(lo + self.swing_time)
+
+    # ------------------------------------------------------------ Task interface
+    @property
+    def duration(self) -> float:  # type: ignore[override]
+        return float(self.duration_s)
+
+    def initial_state(self) -> np.ndarray:
+        return self.x_stand.copy()
+
+    def _weights(self) -> np.ndarray:
+        nj = self.model.nv - 6
+        return np.r_[self.w_base_xy, self.w_base_xy, self.w_base_z, np.full(3, self.w_base_rot),
+                     np.full(nj, self.w_joint), np.full(6, self.w_base_vel), np.full(nj, self.w_joint_vel)]
+
+    def build_problem(self, x0, horizon: int, dt: float, backend: str | None = None, **solver_opts) -> ShootingProblem:
+        m = self.model
+        x0 = self.check_state(x0, "x0")
+        if self.swing_time < 2 * dt:
+            raise ValueError(f"{self.name}: swing_time {self.swing_time} s is shorter than two knots of dt = {dt} s; "
+                             f"use a smaller dt or a longer swing_time")
+        integrator = solver_opts.pop("integrator", "euler")
+        passive = solver_opts.pop("passive_forces", True)
+        self.dt = float(dt)
+        # the first solve starts from the standing controls rolled out over the horizon: with a swing
+        # in it that rollout diverges (standing torques on two feet), so the gait starts after it
+        self.start_time = max(float(self.start_time), horizon * self.dt)
+        w = self._weights()
+        refs = np.repeat(self.x_stand[None], horizon + 1, axis=0)
+        self._state_costs = []
+
+        def state_cost(scale: float) -> StateCost:
+            c = StateCost(m, refs, scale * w)
+            self._state_costs.append(c)
+            return c
+
+        # swing-foot costs, one object per foot (per-knot targets), shared by the knots where it swings
+        self._swing_z = [FrameHeightCost(m, f, np.zeros(horizon + 1), self.w_swing_z) for f in self.feet]
+        self._swing_xy = [FramePositionCost(m, f, np.zeros((horizon + 1, 3)), (self.w_swing_xy,) * 2 + (0.0,))
+                          for f in self.feet]
+        self._touch_vel = [FrameVelocityCost(m, f, (0.0, 0.0, 0.0), self.w_touchdown_vel) for f in self.feet]
+        self._impact = [FramePositionCost(m, f, np.zeros((horizon + 1, 3)), self.w_impact) for f in self.feet]
+        # one action model per phase: (contact mask, touchdown-next flag)
+        self._phase_models: dict = {}
+        all4 = ContactSet(m, frames=self.feet, kind="point")
+        masks = [(True,) * 4]
+        for pair in self.pairs:
+            masks.append(tuple(j not in pair for j in range(4)))
+        for mask in masks:
+            stance = tuple(f for f, c in zip(self.feet, mask) if c)
+            cs = all4 if all(mask) else ContactSet(m, frames=stance, kind="point")
+            lam, u = self._standing_forces_and_torques(self.x_stand, stance)
+            dyn = ContactDynamics(cs, integrator=integrator, passive_forces=passive)
+            for last in ((False, True) if not all(mask) else (False,)):
+                terms = {"state": (state_cost(1.0), 1.0), "control": (ControlCost(m, u), self.w_u),
+                         "force": (ContactForceCost(m, cs, lam, passive_forces=passive), self.w_force),
+                         "cone": (FrictionConeCost(m, cs, self.mu, f_min=0.05 * lam[2], passive_forces=passive),
+                                  self.w_cone)}
+                for j in range(4):
+                    if not mask[j]:
+                        terms[f"swing_z_{j}"] = (self._swing_z[j], 1.0)
+                        terms[f"swing_xy_{j}"] = (self._swing_xy[j], 1.0)
+                        if last:
+                            terms[f"touchdown_vel_{j}"] = (self._touch_vel[j], 1.0)
+                self._phase_models[(mask, last)] = ActionModel(m, CostSum(terms), dt, dyn)
+        impulse = ImpulseDynamics(all4)     # the touchdown impact, on the four feet
+        for pair in self.pairs:
+            f = self.impulse_state_factor
+            terms = {"state": (state_cost(f), 1.0), "control": (ControlCost(m, self.u_stand), f * self.w_u)}
+            for j in pair:
+                terms[f"impact_{j}"] = (self._impact[j], 1.0)
+            self._phase_models[("impulse", pair)] = ActionModel(m, CostSum(terms), 0.0, impulse)
+        terminal = state_cost(self.terminal_factor)
+        stand = self._phase_models[((True,) * 4, False)]
+        problem = ShootingProblem(x0, [stand] * horizon, ActionModel(m, terminal, 0.0, stand.dynamics),
+                                  backend=self.resolve_backend(backend), **solver_opts)
+        problem.initial_controls = self.u_stand
+        self.update_problem(problem, 0.0)
+        return problem
+
+    def knot_schedule(self, t: float, horizon: int, dt: float) -> list:
+        """The horizon's knots from time t: a list of (time [s], kind) with kind a contact mask
+        (4 bools, the feet down over that knot, judged at its middle) or ``("impulse", pair)``
+        for a touchdown of ``pair`` (no time), N entries in all."""
+        knots = []
+        tk = float(t)
+        prev = None
+        while len(knots) < horizon:
+            mask = tuple(bool(c) for c in self.contact_state(tk + 0.5 * dt))
+            if prev is not None and any(c and not p for c, p in zip(mask, prev)) and knots[-1][1][0] != "impulse":
+                landing = tuple(j for j in range(4) if mask[j] and not prev[j])
+                pair = next(p for p in self.pairs if set(landing) & set(p))
+                knots.append((tk, ("impulse", pair)))
+                continue
+            knots.append((tk, mask))
+            prev = mask
+            tk += dt
+        return knots
+
+    def update_problem(self, problem: ShootingProblem, t: float) -> None:
+        m = self.model
+        N = problem.horizon
+        dt = self.dt
+        t = float(t)
+        x_now = problem.x0
+        sched = self.knot_schedule(t, N, dt)
+        # running models: a swing knot followed by a touchdown takes the "last" variant
+        models = []
+        for k, (tk, kind) in enumerate(sched):
+            if kind[0] == "impulse":
+                models.append(self._phase_models[kind])
+            else:
+                last = (not all(kind)) and k + 1 < N and sched[k + 1][1][0] == "impulse"
+                models.append(self._phase_models[(kind, last)])
+        problem.set_running_models(models)
+        times = np.array([tk for tk, _ in sched] + [sched[-1][0] + (0.0 if sched[-1][1][0] == "impulse" else dt)])
+        # trunk references: forward from where the trunk is, height/attitude/legs of the standing posture
+        refs = np.repeat(self.x_stand[None], N + 1, axis=0)
+        refs[:, 0] = x_now[0] + self._travel(t, times)
+        refs[:, m.nq] = self.command(times)                   # body-frame forward velocity
+        for c in self._state_costs:
+            c.reference = refs
+        # feet: lift-off points remembered while a foot is down; footholds ahead of the hips
+        feet_now = self.foot_positions(x_now)[0]
+        down = self.contact_state(t)
+        for j in range(4):
+            if down[j]:
+                self._liftoff[j] = feet_now[j]
+        z_t = np.zeros((4, N + 1))
+        xy_t = np.zeros((4, N + 1, 3))
+        # the swing a knot belongs to: judged at the knot's middle (as its contact mask), at its
+        # time less a hair on impulse knots and the terminal knot (the swing that just ended)
+        impulse = [kind[0] == "impulse" for _, kind in sched] + [True]
+        probe = np.where(impulse, times - 1e-9, times + 0.5 * dt)
+        for j in range(4):
+            for k, tk in enumerate(times):
+                lo, td = self.swing_window(float(probe[k]), j)
+                start = self._liftoff[j] if lo <= t else feet_now[j]
+                hold = self._foothold(j, x_now, t, td)
+                s = float(np.clip((tk - lo) / (td - lo), 0.0, 1.0))
+                z_t[j, k] = self._ground[j] + self.step_height * 0.5 * (1.0 - np.cos(2.0 * np.pi * s))
+                xy_t[j, k, :2] = start[:2] + (hold[:2] - start[:2]) * (s - np.sin(2 * np.pi * s) / (2 * np.pi))
+                xy_t[j, k, 2] = self._ground[j]
+            self._swing_z[j].target = z_t[j]
+            self._swing_xy[j].target = xy_t[j]
+            self._impact[j].target = xy_t[j]
+
+    def _foothold(self, j: int, x_now: np.ndarray, t: float, t_td: float) -> np.ndarray:
+        """Planned touchdown point (3,) of foot j: its standing offset from the trunk at the trunk
+        position predicted for the touchdown, plus half the stance stride (the neutral point)."""
+        p = self._offsets[j].copy()
+        p[0] += x_now[0] + self._travel(t, t_td) + 0.5 * self.stance_time * float(self.command(t_td))
+        p[1] += self.x_stand[1]
+        p[2] = self._ground[j]
+        return p
+
+    # ------------------------------------------------------------ reporting
+    def _forward_velocity(self, x) -> np.ndarray:
+        """Trunk forward velocity (T,) [m/s] in world axes (x component)."""
+        m = self.model
+        x = np.atleast_2d(x)
+        from dynamics.lie import quat_to_rotation
+        R = quat_to_rotation(x[:, 3:7])
+        return np.einsum("bj,bj->b", R[:, 0, :], x[:, m.nq:m.nq + 3])
+
+    def metrics(self, t: float, x) -> dict[str, float]:
+        x = np.atleast_2d(x)
+        c = self.foot_contacts(x)[0]
+        out = {"trunk_height": float(x[0, 2]), "forward_velocity": float(self._forward_velocity(x)[0]),
+               "velocity_command": float(self.command(t))}
+        for j, f in enumerate(self.feet):
+            out[f"contact_{f}"] = float(c[j])
+        return out
+
+    def metric_info(self) -> dict[str, MetricInfo]:
+        info = {"trunk_height": MetricInfo("m", self.fall_height * self.standing_height, label="trunk height"),
+                "forward_velocity": MetricInfo("m/s", self.velocity, label="forward velocity"),
+                "velocity_command": MetricInfo("m/s", label="velocity command")}
+        for f in self.feet:
+            info[f"contact_{f}"] = MetricInfo("", label=f"{f} in contact (MuJoCo)", summary=False)
+        return info
+
+    def events(self, t_end: float) -> list[Event]:
+        ev = [Event(self.start_time, "gait starts")] if self.start_time <= t_end else []
+        return ev + [Event(p.t, f"push {p.body}") for p in self._pushes if p.t <= t_end]
+
+    def evaluate(self, times, states, controls) -> Evaluation:
+        times, states = np.asarray(times, float), np.asarray(states, float)
+        z = states[:, 2]
+        fall = self.fall_height * self.standing_height
+        lo, hi = (1 - self.height_band) * self.standing_height, (1 + self.height_band) * self.standing_height
+        crit = [Criterion("no fall", float(z.min()), "m", bool(z.min() >= fall),
+                          f"lowest trunk height; a fall is below {fall:.3f} m")]
+        crit.append(Criterion("trunk height in band", float(np.abs(z - self.standing_height).max()), "m",
+                              bool(np.all((z >= lo) & (z <= hi))),
+                              f"largest |height - standing| ; band {lo:.3f}..{hi:.3f} m"))
+        steady = times >= self.start_time + self.ramp_time + self.settle_cycles * self.cycle
+        if steady.sum() > 1:
+            v_mean = float((states[steady, 0][-1] - states[steady, 0][0]) / (times[steady][-1] - times[steady][0]))
+            crit.append(Criterion("forward velocity", v_mean, "m/s",
+                                  abs(v_mean - self.velocity) <= self.velocity_tolerance * abs(self.velocity),
+                                  f"mean over the steady part (x displacement / time) vs command {self.velocity:.3f} "
+                                  f"m/s, within {100 * self.velocity_tolerance:.0f} %"))
+        else:
+            crit.append(Criterion("forward velocity", None, "m/s", None, "the run ended before the steady part"))
+        # MuJoCo-measured contacts (every 5th sample: 5 ms at 1 ms steps) and slip while in contact
+        stride = max(1, int(round(0.005 / max(float(np.median(np.diff(times))) if times.size > 1 else 0.005, 1e-6))))
+        sub = states[::stride]
+        contacts = self.foot_contacts(sub)
+        slip = self.stance_slip(sub, contacts)
+        crit.append(Criterion("foot slip", float(slip.max()), "m", bool(slip.max() <= self.slip_tolerance),
+                              f"largest horizontal foot displacement during one contact (MuJoCo), "
+                              f"<= {self.slip_tolerance} m"))
+        gait = times[::stride] >= self.start_time
+        lifted = [bool((~contacts[gait, j]).any()) for j in range(4)]
+        crit.append(Criterion("both diagonal pairs lift", float(sum(lifted)), "feet", None if not gait.any() else
+                              all(lifted), "feet seen off the ground (MuJoCo) after the gait started, of 4"))
+        return Evaluation(crit, {"posture": self.posture_source, "feet": list(self.feet),
+                                 "velocity_command": self.velocity, "velocity_source": self.velocity_source,
+                                 "slip_per_foot": [float(s) for s in slip]})
+
+
+@register_task("hyq-trot", "HyQ: diagonal-pair trot at 0.3 m/s (quadruped-trot preset)")
+@dataclass
+class HyqTrot(QuadrupedTrot):
+    robot: str = "hyq"
+    name: str = "hyq-trot"
+    description: str = "HyQ: diagonal-pair trot at 0.3 m/s from a contact schedule with touchdown impulses"
