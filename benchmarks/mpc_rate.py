@@ -1,24 +1,34 @@
-"""Closed-loop MPC benchmark: control-loop rate and tracking of the iiwa reaching demo for each
-horizon N and each available dynamics backend, with Crocoddyl's warm-started FDDP iteration on
-the same problem size as the anchor, timed in the same run when ``crocoddyl`` is importable.
+"""Closed-loop MPC benchmark: control-loop rate and per-stage time of a task's closed loop for each
+horizon N and each dynamics backend, with Crocoddyl's warm-started FDDP iteration on the same
+problem as the anchor, timed in the same run when ``crocoddyl`` is importable. Any registered task:
+the iiwa reaching demo (default), the legged ones (``--task hyq-stand``, ``hyq-trot``,
+``atlas-balance`` once registered, or ``quadruped-stand --task-arg robot=...``).
 
-For every (backend, N): the iiwa-reach task runs in closed loop in MuJoCo (lockstep mode, an
-update every knot of ``--dt``, ``--solver`` with one iteration per update) for ``--duration``
-simulated seconds. Reported: ``control_loop_hz`` (updates per wall-clock second of the loop,
-physics included), ``max_update_rate_hz`` (1 / median update latency), median / p95 latency, the
-per-stage split, tracking (mean end-effector error, time to reach each target, success).
+For every (backend, N): the task runs in closed loop in MuJoCo (lockstep mode, an update every
+knot of ``--dt``, ``--solver`` with one iteration per update) for ``--duration`` simulated
+seconds. Reported: ``control_loop_hz`` (updates per wall-clock second of the loop, physics
+included), ``real_time_factor``, ``max_update_rate_hz`` (1 / median update latency), median / p95
+latency, the per-stage split (derivatives / backward / forward / cost / other, medians from the run
+summary), and the task's own success criteria (iiwa: end-effector error and time to reach; legged:
+no fall, trunk tracking, foot slip). Slow backends (numpy, fpga-sim on legged tasks) run only at
+the smallest horizon (``--small-horizon-backends``).
 
 Anchor (``crocoddyl`` key per N): a ``crocoddyl.SolverFDDP`` iteration on the same problem
-(``solvers.crocoddyl_problem.build_crocoddyl_problem``: same MJCF, costs, weights, symplectic
-Euler; joint damping off on both sides because Crocoddyl's free dynamics has none), warm-started
-from a converged solution shifted by one knot — one MPC update's worth of work, on one thread.
-Our own warm-started iteration on the identical problem is timed next to it
-(``ours_iteration_s``), and ``ratio_update_vs_crocoddyl_iteration`` = our median closed-loop
-update latency / Crocoddyl's iteration. Crocoddyl 3.2.1 needs pin 4.0.0, hence a separate venv:
+(``solvers.crocoddyl_problem.build_crocoddyl_problem``: same MJCF, costs term by term, weights,
+symplectic Euler, contact knots as ``DifferentialActionModelContactFwdDynamics``; joint damping
+off on both sides because Crocoddyl's forward dynamics has none), warm-started from a converged
+solution shifted by one knot — one MPC update's worth of work, on one thread — and Crocoddyl's
+``problem.calcDiff`` on that trajectory (its derivative stage). Our own warm-started iteration and
+our derivative stage (``problem.derivatives``) on the identical problem and trajectory are timed
+next to them. Ratios (below 1: we are faster): ``ratio_update_vs_crocoddyl_iteration`` (median
+closed-loop update latency / Crocoddyl's iteration), ``ratio_iteration_vs_crocoddyl_iteration``,
+``ratio_derivatives_vs_crocoddyl_calcdiff``. A task whose costs have no Crocoddyl counterpart gets
+``crocoddyl: {"unavailable": reason}``.
 
-    python benchmarks/mpc_rate.py --table                       # numpy (+ numba) backends
-    /work/venv-croc/bin/python benchmarks/mpc_rate.py --table   # same, plus the Crocoddyl anchor
-    python benchmarks/mpc_rate.py --quick                        # smoke run: N = 16, 0.3 s
+    python benchmarks/mpc_rate.py --table                                    # iiwa-reach
+    python benchmarks/mpc_rate.py --task hyq-stand --table                   # legged: FDDP, N = 16, 40, 64
+    python benchmarks/mpc_rate.py --task hyq-stand --horizons 40 --backends numba --repeats 3
+    python benchmarks/mpc_rate.py --quick                                    # smoke run: N = 16, 0.3 s
 
 Output: JSON on stdout (``--table`` adds a text table on stderr). Speed is only meaningful as a
 ratio to the anchor measured in the same run (see benchmarks/README.md).
@@ -59,15 +69,44 @@ except ModuleNotFoundError:  # pragma: no cover - run from an unusual working di
     from timing import measure  # type: ignore  # noqa: E402
 
 
+LEGGED_RT_TARGET = {"hyq": 1.0, "quadruped": 1.0, "atlas": 0.5, "humanoid": 0.5}  # issue #12, x real time
+LEGGED_MIN_HORIZON_S = 0.4
+
+
+def _task_arg(text: str) -> tuple[str, Any]:
+    key, sep, val = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"--task-arg takes key=value, got '{text}'")
+    try:
+        value: Any = json.loads(val)
+    except json.JSONDecodeError:
+        value = val
+    return key.strip(), value
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--horizons", default="16,32,64", help="comma-separated horizons N (default 16,32,64)")
+    ap.add_argument("--task", default="iiwa-reach", help="registered task name or module:Class (default iiwa-reach)")
+    ap.add_argument("--task-arg", type=_task_arg, action="append", default=[], metavar="KEY=VALUE",
+                    help="task constructor argument (JSON value or string), repeatable, e.g. robot=atlas")
+    ap.add_argument("--horizons", default=None,
+                    help="comma-separated horizons N (default 16,32,64; floating-base tasks 16,40,64)")
     ap.add_argument("--backends", default=None,
                     help="comma-separated dynamics backends (default: every available one)")
-    ap.add_argument("--solver", default="ddp", choices=("ilqr", "ddp", "fddp"), help="MPC solver (default ddp)")
+    ap.add_argument("--small-horizon-backends", default=None,
+                    help="backends run only at the smallest horizon (default: none for fixed-base tasks, "
+                         "numpy,fpga-sim for floating-base ones: minutes per closed loop otherwise)")
+    ap.add_argument("--solver", default=None, choices=("ilqr", "ddp", "fddp"),
+                    help="MPC solver (default ddp; fddp for floating-base tasks, Crocoddyl's solver, since DDP's "
+                         "second-order term on contact knots is central differences)")
     ap.add_argument("--dt", type=float, default=0.01, help="knot spacing [s] (default 0.01)")
-    ap.add_argument("--duration", type=float, default=4.0,
-                    help="simulated seconds per closed-loop run (default 4.0: the first two targets)")
+    ap.add_argument("--duration", type=float, default=None,
+                    help="simulated seconds per closed-loop run (default 4.0 for iiwa-reach: its first two targets; "
+                         "1.0 otherwise)")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="worker threads of backends that have them (numba); default: the backend's own. Crocoddyl "
+                         "runs on 1; on a shared 2-core machine 1 thread is usually faster (a parallel region waits "
+                         "for every thread)")
     ap.add_argument("--repeats", type=int, default=5, help="repeats of the Crocoddyl / single-iteration timings")
     ap.add_argument("--no-crocoddyl", action="store_true", help="skip the Crocoddyl anchor even if importable")
     ap.add_argument("--quick", action="store_true", help="smoke run: N = 16, 0.3 s, numpy only, 1 repeat")
@@ -96,8 +135,13 @@ def machine_info() -> dict[str, Any]:
             "threads": threads, "utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
 
 
+def _criteria(ev: dict) -> list[dict[str, Any]]:
+    return [{k: c[k] for k in ("name", "value", "unit", "passed")} for c in ev.get("criteria", [])]
+
+
 def closed_loop(task, backend: str, solver: str, N: int, dt: float, duration: float) -> dict[str, Any]:
-    """One lockstep closed-loop run; the summary fields the benchmark reports."""
+    """One lockstep closed-loop run; the summary fields the benchmark reports (iiwa-reach adds its
+    end-effector error and times to reach)."""
     model = task.model
     ctrl = MPC(task, solver=solver, backend=backend, horizon=N, dt=dt)
     warm = ctrl.warmup()    # dynamics and solver kernels compiled/loaded before the clock starts
@@ -108,17 +152,20 @@ def closed_loop(task, backend: str, solver: str, N: int, dt: float, duration: fl
     tm = s["timing"]
     med = tm["update_latency_ms"]["median"]
     ev = s.get("evaluation") or {}
-    crit = {c["name"]: c for c in ev.get("criteria", [])}
-    covered = [r for r in (ev.get("details") or {}).get("targets", []) if r["t_start_s"] is not None]
-    return {"control_loop_hz": tm["control_loop_hz"], "max_update_rate_hz": 1e3 / med if med else None,
-            "update_latency_ms": tm["update_latency_ms"], "stage_ms": tm["stage_ms"],
-            "stage_fraction": tm["stage_fraction"], "updates": tm["updates"], "real_time_factor": tm["real_time_factor"],
-            "warmup_s": warm, "initial_solve_s": tm["initial_solve_s"], "completed": s["completed"],
-            "mean_ee_error_m": (s.get("tracking") or {}).get("ee_error", {}).get("mean"),
-            "time_to_reach_s": [r["time_to_reach_s"] for r in covered],
-            "targets_reached": [bool(crit[f"target {r['index']} time to reach"]["passed"]) for r in covered],
-            "torque_violation_steps": s["constraints"]["torque_limit"]["violation_steps"],
-            "torque_violation_Nm": crit.get("torque limit", {}).get("value")}
+    out = {"control_loop_hz": tm["control_loop_hz"], "max_update_rate_hz": 1e3 / med if med else None,
+           "update_latency_ms": tm["update_latency_ms"], "stage_ms": tm["stage_ms"],
+           "stage_fraction": tm["stage_fraction"], "updates": tm["updates"], "real_time_factor": tm["real_time_factor"],
+           "warmup_s": warm, "initial_solve_s": tm["initial_solve_s"], "completed": s["completed"],
+           "success": ev.get("success"), "criteria": _criteria(ev),
+           "torque_violation_steps": s["constraints"]["torque_limit"]["violation_steps"]}
+    if "ee_error" in (s.get("tracking") or {}):          # iiwa-reach: the fields of its README table
+        crit = {c["name"]: c for c in ev.get("criteria", [])}
+        covered = [t for t in (ev.get("details") or {}).get("targets", []) if t["t_start_s"] is not None]
+        out.update({"mean_ee_error_m": s["tracking"]["ee_error"]["mean"],
+                    "time_to_reach_s": [t["time_to_reach_s"] for t in covered],
+                    "targets_reached": [bool(crit[f"target {t['index']} time to reach"]["passed"]) for t in covered],
+                    "torque_violation_Nm": crit.get("torque limit", {}).get("value")})
+    return out
 
 
 def warm_start_problem(task, N: int, dt: float, backend: str):
@@ -133,42 +180,77 @@ def warm_start_problem(task, N: int, dt: float, backend: str):
     return problem, xs, us
 
 
-def time_ours_iteration(task, N: int, dt: float, backend: str, solver: str, repeats: int) -> float:
+def time_ours(task, N: int, dt: float, backend: str, solver: str, repeats: int) -> dict[str, float]:
+    """Our warm-started iteration and derivative stage on the anchor's problem and trajectory [s]."""
     from solvers import SOLVERS
     problem, xs, us = warm_start_problem(task, N, dt, backend)
     # one iteration as Crocoddyl's solve(maxiter=1) does it: derivatives, backward pass, forward
     # pass; no re-linearisation at the accepted trajectory (refresh_gains=False)
     s = SOLVERS[solver](problem, refresh_gains=False)
     s.solve(xs_init=xs, us_init=us, max_iter=1, tol=0.0)    # compiled kernels loaded outside the timing
-    return measure(lambda: s.solve(xs_init=xs, us_init=us, max_iter=1, tol=0.0), repeats=repeats,
-                   min_time=0.0).seconds
+    it = measure(lambda: s.solve(xs_init=xs, us_init=us, max_iter=1, tol=0.0), repeats=repeats, min_time=0.0)
+    der = measure(lambda: problem.derivatives(xs, us, second_order=False), repeats=repeats, min_time=0.02)
+    return {"iteration_s": it.seconds, "derivatives_s": der.seconds}
 
 
 def time_crocoddyl_iteration(task, N: int, dt: float, repeats: int) -> dict[str, Any]:
     import crocoddyl
 
-    from solvers.crocoddyl_problem import build_crocoddyl_problem
-    problem, xs, us = warm_start_problem(task, N, dt, "numpy")
-    cp = build_crocoddyl_problem(problem)
+    from solvers.crocoddyl_problem import build_crocoddyl_problem, to_crocoddyl_controls, to_pinocchio_states
+    problem, xs, us = warm_start_problem(task, N, dt, "numpy" if task.model.nv <= 7 else "numba")
+    try:
+        cp = build_crocoddyl_problem(problem)
+    except NotImplementedError as e:
+        return {"unavailable": f"no Crocoddyl counterpart of this problem: {e}"}
     cp.nthreads = 1  # one thread, like our solvers
     solver = crocoddyl.SolverFDDP(cp)
     solver.th_stop = 1e-300  # (must be > 0) never stop before the one iteration
-    xs_l, us_l = list(xs), list(us)
+    xs_l, us_l = list(to_pinocchio_states(problem, xs)), to_crocoddyl_controls(problem, us)
     t1 = measure(lambda: solver.solve(xs_l, us_l, 1, False), repeats=repeats, min_time=0.02)
     t0 = measure(lambda: solver.solve(xs_l, us_l, 0, False), repeats=repeats, min_time=0.02)
-    return {"iteration_s": t1.seconds, "solve_0_iterations_s": t0.seconds, "solver": "crocoddyl.SolverFDDP",
-            "version": getattr(crocoddyl, "__version__", "?"), "threads": 1,
-            "note": "solve(warm start, maxiter=1): calc + backward + forward of one iteration, as one MPC update"}
+    cp.calc(xs_l, us_l)
+    td = measure(lambda: cp.calcDiff(xs_l, us_l), repeats=repeats, min_time=0.02)
+    return {"iteration_s": t1.seconds, "solve_0_iterations_s": t0.seconds, "calcdiff_s": td.seconds,
+            "solver": "crocoddyl.SolverFDDP", "version": getattr(crocoddyl, "__version__", "?"), "threads": 1,
+            "note": "solve(warm start, maxiter=1): calc + backward + forward of one iteration, as one MPC update; "
+                    "calcdiff_s: problem.calcDiff on the same trajectory (the derivative stage)"}
+
+
+def _legged_target(task, N: int, dt: float) -> float | None:
+    """Real-time factor the issue asks of this legged task at this horizon (None: no target)."""
+    if not task.model.has_floating_base or N * dt < LEGGED_MIN_HORIZON_S - 1e-9:
+        return None
+    name = f"{getattr(task, 'name', '')} {getattr(task, 'robot', '')}"
+    hits = [v for k, v in LEGGED_RT_TARGET.items() if k in name]
+    return min(hits) if hits else None
 
 
 def run(args) -> dict[str, Any]:
-    horizons = [16] if args.quick else [int(n) for n in args.horizons.split(",")]
-    duration = 0.3 if args.quick else args.duration
+    task = tasks.get_task(args.task, **dict(args.task_arg))
+    legged = bool(task.model.has_floating_base)
+    solver = args.solver or ("fddp" if legged else "ddp")
+    default_h = "16,40,64" if legged else "16,32,64"
+    horizons = [16] if args.quick else [int(n) for n in (args.horizons or default_h).split(",")]
+    duration = 0.3 if args.quick else (args.duration if args.duration is not None
+                                        else (4.0 if args.task == "iiwa-reach" else 1.0))
     repeats = 1 if args.quick else args.repeats
     if args.backends:
         backends = [b.strip() for b in args.backends.split(",") if b.strip()]
     else:
         backends = ["numpy"] if args.quick else [k for k, (ok, _) in dynamics.available_backends().items() if ok]
+    if args.threads is not None:
+        for be in backends:
+            b = dynamics.get_backend(be)
+            if hasattr(b, "set_threads"):
+                b.set_threads(args.threads)
+    skipped: dict[str, str] = {}
+    if legged and not args.backends and "fpga-sim" in backends:
+        backends.remove("fpga-sim")
+        skipped["fpga-sim"] = ("runs contact dynamics (generic path, fixed-point emulation in Python) but far too slowly "
+                               "for a closed loop (one 0.3 s hyq-stand run did not finish in 8 min); "
+                               "ask for it with --backends fpga-sim")
+    small = ([b.strip() for b in args.small_horizon_backends.split(",") if b.strip()]
+             if args.small_horizon_backends is not None else (["numpy", "fpga-sim"] if legged else []))
     have_croc = False
     if not args.no_crocoddyl:
         try:
@@ -176,46 +258,71 @@ def run(args) -> dict[str, Any]:
             have_croc = True
         except ImportError:
             pass
-    task = tasks.get_task("iiwa-reach")
     entries = []
     t_start = time.perf_counter()
     for N in horizons:
         croc = None
         if have_croc:
-            print(f"[mpc_rate] N={N} crocoddyl anchor", file=sys.stderr)
+            print(f"[mpc_rate] {task.name} N={N} crocoddyl anchor", file=sys.stderr)
             croc = time_crocoddyl_iteration(task, N, args.dt, repeats)
         for be in backends:
-            print(f"[mpc_rate] N={N} {be}: closed loop, {duration:g} s", file=sys.stderr)
-            e = {"horizon": N, "backend": be, "solver": args.solver,
-                 **closed_loop(task, be, args.solver, N, args.dt, duration)}
-            e["ours_iteration_s"] = time_ours_iteration(task, N, args.dt, be, args.solver, repeats)
+            if be in small and N != min(horizons):
+                continue
+            print(f"[mpc_rate] {task.name} N={N} {be}: closed loop, {duration:g} s", file=sys.stderr)
+            try:
+                e = {"horizon": N, "backend": be, "solver": solver,
+                     **closed_loop(task, be, solver, N, args.dt, duration)}
+            except Exception as err:  # noqa: BLE001 — one backend failing (e.g. unsupported) must not end the run
+                entries.append({"horizon": N, "backend": be, "solver": solver,
+                                "error": f"{type(err).__name__}: {err}"})
+                continue
+            ours = time_ours(task, N, args.dt, be, solver, repeats)
+            e["ours_iteration_s"] = ours["iteration_s"]
+            e["ours_derivatives_s"] = ours["derivatives_s"]
             if croc is not None:
                 e["crocoddyl"] = croc
-                med = e["update_latency_ms"]["median"]
-                e["ratio_update_vs_crocoddyl_iteration"] = med * 1e-3 / croc["iteration_s"] if med else None
-                e["ratio_iteration_vs_crocoddyl_iteration"] = e["ours_iteration_s"] / croc["iteration_s"]
+                if "iteration_s" in croc:
+                    med = e["update_latency_ms"]["median"]
+                    e["ratio_update_vs_crocoddyl_iteration"] = med * 1e-3 / croc["iteration_s"] if med else None
+                    e["ratio_iteration_vs_crocoddyl_iteration"] = e["ours_iteration_s"] / croc["iteration_s"]
+                    e["ratio_derivatives_vs_crocoddyl_calcdiff"] = e["ours_derivatives_s"] / croc["calcdiff_s"]
+            rt = _legged_target(task, N, args.dt)
+            if rt is not None:
+                got = e["real_time_factor"]
+                e["real_time_target"] = {"min_real_time_factor": rt, "horizon_s": N * args.dt,
+                                         "update_every_s": args.dt, "value": got,
+                                         "result": "pass" if got is not None and got >= rt else "miss",
+                                         "held_back_by": max(e["stage_ms"], key=lambda k: e["stage_ms"][k] or 0)}
             entries.append(e)
     return {"benchmark": "mpc_rate",
-            "setup": {"task": "iiwa-reach", "solver": args.solver, "dt": args.dt, "duration_s": duration,
-                      "mode": "lockstep", "iterations_per_update": 1, "physics_dt": 0.001},
-            "crocoddyl_available": have_croc, "results": entries, "machine": machine_info(),
+            "setup": {"task": task.name, "task_args": dict(args.task_arg), "solver": solver, "dt": args.dt,
+                      "threads": args.threads,
+                      "duration_s": duration, "mode": "lockstep", "iterations_per_update": 1,
+                      "physics_dt": float(task.model.mj_model.opt.timestep), "horizons": horizons,
+                      "small_horizon_backends": small},
+            "crocoddyl_available": have_croc, "results": entries, "skipped_backends": skipped, "machine": machine_info(),
             "wall_s": time.perf_counter() - t_start}
 
 
 def format_table(result: dict[str, Any]) -> str:
-    lines = [f"{'N':>4} {'backend':<8} {'loop Hz':>8} {'max Hz':>7} {'med ms':>7} {'p95 ms':>7} {'deriv':>6} "
-             f"{'bwd':>6} {'fwd':>6} {'ee err':>7} {'reached':>8} {'croc it ms':>10} {'upd/croc':>8}"]
+    lines = [f"{'N':>4} {'backend':<8} {'loop Hz':>8} {'RTF':>5} {'med ms':>7} {'p95 ms':>7} {'deriv':>6} "
+             f"{'bwd':>6} {'fwd':>6} {'cost':>6} {'ok':>3} {'croc it ms':>10} {'upd/croc':>8} {'der/croc':>8}"]
     for e in result["results"]:
+        if "error" in e:
+            lines.append(f"{e['horizon']:>4} {e['backend']:<8} error: {e['error'][:80]}")
+            continue
         st = e["stage_ms"]
         lat = e["update_latency_ms"]
-        croc = e.get("crocoddyl")
-        reached = f"{sum(bool(x) for x in e['targets_reached'])}/{len(e['targets_reached'])}"
+        croc = e.get("crocoddyl") or {}
+        nan = float("nan")
         lines.append(
-            f"{e['horizon']:>4} {e['backend']:<8} {e['control_loop_hz'] or 0:8.1f} {e['max_update_rate_hz'] or 0:7.1f} "
-            f"{lat['median'] or 0:7.1f} {lat['p95'] or 0:7.1f} {st.get('derivatives', 0):6.1f} {st.get('backward', 0):6.1f} "
-            f"{st.get('forward', 0):6.1f} {100 * (e['mean_ee_error_m'] or 0):6.2f}c {reached:>8} "
-            f"{(1e3 * croc['iteration_s']) if croc else float('nan'):10.2f} "
-            f"{e.get('ratio_update_vs_crocoddyl_iteration') or float('nan'):8.1f}")
+            f"{e['horizon']:>4} {e['backend']:<8} {e['control_loop_hz'] or 0:8.1f} {e['real_time_factor'] or 0:5.2f} "
+            f"{lat['median'] or 0:7.1f} {lat['p95'] or 0:7.1f} {st.get('derivatives', 0):6.1f} "
+            f"{st.get('backward', 0):6.1f} {st.get('forward', 0):6.1f} {st.get('cost', 0):6.1f} "
+            f"{'yes' if e.get('success') else 'no':>3} "
+            f"{(1e3 * croc['iteration_s']) if 'iteration_s' in croc else nan:10.2f} "
+            f"{e.get('ratio_update_vs_crocoddyl_iteration') or nan:8.2f} "
+            f"{e.get('ratio_derivatives_vs_crocoddyl_calcdiff') or nan:8.2f}")
     return "\n".join(lines)
 
 

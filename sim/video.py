@@ -7,6 +7,10 @@ candidate in turn (``$MUJOCO_GL`` if set; else ``glfw`` when a display is availa
 then ``osmesa``). A crash or failure there never affects the run: :func:`render_video` returns a
 :class:`VideoOutcome` saying what happened.
 
+Camera: a 3/4 view framed on the first configuration; for a floating-base robot (a free joint) the
+view translates with the base body so that a walking or drifting robot stays in frame
+(:func:`camera_path`, computed without OpenGL).
+
 Encoding: MP4 through ``imageio`` (with its ffmpeg plugin) or an ``ffmpeg`` executable on PATH;
 otherwise an animated GIF through Pillow; otherwise no video (neither is a dependency).
 """
@@ -56,42 +60,101 @@ def gl_candidates(env: dict | None = None) -> list[str | None]:
     return [None]
 
 
-def _framing_camera(mj_model, d, q0):
-    """A free camera looking at the robot's bodies at ``q0`` from a 3/4 view, far enough to see them
-    all (MuJoCo's default framing includes the floor plane and sits too far away)."""
+@dataclass
+class CameraPath:
+    """Where MuJoCo's free camera looks in each video frame.
+
+    lookat: (F, 3) world point per frame [m]; distance [m], azimuth and elevation [deg] are fixed
+    for the whole video (framed on the first configuration); tracked_body: MuJoCo body id of the
+    floating base the camera follows (None: a fixed camera, e.g. a fixed-base arm)."""
+
+    lookat: np.ndarray
+    distance: float
+    azimuth: float
+    elevation: float
+    tracked_body: int | None = None
+
+    def camera(self, frame: int):
+        """A ``mujoco.MjvCamera`` (free camera) for frame ``frame``."""
+        import mujoco
+
+        cam = mujoco.MjvCamera()
+        cam.type = mujoco.mjtCamera.mjCAMERA_FREE
+        cam.lookat[:] = self.lookat[frame]
+        cam.distance, cam.azimuth, cam.elevation = self.distance, self.azimuth, self.elevation
+        return cam
+
+
+def floating_base_body(mj_model) -> int | None:
+    """The body the camera should follow: the free-joint body carrying the most mass (the robot's
+    trunk rather than a loose object), or None when no body has a free joint."""
     import mujoco
 
-    cam = mujoco.MjvCamera()
-    mujoco.mjv_defaultFreeCamera(mj_model, cam)
-    if q0 is None or mj_model.nbody < 2:
-        return cam
-    d.qpos[:] = q0
-    mujoco.mj_forward(mj_model, d)
-    pts = np.asarray(d.xpos[1:])
-    lo, hi = pts.min(axis=0), pts.max(axis=0)
-    cam.lookat[:] = 0.5 * (lo + hi)
-    cam.distance = max(1.2, 2.2 * float(np.linalg.norm(hi - lo)))
-    cam.azimuth, cam.elevation = 135.0, -20.0
-    return cam
+    free = [int(mj_model.jnt_bodyid[j]) for j in range(mj_model.njnt)
+            if mj_model.jnt_type[j] == mujoco.mjtJoint.mjJNT_FREE]
+    if not free:
+        return None
+    return max(free, key=lambda b: float(mj_model.body_subtreemass[b]))
+
+
+def camera_path(mj_model, qpos: np.ndarray, azimuth: float = 135.0, elevation: float = -20.0,
+                track: bool = True) -> CameraPath:
+    """Camera for a video of configurations ``qpos`` (F, nq), computed without OpenGL.
+
+    Framing: a 3/4 view of the robot's bodies in the first configuration, far enough to see them
+    all (MuJoCo's default framing includes the floor plane and sits too far away). A floating-base
+    robot walks out of a fixed view, so the look-at point then moves with its base body: frame f
+    looks at ``centre_0 + (p_base(f) − p_base(0))`` — the view translates with the robot and keeps
+    its orientation and distance (no rotation with the trunk, which would make the floor swing).
+    ``track=False`` keeps the first frame's view throughout."""
+    import mujoco
+
+    qpos = np.asarray(qpos, float)
+    if qpos.ndim != 2 or qpos.shape[1] != mj_model.nq:
+        raise ValueError(f"camera_path: qpos must have shape (frames, nq={mj_model.nq}), got {qpos.shape}")
+    d = mujoco.MjData(mj_model)
+    if len(qpos) == 0 or mj_model.nbody < 2:
+        cam = mujoco.MjvCamera()
+        mujoco.mjv_defaultFreeCamera(mj_model, cam)
+        return CameraPath(np.tile(np.asarray(cam.lookat, float), (len(qpos), 1)), float(cam.distance),
+                          float(cam.azimuth), float(cam.elevation))
+    base = floating_base_body(mj_model) if track else None
+    base_pos = np.empty((len(qpos), 3))
+    for f, q in enumerate(qpos):
+        d.qpos[:] = q
+        mujoco.mj_kinematics(mj_model, d)
+        if f == 0:
+            pts = np.asarray(d.xpos[1:])
+            lo, hi = pts.min(axis=0), pts.max(axis=0)
+            centre = 0.5 * (lo + hi)
+            distance = max(1.2, 2.2 * float(np.linalg.norm(hi - lo)))
+        if base is None:
+            break
+        base_pos[f] = d.xpos[base]
+    if base is None:
+        lookat = np.tile(centre, (len(qpos), 1))
+    else:
+        lookat = centre + (base_pos - base_pos[0])
+    return CameraPath(lookat, distance, float(azimuth), float(elevation), base)
 
 
 def render_frames(mj_model, qpos: np.ndarray, width: int = 640, height: int = 480,
-                  markers: np.ndarray | None = None) -> list[np.ndarray]:
+                  markers: np.ndarray | None = None, track: bool = True) -> list[np.ndarray]:
     """Render one RGB frame (height, width, 3) uint8 per configuration in ``qpos`` (F, nq), in this
-    process (needs a working OpenGL context). markers: optional (F, 3) world points drawn as green
-    spheres (the current target)."""
+    process (needs a working OpenGL context), with the camera of :func:`camera_path` (it follows a
+    floating base). markers: optional (F, 3) world points drawn as green spheres (the current target)."""
     import mujoco
 
     width = min(width, int(mj_model.vis.global_.offwidth))
     height = min(height, int(mj_model.vis.global_.offheight))
     d = mujoco.MjData(mj_model)
     frames = []
+    path = camera_path(mj_model, qpos, track=track)
     with mujoco.Renderer(mj_model, height, width) as r:
-        cam = _framing_camera(mj_model, d, qpos[0] if len(qpos) else None)
         for f, q in enumerate(qpos):
             d.qpos[:] = q
             mujoco.mj_forward(mj_model, d)
-            r.update_scene(d, camera=cam)
+            r.update_scene(d, camera=path.camera(f))
             if markers is not None and np.all(np.isfinite(markers[f])):
                 scn = r.scene
                 if scn.ngeom < scn.maxgeom:
@@ -134,9 +197,10 @@ def write_frames(frames: list[np.ndarray], fps: float, stem: Path) -> Path:
 
 
 def render_video(mj_model, qpos: np.ndarray, stem: Path, fps: float = 30.0, markers: np.ndarray | None = None,
-                 width: int = 640, height: int = 480, timeout: float = 600.0) -> VideoOutcome:
+                 width: int = 640, height: int = 480, timeout: float = 600.0, track: bool = True) -> VideoOutcome:
     """Render ``qpos`` (F, nq) to ``stem.mp4``/``stem.gif`` in a child process, trying each OpenGL
-    back-end of :func:`gl_candidates`. Never raises for a missing OpenGL/encoder: the outcome says."""
+    back-end of :func:`gl_candidates`; the camera follows a floating base unless ``track=False``
+    (:func:`camera_path`). Never raises for a missing OpenGL/encoder: the outcome says."""
     import mujoco
 
     stem = Path(stem)
@@ -159,7 +223,7 @@ def render_video(mj_model, qpos: np.ndarray, stem: Path, fps: float = 30.0, mark
                     env.setdefault("PYOPENGL_PLATFORM", "egl")
             env["PYTHONPATH"] = pkg_root + os.pathsep + env.get("PYTHONPATH", "")
             cmd = [sys.executable, "-m", "sim.video", "--mjb", str(mjb), "--frames", str(frames_file),
-                   "--out", str(stem), "--fps", str(fps), "--width", str(width), "--height", str(height)]
+                   "--out", str(stem), "--fps", str(fps), "--width", str(width), "--height", str(height)] + ([] if track else ["--no-track"])
             try:
                 proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
             except subprocess.TimeoutExpired:
@@ -185,13 +249,15 @@ def _main(argv=None) -> int:
     p.add_argument("--fps", type=float, default=30.0)
     p.add_argument("--width", type=int, default=640)
     p.add_argument("--height", type=int, default=480)
+    p.add_argument("--no-track", action="store_true", help="keep the first frame's view (no floating-base tracking)")
     a = p.parse_args(argv)
     import mujoco
 
     m = mujoco.MjModel.from_binary_path(a.mjb)
     data = np.load(a.frames)
     markers = data["markers"]
-    frames = render_frames(m, data["qpos"], a.width, a.height, None if np.all(np.isnan(markers)) else markers)
+    frames = render_frames(m, data["qpos"], a.width, a.height, None if np.all(np.isnan(markers)) else markers,
+                           track=not a.no_track)
     path = write_frames(frames, a.fps, Path(a.out))
     print(path)
     return 0
