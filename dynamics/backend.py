@@ -156,22 +156,64 @@ class Backend:
                                           a=(a, "nv"))
         return tuple(unflatten(batch, x) for x in self._rnea_derivatives(model, q, v, a, fe))
 
-    def aba_derivatives(self, model: RobotModel, q, v, tau, fext=None, minv=None, return_acceleration: bool = False):
+    def aba_derivatives(self, model: RobotModel, q, v, tau, fext=None, minv=None, return_acceleration: bool = False,
+                        out: np.ndarray | None = None, acceleration_out: np.ndarray | None = None):
         """``(da_dq, da_dv, da_dtau)``, each (..., nv, nv) (seed 000 Algorithm 3).
 
         minv: optional precomputed ``M^-1`` (..., nv, nv) to reuse (Dadu-RBD's ΔiFD).
         return_acceleration: also return the acceleration ``a`` (..., nv) that the algorithm
         computes on the way (ABA), first: ``(a, da_dq, da_dv, da_dtau)`` — one call instead of
-        ``aba`` plus ``aba_derivatives``."""
+        ``aba`` plus ``aba_derivatives``.
+        out: optional float64 C-contiguous (3, ..., nv, nv) array receiving ``(da_dq, da_dv,
+        da_dtau)``, and acceleration_out (..., nv) receiving ``a`` (with return_acceleration): the
+        returned arrays are then views of them (a solver's workspace, reused across calls; the
+        compiled backends write into them directly, the others copy)."""
         arrays = dict(q=(q, "nq"), v=(v, "nv"), tau=(tau, "nv"))
         batch, (q, v, t, fe) = self._args("aba_derivatives", model, fext, **arrays)
         mi = None
         if minv is not None:
             mi = as_array("minv", minv, (model.nv, model.nv), "aba_derivatives")
             mi = np.broadcast_to(mi, batch + (model.nv, model.nv)).reshape((-1, model.nv, model.nv))
+        if out is not None or acceleration_out is not None:
+            return self._aba_derivatives_out(model, batch, q, v, t, fe, mi, return_acceleration, out, acceleration_out)
         if return_acceleration:
             return tuple(unflatten(batch, x) for x in self._aba_derivatives_with_acceleration(model, q, v, t, fe, mi))
         return tuple(unflatten(batch, x) for x in self._aba_derivatives(model, q, v, t, fe, mi))
+
+    def _aba_derivatives_out(self, model, batch, q, v, t, fe, mi, return_acceleration, out, acc):
+        """:meth:`aba_derivatives` into caller-owned buffers (checked here, once)."""
+        nv, B = model.nv, q.shape[0]
+        for name, buf, shape in (("out", out, (3,) + batch + (nv, nv)), ("acceleration_out", acc, batch + (nv,))):
+            if buf is None:
+                continue
+            if not (isinstance(buf, np.ndarray) and buf.dtype == np.float64 and buf.flags.c_contiguous
+                    and buf.flags.writeable and buf.shape == shape):
+                got = f"{getattr(buf, 'dtype', type(buf).__name__)} {getattr(buf, 'shape', '')}"
+                raise ValueError(f"aba_derivatives: {name} must be a writeable C-contiguous float64 array of shape "
+                                 f"{shape}, got {got}")
+        if acc is not None and not return_acceleration:
+            raise ValueError("aba_derivatives: acceleration_out needs return_acceleration=True")
+        D = None if out is None else out.reshape(3, B, nv, nv)
+        a = None if acc is None else acc.reshape(B, nv)
+        if not self._aba_derivatives_into(model, q, v, t, fe, mi, D, a):
+            res = (self._aba_derivatives_with_acceleration(model, q, v, t, fe, mi) if return_acceleration
+                   else (None, *self._aba_derivatives(model, q, v, t, fe, mi)))
+            if a is not None:
+                a[...] = res[0]
+            if D is not None:
+                D[0], D[1], D[2] = res[1:]
+            a = res[0] if a is None else a
+            derivs = res[1:] if D is None else (D[0], D[1], D[2])
+        else:
+            derivs = (D[0], D[1], D[2])
+        derivs = tuple(unflatten(batch, x) for x in derivs)
+        return (unflatten(batch, a), *derivs) if return_acceleration else derivs
+
+    def _aba_derivatives_into(self, model, q, v, tau, fext, minv, out, acc) -> bool:
+        """Write ``(da_dq, da_dv, da_dtau)`` into out (3, B, nv, nv) and, when acc (B, nv) is not
+        None, ``a`` into acc, without temporaries; return False when this backend cannot (the
+        caller then copies)."""
+        return False
 
     def _aba_derivatives_with_acceleration(self, model, q, v, tau, fext, minv):
         """``(a, da_dq, da_dv, da_dtau)``; backends whose derivative kernel computes ``a`` anyway

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -50,6 +50,13 @@ class UpdateRecord:
     fallback: bool = False
     simulated_s: float | None = None
     emulation_wall_s: float | None = None
+
+    def as_info(self) -> dict:
+        """The record as the plan's ``info`` dict (a shallow copy: ``dataclasses.asdict``'s deep
+        copy cost a measurable part of a warm update)."""
+        d = dict(self.__dict__)
+        d["timings"] = dict(self.timings)
+        return d
 
 
 def _solver_class(name: str):
@@ -265,12 +272,12 @@ class MPC:
             # the solver could not even start (or produced non-finite values): its gains are not
             # valid, so keep applying the previous, time-indexed plan
             old = self.plan
-            plan = Plan(self.model, old.t0, old.dt, old.xs, old.us, old.K, info=asdict(rec),
+            plan = Plan(self.model, old.t0, old.dt, old.xs, old.us, old.K, info=rec.as_info(),
                         u_lower=old.u_lower, u_upper=old.u_upper)
         else:
             K = np.asarray(res.K, float) if self.feedback else None
             plan = Plan(self.model, float(t), self.dt, np.asarray(res.xs, float), np.asarray(res.us, float), K,
-                        info=asdict(rec), u_lower=self.problem.u_lower, u_upper=self.problem.u_upper)
+                        info=rec.as_info(), u_lower=self.problem.u_lower, u_upper=self.problem.u_upper)
         return plan, rec
 
     @staticmethod

@@ -42,18 +42,22 @@ class ForwardPass:
     def uses_compiled_rollout(self) -> bool:
         return self._compiled_rollout() is not None
 
-    def run(self, alphas: np.ndarray, xs, us, k, K, clip: bool, gaps: np.ndarray | None = None):
+    def run(self, alphas: np.ndarray, xs, us, k, K, clip: bool, gaps: np.ndarray | None = None, out=None):
         """Roll out the policy for step sizes alphas (S,) around xs (N+1, nx), us (N, nu) with gains
         k (N, nu), K (N, nu, ndx); gaps (N+1, ndx) or None. Returns ``(X (S, N+1, nx), U (S, N, nu),
-        ok (S,))``."""
+        ok (S,))``, written into ``out`` (:class:`~solvers.problem_data.RolloutBuffers` for S
+        candidates, e.g. ``data.rollout(S)``) when given, else fresh arrays. xs, us must not be
+        views of ``out``."""
         p = self.problem
         compiled = self._compiled_rollout()
         if compiled is not None:
-            return compiled.run(p.x0, alphas, xs, us, k, K, p.u_lower, p.u_upper, clip, gaps)
+            return compiled.run(p.x0, alphas, xs, us, k, K, p.u_lower, p.u_upper, clip, gaps, out=out)
         S, N = alphas.shape[0], p.horizon
-        X = np.empty((S, N + 1, p.nx))
-        U = np.empty((S, N, p.nu))
-        ok = np.ones(S, dtype=bool)
+        if out is None:
+            X, U, ok = np.empty((S, N + 1, p.nx)), np.empty((S, N, p.nu)), np.empty(S, dtype=bool)
+        else:
+            X, U, ok = out.X, out.U, out.ok
+        ok[:] = True
         with np.errstate(all="ignore"):
             xnext = np.repeat(p.x0[None], S, axis=0)
             for t in range(N):
