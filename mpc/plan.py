@@ -173,7 +173,20 @@ class Plan:
             ix = np.minimum(np.arange(n, n + N + 1), M)
             iu = np.minimum(np.arange(n, n + N), M - 1)
             return self.xs[ix].copy(), self.us[iu].copy()
-        ts = float(t_start) + dt * np.arange(N + 1)
-        xs = np.stack([self.reference_state(t) for t in ts])
-        us = np.stack([self.feedforward(t) for t in ts[:-1]])
-        return xs, us
+        # general case (an update period that is not a whole number of knots): every knot at once,
+        # the same clamping and interpolation as reference_state/feedforward (one batched
+        # difference/integrate instead of N+1 Python-level ones)
+        m, M = self.model, self.horizon
+        s = (float(t_start) + dt * np.arange(N + 1) - self.t0) / self.dt
+        i = np.minimum(np.floor(s + 1e-9).astype(int), M - 1)
+        frac = np.clip(s - i, 0.0, 1.0)
+        i = np.where(s <= 0, 0, np.where(s >= M, M - 1, i))
+        frac = np.where(s <= 0, 0.0, np.where(s >= M, 1.0, frac))
+        xa, xb = self.xs[i], self.xs[i + 1]
+        q = m.integrate(xa[:, :m.nq], frac[:, None] * m.difference(xa[:, :m.nq], xb[:, :m.nq]))
+        v = (1.0 - frac[:, None]) * xa[:, m.nq:] + frac[:, None] * xb[:, m.nq:]
+        xs = np.concatenate([q, v], axis=-1)
+        # knots exactly at an interval's ends take the knot state itself (as reference_state does)
+        xs[frac == 0.0] = xa[frac == 0.0]
+        xs[frac == 1.0] = xb[frac == 1.0]
+        return xs, self.us[i[:-1]].copy()
