@@ -48,11 +48,49 @@ class CompiledForwardDynamics:
     joint_rows: np.ndarray
 
 
+@dataclass(frozen=True)
+class CompiledContactDynamics:
+    """What a compiled (numba) backend offers to compiled solver loops for one
+    :class:`~dynamics.contact.ContactSet` (see :meth:`Backend.compiled_contact_dynamics`): the
+    backend's own compiled rigid-contact and impulse dynamics, callable from a solver's kernel
+    without knowing the backend.
+
+    ``contact_range(*model_args, q, v, tau, *contact_args, point, kp, kd, pref, derivs, Mi, bias, zero,
+    no_fext, fext, rd, a, lam, flag, da, dl, start, stop)``: for ``start <= s < stop`` the
+    constrained acceleration ``a[s]`` (S, nv) and forces ``lam[s]`` (S, ≥ nc) of
+    ``M a + b = τ + Jᵀ λ``, ``J a + γ = 0`` (docs/contacts.md), and ``flag[s]`` the smallest
+    relative pivot of ``K = J M⁻¹ Jᵀ``: where ``not flag[s] > pivot_rtol`` the contact Jacobian is
+    rank deficient and ``a[s]``, ``lam[s]`` are not written. q (S, nq), v, tau, zero (S, nv):
+    read-only float64 C-contiguous (zero: zeros); Mi (S, nv, nv), bias (S, nv): scratch; with
+    ``derivs=False``: fext (0, nbody, 6), rd (2, 0, nv, nv), da (3, 0, nv, nv), dl (3, 0, nc, nv)
+    empty scratch; no_fext: this object's ``no_fext``.
+    ``impulse_range(*model_args, q, v, *contact_args, point, kp, kd, pref, restitution, Mi, zero, vp,
+    imp, flag, start, stop)``: the rigid impact ``vp[s]`` = v⁺ and ``imp[s]`` = Λ with the same
+    rank flag. ``contact_args`` (read-only arrays of this set), ``point``, ``kp``, ``kd``, ``pref``:
+    this set's constants. ``source_hash`` changes whenever the compiled code behind the functions
+    changes (a caller caching its own kernel on disk adds it to its stamp).
+    """
+
+    contact_range: Callable
+    impulse_range: Callable
+    model_args: tuple
+    contact_args: tuple
+    point: bool
+    kp: float
+    kd: float
+    pref: np.ndarray
+    nc: int
+    no_fext: np.ndarray
+    pivot_rtol: float
+    source_hash: str
+
+
 class Backend:
     """Batched rigid-body dynamics. Subclasses implement the underscore kernels on (B, …) arrays.
 
     Capabilities a solver may ask for (and must not infer from the backend's name):
-    :attr:`prefers_compiled_solver`, :meth:`compiled_forward_dynamics`, :meth:`supports`."""
+    :attr:`prefers_compiled_solver`, :meth:`compiled_forward_dynamics`,
+    :meth:`compiled_contact_dynamics`, :meth:`supports`."""
 
     name: str = "abstract"
     #: the backend runs compiled code, so the solver's own loops (Riccati pass, rollouts) should be
@@ -71,6 +109,13 @@ class Backend:
     def compiled_forward_dynamics(self, model: RobotModel) -> CompiledForwardDynamics | None:
         """The backend's forward dynamics as a function compiled solver loops can call, or None
         when this backend has none (the solver then rolls out through :meth:`aba` in Python)."""
+        return None
+
+    def compiled_contact_dynamics(self, model: RobotModel, contacts) -> CompiledContactDynamics | None:
+        """The backend's rigid-contact and impulse dynamics on ``contacts`` (a
+        :class:`~dynamics.contact.ContactSet` of ``model``) as functions compiled solver loops can
+        call, or None when this backend has none or they do not cover this contact set (the solver
+        then rolls out through :meth:`contact_dynamics` / :meth:`impulse_dynamics` in Python)."""
         return None
 
     # ---------------------------------------------------------------- argument handling

@@ -42,7 +42,7 @@ from dynamics.joints import JointType
 from dynamics.second_order_numerical import aba_second_derivatives_numerical, contact_second_derivatives_numerical
 from dynamics.spatial import motion_cross_matrix, skew
 
-from .contact_rows import contact_dynamics_rows
+from .contact_rows import contact_dynamics_rows, impulse_dynamics_rows
 from .state_space import StateSpace
 
 INTEGRATORS = ("euler", "rk4")
@@ -209,13 +209,14 @@ class DiscreteDynamics:
     def step(self, x: np.ndarray, u: np.ndarray) -> np.ndarray:
         """``f(x, u)`` (..., nx) for x (..., nx), u (..., nu).
 
-        Rows whose result is not finite (a diverging rollout) come back as NaN rather than raising,
-        so a batched rollout can drop them."""
+        Rows whose result is not finite (a diverging rollout) or cannot be evaluated (a contact or
+        impact Jacobian that lost rank) come back as NaN rather than raising, so a batched rollout
+        can drop them."""
         x = np.asarray(x, float)
         u = np.asarray(u, float)
         if self.integrator == "impulse":
             q, v = self._split(x)
-            vp = self.backend.impulse_dynamics(self.model, q, v, self.contacts, self.restitution)[0]
+            vp = impulse_dynamics_rows(self.backend, self.model, q, v, self.contacts, self.restitution)[0]
             return np.concatenate([q, vp], axis=-1)
         if self.integrator == "euler":
             q, v = self._split(x)

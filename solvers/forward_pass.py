@@ -11,7 +11,9 @@ For each step size α and knot t (Tassa et al. 2012 Sec. II-F; FDDP's gap closin
 A candidate whose control or state goes non-finite is marked failed and the batch kept finite.
 Two implementations: a Python loop over the knots (batched over α, through the problem's
 ``step``) and, when the problem's dynamics allow it, one compiled call over all α × N
-(:mod:`solvers.rollout_numba`: semi-implicit Euler on a backend with compiled forward dynamics).
+(:mod:`solvers.rollout_numba`: semi-implicit Euler free dynamics on a backend with compiled forward
+dynamics; :mod:`solvers.contact_rollout_numba`: contact and impulse knots too, on a backend that
+also offers its contact dynamics compiled, :meth:`dynamics.Backend.compiled_contact_dynamics`).
 """
 
 from __future__ import annotations
@@ -33,9 +35,15 @@ class ForwardPass:
         if not self.compiled:
             return None
         if self._kernel is None:
+            from .contact_rollout_numba import CompiledContactRollout, compiled_contact_rollout_available
             from .rollout_numba import CompiledRollout, compiled_rollout_available
             p = self.problem
-            self._kernel = CompiledRollout(p) if compiled_rollout_available(p) else False
+            if compiled_rollout_available(p):
+                self._kernel = CompiledRollout(p)
+            elif compiled_contact_rollout_available(p):
+                self._kernel = CompiledContactRollout(p)
+            else:
+                self._kernel = False
         return self._kernel or None
 
     @property

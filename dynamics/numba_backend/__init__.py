@@ -147,6 +147,23 @@ class NumbaBackend(Backend):
         return CompiledForwardDynamics(_k().aba.aba_range, (pm.li, pm.lf, pm.gv, pm.bl, pm.bf), pm.no_fext,
                                        package_source_hash(), lie.integrate_q, lie.difference_x, rows)
 
+    def compiled_contact_dynamics(self, model: RobotModel, contacts):
+        """:class:`~dynamics.backend.CompiledContactDynamics` for the solvers' compiled contact
+        rollout: the fused serial contact and impulse kernels of :mod:`dynamics.contact.numba_kernels`
+        (the ones :meth:`contact_dynamics` and :meth:`impulse_dynamics` run) and the arguments they
+        take for ``contacts``; None for a set they do not cover (damping, 6-D Baumgarte ``kp``)."""
+        from ..backend import CompiledContactDynamics
+        from ..contact import numba_kernels as ck
+        contacts.check(model, "compiled_contact_dynamics")
+        if not ck.supports_fused(contacts):
+            return None
+        pm = packed(model)
+        flink, ff, fbody, fbR, fbp, pref = ck.static_args(contacts)
+        kp, kd = contacts.baumgarte
+        return CompiledContactDynamics(ck.contact_range, ck.impulse_range, (pm.li, pm.lf, pm.gv, pm.bl, pm.bf),
+                                       (flink, ff, fbody, fbR, fbp), contacts.kind == "point", float(kp), float(kd),
+                                       pref, contacts.nc, pm.no_fext, ck.PIVOT_RTOL, ck.source_hash())
+
     def warmup(self, model: RobotModel, progress=None) -> None:
         """Compile (first run on this machine) or load from numba's on-disk cache every kernel, in its
         serial and parallel variant, by running each once on ``model``'s neutral configuration.
