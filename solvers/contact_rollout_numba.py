@@ -320,14 +320,15 @@ class CompiledContactRollout:
             self._scratch[S] = w
         return w
 
-    def run(self, x0, alphas, xs, us, k, K, u_lower, u_upper, clip: bool, gaps=None):
+    def run(self, x0, alphas, xs, us, k, K, u_lower, u_upper, clip: bool, gaps=None, out=None):
         """Roll out ``u = us + α k + K (x̂ ⊖ xs)`` from x0 for every step size α.
 
         x0 (nx,), alphas (S,), xs (N+1, nx), us (N, nu), k (N, nu), K (N, nu, ndx), u_lower /
         u_upper (nu,) (used when ``clip``), gaps None (single shooting) or (N+1, ndx) (FDDP:
         ``x̂_t = f(x̂_{t-1}, u_{t-1}) ⊕ (α - 1) gaps[t]``). Returns ``(X (S, N+1, nx), U (S, N, nu),
         ok (S,) bool)``; ``ok`` is False for candidates whose controls or states went non-finite or
-        whose contact Jacobian lost rank."""
+        whose contact Jacobian lost rank. out: buffers with ``X``, ``U``, ``ok`` of those shapes to
+        write into (:meth:`solvers.problem_data.ProblemData.rollout`)."""
         alphas = _ro(alphas)
         us = _ro(us)
         N = self._set_args[0].shape[0]
@@ -345,9 +346,12 @@ class CompiledContactRollout:
             arr[name] = _ro(a)
             if arr[name].shape != shape:
                 raise ValueError(f"CompiledContactRollout.run: {name} has shape {arr[name].shape}, expected {shape}")
-        X = np.empty((S, N + 1, nx))
-        U = np.empty((S, N, nu))
-        ok = np.empty(S, dtype=np.bool_)
+        if out is None:
+            X, U, ok = np.empty((S, N + 1, nx)), np.empty((S, N, nu)), np.empty(S, dtype=np.bool_)
+        else:
+            X, U, ok = out.X, out.U, out.ok
+            if X.shape != (S, N + 1, nx) or U.shape != (S, N, nu) or ok.shape != (S,):
+                raise ValueError(f"CompiledContactRollout.run: out buffers are for {ok.shape[0]} candidates, not {S}")
         _kernel(self.fd, self.cd)(self.cd.model_args, self.cd.no_fext, *self._dyn_args, *self._set_args,
                                   arr["x0"], alphas, arr["xs"], us, arr["k"], arr["K"], arr["u_lower"],
                                   arr["u_upper"], bool(clip), arr.get("gaps", self._no_gaps), X, U, ok,
