@@ -130,6 +130,10 @@ class ILQR:
         self.feasible = True
         self.fallbacks = 0
         self.reg = Regularization(**self.reg_params)
+        # until an initial trajectory exists, the iterate is NaN (a failure before it returns that)
+        self._xs_buf.fill(np.nan)
+        self._us_buf.fill(np.nan)
+        self.xs, self.us = self._xs_buf, self._us_buf
         history: list[float] = []
         steps: list[float] = []
         converged, reason = False, ""

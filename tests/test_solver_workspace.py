@@ -119,3 +119,15 @@ def test_solver_returns_copies_not_workspace_views():
     s.solve(max_iter=5)                                        # overwrites the workspace
     np.testing.assert_array_equal(r1.xs, xs1)
     assert not any(np.shares_memory(r1.xs, a) for a in s.data.arrays().values())
+
+
+@pytest.mark.parametrize("solver", ["ILQR", "FDDP"])
+def test_diverging_first_rollout_returns_a_failed_result(solver):
+    """A failure before the first iterate exists (the initial rollout diverges) is reported in the
+    result (NaN trajectory, converged False, the reason), not raised as an attribute error."""
+    import solvers
+    task = get_task("iiwa-reach")
+    p = task.build_problem(task.initial_state(), horizon=5, dt=0.01, backend="numpy")
+    res = getattr(solvers, solver)(p, box=False).solve(us_init=np.full((5, p.nu), 1e200), max_iter=2)
+    assert not res.converged and "diverged" in res.reason
+    assert np.isnan(res.xs).all()

@@ -352,14 +352,19 @@ class ResidualCost(Cost):
         wr = w * r
         B, nu = ctx.batch, ctx.model.nu
         WRx = w[..., None] * Rx
-        lx = np.einsum("bri,br->bi", Rx, wr)
-        lxx = np.einsum("bri,brj->bij", Rx, WRx)
+        # Gauss–Newton products as batched matrix products (np.einsum's generic loop was ~70x
+        # slower for (B, nr, ndx) = (20, 72, 72)); each knot is its own product, so a knot's
+        # result does not depend on the batch it is evaluated in
+        RxT = np.swapaxes(Rx, -1, -2)
+        lx = (RxT @ wr[..., None])[..., 0]
+        lxx = RxT @ WRx
         if Ru is None:
             lu, lxu, luu = np.zeros((B, nu)), np.zeros((B, Rx.shape[-1], nu)), np.zeros((B, nu, nu))
         else:
-            lu = np.einsum("bri,br->bi", Ru, wr)
-            lxu = np.einsum("bri,brj->bij", WRx, Ru)
-            luu = np.einsum("bri,brj->bij", Ru, w[..., None] * Ru)
+            RuT = np.swapaxes(Ru, -1, -2)
+            lu = (RuT @ wr[..., None])[..., 0]
+            lxu = np.swapaxes(WRx, -1, -2) @ Ru
+            luu = RuT @ (w[..., None] * Ru)
         return CostDerivatives(0.5 * np.sum(wr * r, axis=-1), lx, lu, lxx, lxu, luu)
 
 
