@@ -48,11 +48,49 @@ class CompiledForwardDynamics:
     joint_rows: np.ndarray
 
 
+@dataclass(frozen=True)
+class CompiledContactDynamics:
+    """What a compiled (numba) backend offers to compiled solver loops for one
+    :class:`~dynamics.contact.ContactSet` (see :meth:`Backend.compiled_contact_dynamics`): the
+    backend's own compiled rigid-contact and impulse dynamics, callable from a solver's kernel
+    without knowing the backend.
+
+    ``contact_range(*model_args, q, v, tau, *contact_args, point, kp, kd, pref, derivs, Mi, bias, zero,
+    no_fext, fext, rd, a, lam, flag, da, dl, start, stop)``: for ``start <= s < stop`` the
+    constrained acceleration ``a[s]`` (S, nv) and forces ``lam[s]`` (S, ≥ nc) of
+    ``M a + b = τ + Jᵀ λ``, ``J a + γ = 0`` (docs/contacts.md), and ``flag[s]`` the smallest
+    relative pivot of ``K = J M⁻¹ Jᵀ``: where ``not flag[s] > pivot_rtol`` the contact Jacobian is
+    rank deficient and ``a[s]``, ``lam[s]`` are not written. q (S, nq), v, tau, zero (S, nv):
+    read-only float64 C-contiguous (zero: zeros); Mi (S, nv, nv), bias (S, nv): scratch; with
+    ``derivs=False``: fext (0, nbody, 6), rd (2, 0, nv, nv), da (3, 0, nv, nv), dl (3, 0, nc, nv)
+    empty scratch; no_fext: this object's ``no_fext``.
+    ``impulse_range(*model_args, q, v, *contact_args, point, kp, kd, pref, restitution, Mi, zero, vp,
+    imp, flag, start, stop)``: the rigid impact ``vp[s]`` = v⁺ and ``imp[s]`` = Λ with the same
+    rank flag. ``contact_args`` (read-only arrays of this set), ``point``, ``kp``, ``kd``, ``pref``:
+    this set's constants. ``source_hash`` changes whenever the compiled code behind the functions
+    changes (a caller caching its own kernel on disk adds it to its stamp).
+    """
+
+    contact_range: Callable
+    impulse_range: Callable
+    model_args: tuple
+    contact_args: tuple
+    point: bool
+    kp: float
+    kd: float
+    pref: np.ndarray
+    nc: int
+    no_fext: np.ndarray
+    pivot_rtol: float
+    source_hash: str
+
+
 class Backend:
     """Batched rigid-body dynamics. Subclasses implement the underscore kernels on (B, …) arrays.
 
     Capabilities a solver may ask for (and must not infer from the backend's name):
-    :attr:`prefers_compiled_solver`, :meth:`compiled_forward_dynamics`, :meth:`supports`."""
+    :attr:`prefers_compiled_solver`, :meth:`compiled_forward_dynamics`,
+    :meth:`compiled_contact_dynamics`, :meth:`supports`."""
 
     name: str = "abstract"
     #: the backend runs compiled code, so the solver's own loops (Riccati pass, rollouts) should be
@@ -71,6 +109,13 @@ class Backend:
     def compiled_forward_dynamics(self, model: RobotModel) -> CompiledForwardDynamics | None:
         """The backend's forward dynamics as a function compiled solver loops can call, or None
         when this backend has none (the solver then rolls out through :meth:`aba` in Python)."""
+        return None
+
+    def compiled_contact_dynamics(self, model: RobotModel, contacts) -> CompiledContactDynamics | None:
+        """The backend's rigid-contact and impulse dynamics on ``contacts`` (a
+        :class:`~dynamics.contact.ContactSet` of ``model``) as functions compiled solver loops can
+        call, or None when this backend has none or they do not cover this contact set (the solver
+        then rolls out through :meth:`contact_dynamics` / :meth:`impulse_dynamics` in Python)."""
         return None
 
     # ---------------------------------------------------------------- argument handling
@@ -156,22 +201,64 @@ class Backend:
                                           a=(a, "nv"))
         return tuple(unflatten(batch, x) for x in self._rnea_derivatives(model, q, v, a, fe))
 
-    def aba_derivatives(self, model: RobotModel, q, v, tau, fext=None, minv=None, return_acceleration: bool = False):
+    def aba_derivatives(self, model: RobotModel, q, v, tau, fext=None, minv=None, return_acceleration: bool = False,
+                        out: np.ndarray | None = None, acceleration_out: np.ndarray | None = None):
         """``(da_dq, da_dv, da_dtau)``, each (..., nv, nv) (seed 000 Algorithm 3).
 
         minv: optional precomputed ``M^-1`` (..., nv, nv) to reuse (Dadu-RBD's ΔiFD).
         return_acceleration: also return the acceleration ``a`` (..., nv) that the algorithm
         computes on the way (ABA), first: ``(a, da_dq, da_dv, da_dtau)`` — one call instead of
-        ``aba`` plus ``aba_derivatives``."""
+        ``aba`` plus ``aba_derivatives``.
+        out: optional float64 C-contiguous (3, ..., nv, nv) array receiving ``(da_dq, da_dv,
+        da_dtau)``, and acceleration_out (..., nv) receiving ``a`` (with return_acceleration): the
+        returned arrays are then views of them (a solver's workspace, reused across calls; the
+        compiled backends write into them directly, the others copy)."""
         arrays = dict(q=(q, "nq"), v=(v, "nv"), tau=(tau, "nv"))
         batch, (q, v, t, fe) = self._args("aba_derivatives", model, fext, **arrays)
         mi = None
         if minv is not None:
             mi = as_array("minv", minv, (model.nv, model.nv), "aba_derivatives")
             mi = np.broadcast_to(mi, batch + (model.nv, model.nv)).reshape((-1, model.nv, model.nv))
+        if out is not None or acceleration_out is not None:
+            return self._aba_derivatives_out(model, batch, q, v, t, fe, mi, return_acceleration, out, acceleration_out)
         if return_acceleration:
             return tuple(unflatten(batch, x) for x in self._aba_derivatives_with_acceleration(model, q, v, t, fe, mi))
         return tuple(unflatten(batch, x) for x in self._aba_derivatives(model, q, v, t, fe, mi))
+
+    def _aba_derivatives_out(self, model, batch, q, v, t, fe, mi, return_acceleration, out, acc):
+        """:meth:`aba_derivatives` into caller-owned buffers (checked here, once)."""
+        nv, B = model.nv, q.shape[0]
+        for name, buf, shape in (("out", out, (3,) + batch + (nv, nv)), ("acceleration_out", acc, batch + (nv,))):
+            if buf is None:
+                continue
+            if not (isinstance(buf, np.ndarray) and buf.dtype == np.float64 and buf.flags.c_contiguous
+                    and buf.flags.writeable and buf.shape == shape):
+                got = f"{getattr(buf, 'dtype', type(buf).__name__)} {getattr(buf, 'shape', '')}"
+                raise ValueError(f"aba_derivatives: {name} must be a writeable C-contiguous float64 array of shape "
+                                 f"{shape}, got {got}")
+        if acc is not None and not return_acceleration:
+            raise ValueError("aba_derivatives: acceleration_out needs return_acceleration=True")
+        D = None if out is None else out.reshape(3, B, nv, nv)
+        a = None if acc is None else acc.reshape(B, nv)
+        if not self._aba_derivatives_into(model, q, v, t, fe, mi, D, a):
+            res = (self._aba_derivatives_with_acceleration(model, q, v, t, fe, mi) if return_acceleration
+                   else (None, *self._aba_derivatives(model, q, v, t, fe, mi)))
+            if a is not None:
+                a[...] = res[0]
+            if D is not None:
+                D[0], D[1], D[2] = res[1:]
+            a = res[0] if a is None else a
+            derivs = res[1:] if D is None else (D[0], D[1], D[2])
+        else:
+            derivs = (D[0], D[1], D[2])
+        derivs = tuple(unflatten(batch, x) for x in derivs)
+        return (unflatten(batch, a), *derivs) if return_acceleration else derivs
+
+    def _aba_derivatives_into(self, model, q, v, tau, fext, minv, out, acc) -> bool:
+        """Write ``(da_dq, da_dv, da_dtau)`` into out (3, B, nv, nv) and, when acc (B, nv) is not
+        None, ``a`` into acc, without temporaries; return False when this backend cannot (the
+        caller then copies)."""
+        return False
 
     def _aba_derivatives_with_acceleration(self, model, q, v, tau, fext, minv):
         """``(a, da_dq, da_dv, da_dtau)``; backends whose derivative kernel computes ``a`` anyway

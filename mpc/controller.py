@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -50,6 +50,13 @@ class UpdateRecord:
     fallback: bool = False
     simulated_s: float | None = None
     emulation_wall_s: float | None = None
+
+    def as_info(self) -> dict:
+        """The record as the plan's ``info`` dict (a shallow copy: ``dataclasses.asdict``'s deep
+        copy cost a measurable part of a warm update)."""
+        d = dict(self.__dict__)
+        d["timings"] = dict(self.timings)
+        return d
 
 
 def _solver_class(name: str):
@@ -229,13 +236,8 @@ class MPC:
         sim0 = (be.simulated_s_total, be.emulation_wall_s_total) if be.simulated_time else None
         w0 = time.perf_counter()
         x = np.asarray(x, float)
-        revision = self.problem.revision
         self.task.update_problem(self.problem, float(t))
         self.problem.set_initial_state(x)
-        if self.problem.revision != revision:
-            # the task re-phased the knots (set_running_models): the rollout kernel is rebuilt for
-            # the new knot structure
-            self.solver.forward._kernel = None
         if xs_init is not None and self.plan is not None and np.any(self.problem.dts != self.dt):
             # knots not dt apart (impulse knots): the warm start is laid on the problem's knot times
             xs_init, us_init = self._warm_start_on_knots(float(t))
@@ -273,7 +275,7 @@ class MPC:
             # the solver could not even start (or produced non-finite values): its gains are not
             # valid, so keep applying the previous, time-indexed plan
             old = self.plan
-            plan = Plan(self.model, old.t0, old.dt, old.xs, old.us, old.K, info=asdict(rec),
+            plan = Plan(self.model, old.t0, old.dt, old.xs, old.us, old.K, info=rec.as_info(),
                         u_lower=old.u_lower, u_upper=old.u_upper)
         else:
             xs, us, K = np.asarray(res.xs, float), np.asarray(res.us, float), np.asarray(res.K, float)
@@ -283,16 +285,14 @@ class MPC:
                 # the pre-impact state, control and gain of each, so its knots are dt apart again
                 xs, us, K = xs[np.r_[timed, True]], us[timed], K[timed]
             plan = Plan(self.model, float(t), self.dt, xs, us, K if self.feedback else None,
-                        info=asdict(rec), u_lower=self.problem.u_lower, u_upper=self.problem.u_upper)
+                        info=rec.as_info(), u_lower=self.problem.u_lower, u_upper=self.problem.u_upper)
         return plan, rec
 
     def _warm_start_on_knots(self, t: float) -> tuple[np.ndarray, np.ndarray]:
         """The current plan evaluated at the problem's knot times ``t + Σ dts`` (an impulse knot's
         pre- and post-impact states are at the same time): (N+1, nx), (N, nu)."""
         ts = t + np.concatenate([[0.0], np.cumsum(self.problem.dts)])
-        xs = np.stack([self.plan.reference_state(s) for s in ts])
-        us = np.stack([self.plan.feedforward(s) for s in ts[:-1]])
-        return xs, us
+        return self.plan.sample(ts)
 
     @staticmethod
     def _add_timings(acc: dict, res) -> None:

@@ -173,7 +173,24 @@ class Plan:
             ix = np.minimum(np.arange(n, n + N + 1), M)
             iu = np.minimum(np.arange(n, n + N), M - 1)
             return self.xs[ix].copy(), self.us[iu].copy()
-        ts = float(t_start) + dt * np.arange(N + 1)
-        xs = np.stack([self.reference_state(t) for t in ts])
-        us = np.stack([self.feedforward(t) for t in ts[:-1]])
-        return xs, us
+        # general case (an update period that is not a whole number of knots)
+        return self.sample(float(t_start) + dt * np.arange(N + 1))
+
+    def sample(self, ts) -> tuple[np.ndarray, np.ndarray]:
+        """The plan at times ts (K+1,): states (K+1, nx) and held controls (K, nu) at ``ts[:-1]``,
+        as :meth:`reference_state` / :meth:`feedforward` give them knot by knot (one batched
+        difference/integrate instead of K+1 Python-level ones)."""
+        m, M = self.model, self.horizon
+        s = (np.asarray(ts, float) - self.t0) / self.dt
+        i = np.minimum(np.floor(s + 1e-9).astype(int), M - 1)
+        frac = np.clip(s - i, 0.0, 1.0)
+        i = np.where(s <= 0, 0, np.where(s >= M, M - 1, i))
+        frac = np.where(s <= 0, 0.0, np.where(s >= M, 1.0, frac))
+        xa, xb = self.xs[i], self.xs[i + 1]
+        q = m.integrate(xa[:, :m.nq], frac[:, None] * m.difference(xa[:, :m.nq], xb[:, :m.nq]))
+        v = (1.0 - frac[:, None]) * xa[:, m.nq:] + frac[:, None] * xb[:, m.nq:]
+        xs = np.concatenate([q, v], axis=-1)
+        # knots exactly at an interval's ends take the knot state itself (as reference_state does)
+        xs[frac == 0.0] = xa[frac == 0.0]
+        xs[frac == 1.0] = xb[frac == 1.0]
+        return xs, self.us[i[:-1]].copy()

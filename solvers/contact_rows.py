@@ -1,7 +1,8 @@
-"""Contact dynamics evaluated for a solver's candidate states: a row that cannot be evaluated
-(non-finite input from a diverging line-search candidate, or a contact Jacobian that lost rank
-because a candidate stretched a leg straight) comes back as NaN, as ABA's result does on
-divergence, so that the candidate is rejected instead of ending the solve."""
+"""Contact and impulse dynamics evaluated for a solver's candidate states: a row that cannot be
+evaluated (non-finite input from a diverging line-search candidate, or a contact Jacobian that lost
+rank because a candidate stretched a leg straight) comes back as NaN, as ABA's result does on
+divergence, so that the candidate is rejected instead of ending the solve. The compiled rollout
+(:mod:`solvers.contact_rollout_numba`) rejects the same candidates."""
 
 from __future__ import annotations
 
@@ -30,3 +31,25 @@ def contact_dynamics_rows(backend, model, q: np.ndarray, v: np.ndarray, tau: np.
         except RankDeficientContactError:
             pass
     return a, lam
+
+
+def impulse_dynamics_rows(backend, model, q: np.ndarray, v: np.ndarray, contacts, restitution: float):
+    """``(v_plus (..., nv), impulse (..., nc))`` of ``backend.impulse_dynamics`` with NaN rows where a
+    row cannot be evaluated. q (..., nq), v (..., nv) float64."""
+    ok = np.isfinite(q).all(axis=-1) & np.isfinite(v).all(axis=-1)
+    if np.all(ok):
+        try:
+            return tuple(backend.impulse_dynamics(model, q, v, contacts, restitution))
+        except RankDeficientContactError:
+            pass
+    lead = v.shape[:-1]
+    vp = np.full(lead + (model.nv,), np.nan)
+    imp = np.full(lead + (contacts.nc,), np.nan)
+    qf, vf = q.reshape(-1, q.shape[-1]), v.reshape(-1, model.nv)
+    pf, mf = vp.reshape(-1, model.nv), imp.reshape(-1, contacts.nc)
+    for r in np.flatnonzero(np.reshape(ok, -1)):
+        try:
+            pf[r], mf[r] = backend.impulse_dynamics(model, qf[r], vf[r], contacts, restitution)
+        except RankDeficientContactError:
+            pass
+    return vp, imp

@@ -42,7 +42,7 @@ from dynamics.joints import JointType
 from dynamics.second_order_numerical import aba_second_derivatives_numerical, contact_second_derivatives_numerical
 from dynamics.spatial import motion_cross_matrix, skew
 
-from .contact_rows import contact_dynamics_rows
+from .contact_rows import contact_dynamics_rows, impulse_dynamics_rows
 from .state_space import StateSpace
 
 INTEGRATORS = ("euler", "rk4")
@@ -209,13 +209,14 @@ class DiscreteDynamics:
     def step(self, x: np.ndarray, u: np.ndarray) -> np.ndarray:
         """``f(x, u)`` (..., nx) for x (..., nx), u (..., nu).
 
-        Rows whose result is not finite (a diverging rollout) come back as NaN rather than raising,
-        so a batched rollout can drop them."""
+        Rows whose result is not finite (a diverging rollout) or cannot be evaluated (a contact or
+        impact Jacobian that lost rank) come back as NaN rather than raising, so a batched rollout
+        can drop them."""
         x = np.asarray(x, float)
         u = np.asarray(u, float)
         if self.integrator == "impulse":
             q, v = self._split(x)
-            vp = self.backend.impulse_dynamics(self.model, q, v, self.contacts, self.restitution)[0]
+            vp = impulse_dynamics_rows(self.backend, self.model, q, v, self.contacts, self.restitution)[0]
             return np.concatenate([q, vp], axis=-1)
         if self.integrator == "euler":
             q, v = self._split(x)
@@ -264,64 +265,83 @@ class DiscreteDynamics:
         """First (and optionally second) derivatives at knots x (N, nx), u (N, nu)."""
         return self._derivatives(np.asarray(x, float), np.asarray(u, float), second_order)
 
-    def _derivatives(self, x: np.ndarray, u: np.ndarray, second_order: bool) -> DynamicsDerivatives:
-        """:meth:`derivatives` for float64 arrays x (N, nx), u (N, nu)."""
+    def _derivatives(self, x: np.ndarray, u: np.ndarray, second_order: bool,
+                     out: DynamicsDerivatives | None = None) -> DynamicsDerivatives:
+        """:meth:`derivatives` for float64 arrays x (N, nx), u (N, nu). out: C-contiguous buffers
+        ``xnext`` (N, nx), ``Fx`` (N, ndx, ndx), ``Fu`` (N, ndx, nu) (and ``acceleration`` /
+        ``partials`` scratch, see :class:`solvers.problem_data.ProblemData`) that the first-order
+        results are written into instead of fresh arrays (the solver's workspace); the
+        second-order factors C, T are always fresh arrays."""
         if self.integrator == "euler":
-            return self._euler_derivatives(x, u, second_order)
+            return self._euler_derivatives(x, u, second_order, out)
         xn, Fx, Fu = self._first_order(x, u)
+        if out is not None:
+            out.xnext[...], out.Fx[...], out.Fu[...] = xn, Fx, Fu
+            xn, Fx, Fu = out.xnext, out.Fx, out.Fu
         if not second_order:
             return DynamicsDerivatives(xn, Fx, Fu)
         F2 = self._second_order_by_differences(x, u, xn)
         return DynamicsDerivatives(xn, Fx, Fu, np.broadcast_to(np.eye(self.ndx), (x.shape[0], self.ndx, self.ndx)), F2)
 
-    def _accel_partials(self, q, v, tau):
-        """``(a, ∂a/∂dq, ∂a/∂v, ∂a/∂u, M^-1)`` including the passive-force terms, (N, nv[, nv|nu])."""
+    def _accel_partials(self, q, v, tau, scratch=None):
+        """``(a, ∂a/∂dq, ∂a/∂v, ∂a/∂u, M^-1)`` including the passive-force terms, (N, nv[, nv|nu]).
+        scratch: optional ``(a (N, nv), D (3, N, nv, nv))`` buffers for the free-dynamics call."""
         if self.contacts is None:
-            a, daq, dav, Minv = self.backend.aba_derivatives(self.model, q, v, tau, return_acceleration=True)
+            if scratch is None:
+                a, daq, dav, Minv = self.backend.aba_derivatives(self.model, q, v, tau, return_acceleration=True)
+            else:
+                a, daq, dav, Minv = self.backend.aba_derivatives(self.model, q, v, tau, return_acceleration=True,
+                                                                 out=scratch[1], acceleration_out=scratch[0])
         else:   # Minv stands for ∂a/∂τ below (= M⁻¹ without contacts); a from the same solve
             (a, _), d = self.backend.contact_dynamics_derivatives(self.model, q, v, tau, self.contacts,
                                                                    return_values=True)
             daq, dav, Minv = d[:3]
         # τ depends on q and v through τ_passive: chain rule with ∂a/∂τ = M^-1
-        if self._has_stiffness:
-            daq = daq - Minv * self.stiffness
+        if self._has_stiffness:     # in place: daq, dav are this call's own arrays (fresh or workspace)
+            daq -= Minv * self.stiffness
         if self._has_damping:
-            dav = dav - Minv * self.damping
+            dav -= Minv * self.damping
         return a, daq, dav, (Minv if self._B_identity else Minv @ self.B), Minv
 
-    def _euler_derivatives(self, x, u, second_order):
+    def _euler_derivatives(self, x, u, second_order, out: DynamicsDerivatives | None = None):
         m, dt, nv, nu, nq = self.model, self.dt, self.model.nv, self.model.nu, self.model.nq
         N = x.shape[0]
         ndx, nz = 2 * nv, 2 * nv + nu
         q, v = self._split(x)                   # contiguous: the backends take these without copies
         tau = self.torques(q, v, u)
-        a, Aq, Av, Au, _ = self._accel_partials(q, v, tau)
+        scratch = None if out is None else getattr(out, "scratch", None)
+        a, Aq, Av, Au, _ = self._accel_partials(q, v, tau, scratch)
         vn = v + dt * a
         w = dt * vn
-        # Fz = ∂x⁺/∂z (N, ndx, nz), rows (q⁺, v⁺); Fx, Fu are its column blocks (views)
-        Fz = np.empty((N, ndx, nz))
-        dvn = Fz[:, nv:]                                                    # ∂v⁺/∂z = dt [Aq, Av, Au] + [0, I, 0]
-        np.multiply(Aq, dt, out=dvn[..., :nv])
-        np.multiply(Av, dt, out=dvn[..., nv:ndx])
-        np.multiply(Au, dt, out=dvn[..., ndx:])
-        flat = Fz.reshape(N, ndx * nz)
-        flat[:, nv * nz + nv:ndx * nz:nz + 1] += 1.0                         # + I on the ∂v⁺/∂v block
-        xn = np.empty((N, nq + nv))
+        # Fx = ∂x⁺/∂x (N, ndx, ndx), Fu = ∂x⁺/∂u (N, ndx, nu), rows (q⁺, v⁺), each C-contiguous
+        # (what the compiled backward pass takes without a copy)
+        if out is None:
+            xn, Fx, Fu = np.empty((N, nq + nv)), np.empty((N, ndx, ndx)), np.empty((N, ndx, nu))
+        else:
+            xn, Fx, Fu = out.xnext, out.Fx, out.Fu
+        dvx, dvu = Fx[:, nv:], Fu[:, nv:]                                   # ∂v⁺/∂z = dt [Aq, Av, Au] + [0, I, 0]
+        np.multiply(Aq, dt, out=dvx[..., :nv])
+        np.multiply(Av, dt, out=dvx[..., nv:])
+        np.multiply(Au, dt, out=dvu)
+        flat = Fx.reshape(N, ndx * ndx)
+        flat[:, nv * ndx + nv::ndx + 1] += 1.0                               # + I on the ∂v⁺/∂v block
         xn[:, nq:] = vn
         if self._euclidean:
             # q⁺ = q + w, w = dt v⁺: ∂q⁺/∂z = dt ∂v⁺/∂z + [I, 0, 0]
-            np.multiply(dvn, dt, out=Fz[:, :nv])
-            flat[:, 0:nv * nz:nz + 1] += 1.0
+            np.multiply(dvx, dt, out=Fx[:, :nv])
+            np.multiply(dvu, dt, out=Fu[:, :nv])
+            flat[:, 0:nv * ndx:ndx + 1] += 1.0
             np.add(q, w, out=xn[:, :nq])
             Jq = Jw = None
         else:
             Jq, Jw = m.integrate_jacobians(q, w)
-            Fz[:, :nv] = Jw @ (dt * dvn)                                    # ∂q⁺/∂z through w = dt v⁺
-            Fz[:, :nv, :nv] += Jq
+            np.matmul(Jw, dt * dvx, out=Fx[:, :nv])                         # ∂q⁺/∂z through w = dt v⁺
+            np.matmul(Jw, dt * dvu, out=Fu[:, :nv])
+            Fx[:, :nv, :nv] += Jq
             xn[:, :nq] = m.integrate(q, w)
-        Fx, Fu = Fz[..., :ndx], Fz[..., ndx:]
         if not second_order:
             return DynamicsDerivatives(xn, Fx, Fu)
+        dvn = np.concatenate([dvx, dvu], axis=-1)                           # (N, nv, nz)
         Ha = self._acceleration_hessian(q, v, tau)                          # (N, nv, nz, nz)
         # F2 = (∂²q⁺, ∂²v⁺) with v⁺ = v + dt a and q⁺ = q ⊕ w, w = dt v⁺:
         #   F2_v = dt Ha,   F2_q = Jw (dt² Ha) + G (the SO(3)/SE(3) integration terms, Lie rows only)

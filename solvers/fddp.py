@@ -44,7 +44,7 @@ class FDDP(ILQR):
         p = self.problem
         if xs_init is None:
             return super()._initial_trajectory(None, us_init)
-        xs = p.state.check(xs_init, "xs_init", "solve").copy()
+        xs = p.state.check(xs_init, "xs_init", "solve")   # copied by _take
         if xs.shape != (p.horizon + 1, p.nx):
             raise ValueError(f"xs_init must have shape ({p.horizon + 1}, {p.nx}) (horizon+1, nx), got {xs.shape}")
         if us_init is None:
@@ -101,7 +101,8 @@ class FDDP(ILQR):
         return line_search(self._rollout, self._accept_candidate, self.alphas, self.line_search)
 
     def _accept_step(self, ls) -> None:
-        self.xs, self.us, self.cost = ls.xs, ls.us, ls.cost
+        self._take(ls.xs, ls.us)
+        self.cost = ls.cost
         if ls.alpha == 1.0 or self.feasible:   # a full step closes every gap
             self.feasible = True
             self.gaps[:] = 0.0

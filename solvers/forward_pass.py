@@ -11,7 +11,9 @@ For each step size α and knot t (Tassa et al. 2012 Sec. II-F; FDDP's gap closin
 A candidate whose control or state goes non-finite is marked failed and the batch kept finite.
 Two implementations: a Python loop over the knots (batched over α, through the problem's
 ``step``) and, when the problem's dynamics allow it, one compiled call over all α × N
-(:mod:`solvers.rollout_numba`: semi-implicit Euler on a backend with compiled forward dynamics).
+(:mod:`solvers.rollout_numba`: semi-implicit Euler free dynamics on a backend with compiled forward
+dynamics; :mod:`solvers.contact_rollout_numba`: contact and impulse knots too, on a backend that
+also offers its contact dynamics compiled, :meth:`dynamics.Backend.compiled_contact_dynamics`).
 """
 
 from __future__ import annotations
@@ -28,32 +30,46 @@ class ForwardPass:
         self.problem = problem
         self.compiled = bool(compiled)
         self._kernel = None      # CompiledRollout, or False when the dynamics are not supported
+        self._revision = problem.revision   # the knot structure the kernel was built for
 
     def _compiled_rollout(self):
         if not self.compiled:
             return None
+        if self._revision != self.problem.revision:
+            # the knots were re-phased (ShootingProblem.set_running_models): rebuild for the new structure
+            self._kernel, self._revision = None, self.problem.revision
         if self._kernel is None:
+            from .contact_rollout_numba import CompiledContactRollout, compiled_contact_rollout_available
             from .rollout_numba import CompiledRollout, compiled_rollout_available
             p = self.problem
-            self._kernel = CompiledRollout(p) if compiled_rollout_available(p) else False
+            if compiled_rollout_available(p):
+                self._kernel = CompiledRollout(p)
+            elif compiled_contact_rollout_available(p):
+                self._kernel = CompiledContactRollout(p)
+            else:
+                self._kernel = False
         return self._kernel or None
 
     @property
     def uses_compiled_rollout(self) -> bool:
         return self._compiled_rollout() is not None
 
-    def run(self, alphas: np.ndarray, xs, us, k, K, clip: bool, gaps: np.ndarray | None = None):
+    def run(self, alphas: np.ndarray, xs, us, k, K, clip: bool, gaps: np.ndarray | None = None, out=None):
         """Roll out the policy for step sizes alphas (S,) around xs (N+1, nx), us (N, nu) with gains
         k (N, nu), K (N, nu, ndx); gaps (N+1, ndx) or None. Returns ``(X (S, N+1, nx), U (S, N, nu),
-        ok (S,))``."""
+        ok (S,))``, written into ``out`` (:class:`~solvers.problem_data.RolloutBuffers` for S
+        candidates, e.g. ``data.rollout(S)``) when given, else fresh arrays. xs, us must not be
+        views of ``out``."""
         p = self.problem
         compiled = self._compiled_rollout()
         if compiled is not None:
-            return compiled.run(p.x0, alphas, xs, us, k, K, p.u_lower, p.u_upper, clip, gaps)
+            return compiled.run(p.x0, alphas, xs, us, k, K, p.u_lower, p.u_upper, clip, gaps, out=out)
         S, N = alphas.shape[0], p.horizon
-        X = np.empty((S, N + 1, p.nx))
-        U = np.empty((S, N, p.nu))
-        ok = np.ones(S, dtype=bool)
+        if out is None:
+            X, U, ok = np.empty((S, N + 1, p.nx)), np.empty((S, N, p.nu)), np.empty(S, dtype=bool)
+        else:
+            X, U, ok = out.X, out.U, out.ok
+        ok[:] = True
         with np.errstate(all="ignore"):
             xnext = np.repeat(p.x0[None], S, axis=0)
             for t in range(N):

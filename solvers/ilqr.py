@@ -31,6 +31,8 @@ from contextlib import contextmanager
 
 import numpy as np
 
+from dynamics.inputs import sum_is_finite
+
 from .backward_pass import BackwardPass
 from .forward_pass import ForwardPass
 from .line_search import LINE_SEARCHES, Candidates, LineSearchResult, default_alphas, line_search
@@ -90,6 +92,12 @@ class ILQR:
         self.compiled = problem.backend.prefers_compiled_solver if compiled is None else bool(compiled)
         self.backward = BackwardPass(problem.horizon, problem.nu, problem.ndx, self.compiled)
         self.forward = ForwardPass(problem, self.compiled)
+        # the workspace every iteration writes into (derivatives, rollouts), and the iterate's own
+        # arrays: nothing per-knot is allocated by a warm solve of a few iterations
+        self.data = problem.create_data()
+        N, nx, nu, ndx = problem.horizon, problem.nx, problem.nu, problem.ndx
+        self._xs_buf, self._us_buf = np.empty((N + 1, nx)), np.empty((N, nu))
+        self.gaps = np.zeros((N + 1, ndx))
         self.verbose = verbose
 
     # the backward pass's results (views of its workspace)
@@ -118,17 +126,21 @@ class ILQR:
         t_start = time.perf_counter()
         N, ndx = p.horizon, p.ndx
         self.backward.reset()
-        self.gaps = np.zeros((N + 1, ndx))
+        self.gaps[:] = 0.0
         self.feasible = True
         self.fallbacks = 0
         self.reg = Regularization(**self.reg_params)
+        # until an initial trajectory exists, the iterate is NaN (a failure before it returns that)
+        self._xs_buf.fill(np.nan)
+        self._us_buf.fill(np.nan)
+        self.xs, self.us = self._xs_buf, self._us_buf
         history: list[float] = []
         steps: list[float] = []
         converged, reason = False, ""
         gnorm = np.inf
         it = 0
         try:
-            self.xs, self.us = self._initial_trajectory(xs_init, us_init)
+            self._take(*self._initial_trajectory(xs_init, us_init))
             with self._timed("cost"):
                 self.cost = float(p.cost(self.xs, self.us))
             if not np.isfinite(self.cost):
@@ -185,6 +197,13 @@ class ILQR:
                             regularization=self.reg.mu, step_sizes=steps, gauss_newton_fallbacks=self.fallbacks,
                             second_order=self._second_order_sources())
 
+    def _take(self, xs: np.ndarray, us: np.ndarray) -> None:
+        """Make (xs, us) the current iterate, copied into the solver's own arrays (candidates live
+        in the rollout buffers, which the next forward pass overwrites)."""
+        np.copyto(self._xs_buf, xs)
+        np.copyto(self._us_buf, us)
+        self.xs, self.us = self._xs_buf, self._us_buf
+
     def _second_order_sources(self) -> tuple:
         if not self.uses_second_order:
             return ()
@@ -203,7 +222,7 @@ class ILQR:
         if self.box:
             us = p.clip_controls(us)
         if xs_init is not None:
-            xs = p.state.check(xs_init, "xs_init", "solve").copy()
+            xs = p.state.check(xs_init, "xs_init", "solve")   # copied by _take
             if xs.shape != (p.horizon + 1, p.nx):
                 raise ValueError(f"xs_init must have shape ({p.horizon + 1}, {p.nx}) (horizon+1, nx), got {xs.shape}")
             # warm start: linearise around the (possibly infeasible) guess; the first forward pass
@@ -245,7 +264,8 @@ class ILQR:
         return self._expected_reduction(1.0) <= 1e-14 * max(1.0, abs(self.cost))
 
     def _accept_step(self, ls) -> None:
-        self.xs, self.us, self.cost = ls.xs, ls.us, ls.cost
+        self._take(ls.xs, ls.us)
+        self.cost = ls.cost
         self.feasible = True    # single shooting: every rollout is feasible
         self.gaps[:] = 0.0
 
@@ -263,12 +283,12 @@ class ILQR:
 
     def _derivatives(self) -> ProblemDerivatives:
         with self._timed("derivatives"):
-            d = self.problem.derivatives(self.xs, self.us, second_order=self.uses_second_order)
+            d = self.problem.derivatives(self.xs, self.us, second_order=self.uses_second_order, data=self.data)
         for name, arr in (("running cost derivatives", d.running.lxx), ("terminal cost derivatives", d.terminal.lxx),
                           ("dynamics Jacobians", d.dynamics.Fx), ("dynamics Jacobians", d.dynamics.Fu),
                           ("cost gradient", d.running.lx), ("cost gradient", d.running.lu),
                           ("terminal cost gradient", d.terminal.lx)):
-            if not np.all(np.isfinite(arr)):
+            if not sum_is_finite(arr):
                 t = int(np.argwhere(~np.isfinite(arr))[0][0])
                 raise SolverFailure(f"non-finite {name} at knot {t} of the current trajectory")
         if d.dynamics.has_second_order and not (np.all(np.isfinite(d.dynamics.T)) and np.all(np.isfinite(d.dynamics.C))):
@@ -352,7 +372,8 @@ class ILQR:
         """Batched closed-loop rollout of ``u = us + α k + K (x̂ ⊖ xs)`` for all step sizes α."""
         p = self.problem
         with self._timed("forward"):
-            X, U, ok = self.forward.run(alphas, xs, us, k, K, self.box and p.has_bounds, self._rollout_gaps())
+            X, U, ok = self.forward.run(alphas, xs, us, k, K, self.box and p.has_bounds, self._rollout_gaps(),
+                                        out=self.data.rollout(alphas.shape[0]))
         return self._score(X, U, ok, with_cost)
 
     def _score(self, X, U, ok, with_cost: bool) -> Candidates:

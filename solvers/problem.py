@@ -22,6 +22,7 @@ from dynamics.inputs import sum_is_finite
 from .action_model import ActionModel, ContactDynamics, FreeDynamics, ImpulseDynamics
 from .costs import CostContext, CostDerivatives, CostSum, as_cost, gravity_compensation
 from .discrete_dynamics import DiscreteDynamics, DynamicsDerivatives
+from .problem_data import ProblemData
 from .state_space import StateSpace
 
 
@@ -335,24 +336,7 @@ class ShootingProblem:
         """``f_t(x, u)`` (..., nx) with the dynamics of knot t (any knot of a uniform problem when
         t is None)."""
         dyn = self.dynamics if t is None else self._knot_dynamics[t]
-        if dyn.integrator != "impulse":
-            return dyn.step(x, u)
-        # an impact at a candidate state whose contact Jacobian lost rank (a line-search candidate
-        # that stretched a leg straight): NaN rows, so the candidate is rejected as on contact knots
-        from dynamics.contact import RankDeficientContactError
-        try:
-            return dyn.step(x, u)
-        except RankDeficientContactError:
-            x, u = np.asarray(x, float), np.asarray(u, float)
-            out = np.full(np.broadcast_shapes(x.shape[:-1], u.shape[:-1]) + (self.nx,), np.nan)
-            X, U = np.broadcast_to(x, out.shape).reshape(-1, self.nx), np.broadcast_to(u, out.shape[:-1] + (self.nu,))
-            flat = out.reshape(-1, self.nx)
-            for r, (xr, ur) in enumerate(zip(X, U.reshape(-1, self.nu))):
-                try:
-                    flat[r] = dyn.step(xr, ur)
-                except RankDeficientContactError:
-                    pass
-            return out
+        return dyn.step(x, u)    # impulse knots: NaN rows for a rank-deficient impact (rejected candidates)
 
     def next_states(self, xs: np.ndarray, us: np.ndarray) -> np.ndarray:
         """``f_t(xs[t], us[t])`` for every knot, xs (N, nx), us (N, nu): (N, nx), one batched call
@@ -526,10 +510,80 @@ class ShootingProblem:
                 out.C[rows, :r], out.T[rows, :r] = d.C, d.T
         return out
 
-    def derivatives(self, xs, us, second_order: bool = False) -> ProblemDerivatives:
+    def derivatives(self, xs, us, second_order: bool = False, data: ProblemData | None = None) -> ProblemDerivatives:
         """Cost and dynamics derivatives along a trajectory; the dynamics derivatives of each
-        dynamics group come from one batched backend call (plus one for the second-order terms)."""
+        dynamics group come from one batched backend call (plus one for the second-order terms).
+        data: a workspace from :meth:`create_data` to write the results into (no per-knot
+        allocation; the returned arrays are its buffers, overwritten by the next call); None:
+        fresh arrays."""
         xs, us = self.check_trajectory(xs, us, "derivatives")
-        run, term = self.cost_derivatives(xs, us, _checked=True)
-        dyn = self.dynamics_derivatives(xs[:-1], us, second_order)
-        return ProblemDerivatives(run, term, dyn)
+        if data is None:
+            run, term = self.cost_derivatives(xs, us, _checked=True)
+            dyn = self.dynamics_derivatives(xs[:-1], us, second_order)
+            return ProblemDerivatives(run, term, dyn)
+        if data.horizon != self.horizon or data.nx != self.nx or data.nu != self.nu:
+            raise ValueError("derivatives: data was created for another problem; use problem.create_data()")
+        self._cost_derivatives_into(xs, us, data.running, data.terminal)
+        self._dynamics_derivatives_into(xs[:-1], us, second_order, data.dynamics)
+        return data.derivatives()
+
+    def create_data(self) -> ProblemData:
+        """A workspace for :meth:`derivatives` and the forward pass (one per solver)."""
+        return ProblemData.allocate(self.horizon, self.nx, self.ndx, self.nu, self.model.nv)
+
+    def _cost_derivatives_into(self, xs, us, run: CostDerivatives, term: CostDerivatives) -> None:
+        """:meth:`cost_derivatives` written into ``run`` (N knots) and ``term`` (1 knot)."""
+        N = self.horizon
+        full = self._ctx(xs, None, self._knots("all", lambda: np.arange(N + 1)), checked=True, knot_range=(0, N + 1))
+        for g in self.cost_groups:
+            rows = g.rows
+            ctx = self._ctx(xs[rows], us[rows], g.knots, checked=True,
+                            knot_range=(rows.start, rows.stop) if g.contiguous else None, parent=full, rows=rows)
+            dst = run.rows(rows) if g.contiguous else CostDerivatives.zeros(g.knots.size, self.ndx, self.nu)
+            self._accumulate_scaled(g.item, ctx, self._dt_of(g), dst)
+            if not g.contiguous:
+                run.set_rows(rows, dst)
+        if self.terminal_cost is None:
+            term.fill(0.0)
+            return
+        term_ctx = self._ctx(xs[N:N + 1], None, self._knots("term", lambda: np.array([N])), checked=True,
+                             knot_range=(N, N + 1), parent=full, rows=slice(N, N + 1))
+        self._accumulate_scaled(self.terminal_cost, term_ctx, 1.0, term)
+
+    @staticmethod
+    def _accumulate_scaled(cost, ctx: CostContext, scale, dst: CostDerivatives) -> None:
+        """``dst = scale · cost.derivatives(ctx)`` in place (same operations as
+        :meth:`_scaled_derivatives`: the terms accumulated with their weights, then scaled)."""
+        dst.fill(0.0)
+        cost._accumulate(ctx, dst, 1.0)
+        if isinstance(scale, float):
+            if scale != 1.0:
+                dst.scale(scale)
+        else:
+            dst.scale_rows(scale)
+
+    def _dynamics_derivatives_into(self, xs, us, second_order: bool, out) -> None:
+        """:meth:`dynamics_derivatives` written into ``out`` (:class:`~solvers.problem_data.DynamicsBuffers`)."""
+        out.C = out.T = None
+        if len(self.dynamics_groups) == 1:
+            d = self.dynamics_groups[0].item._derivatives(xs, us, second_order, out=out)
+            out.C, out.T = d.C, d.T
+            return
+        N, ndx = self.horizon, self.ndx
+        parts = []
+        for g in self.dynamics_groups:
+            rows = g.rows
+            if g.contiguous:
+                view = type(out)(out.xnext[rows], out.Fx[rows], out.Fu[rows], scratch=out.group_scratch(rows))
+                d = g.item._derivatives(xs[rows], us[rows], second_order, out=view)
+            else:
+                d = g.item._derivatives(xs[rows], us[rows], second_order)
+                out.xnext[rows], out.Fx[rows], out.Fu[rows] = d.xnext, d.Fx, d.Fu
+            parts.append((rows, d))
+        if second_order:   # factors of different row counts (e.g. Euler and RK4 groups): pad with zero rows
+            R = max(d.T.shape[1] for _, d in parts)
+            out.C = np.zeros((N, R, ndx))
+            out.T = np.zeros((N, R, ndx + self.nu, ndx + self.nu))
+            for rows, d in parts:
+                r = d.T.shape[1]
+                out.C[rows, :r], out.T[rows, :r] = d.C, d.T

@@ -215,14 +215,15 @@ class CompiledRollout:
         self._dts = _ro(problem.dts)
         self._no_gaps = _ro(np.zeros((0, self.ndx)))
 
-    def run(self, x0, alphas, xs, us, k, K, u_lower, u_upper, clip: bool, gaps=None, dts=None):
+    def run(self, x0, alphas, xs, us, k, K, u_lower, u_upper, clip: bool, gaps=None, dts=None, out=None):
         """Roll out ``u = us + α k + K (x̂ ⊖ xs)`` from x0 for every step size α.
 
         x0 (nx,), alphas (S,), xs (N+1, nx), us (N, nu), k (N, nu), K (N, nu, ndx), u_lower /
         u_upper (nu,) (used when ``clip``), gaps None (single shooting) or (N+1, ndx) (FDDP:
         ``x̂_t = f(x̂_{t-1}, u_{t-1}) ⊕ (α - 1) gaps[t]``), dts (N,) time steps (default the
         problem's). Returns ``(X (S, N+1, nx), U (S, N, nu), ok (S,) bool)``; ``ok`` is False for
-        candidates whose controls or states went non-finite."""
+        candidates whose controls or states went non-finite. out: buffers with ``X``, ``U``,
+        ``ok`` of those shapes to write into (:meth:`solvers.problem_data.ProblemData.rollout`)."""
         alphas = _ro(alphas)
         us = _ro(us)
         if alphas.ndim != 1 or us.ndim != 2 or us.shape[1] != self.nu:
@@ -240,9 +241,12 @@ class CompiledRollout:
             arr[name] = _ro(a)
             if arr[name].shape != shape:
                 raise ValueError(f"CompiledRollout.run: {name} has shape {arr[name].shape}, expected {shape}")
-        X = np.empty((S, N + 1, nx))
-        U = np.empty((S, N, nu))
-        ok = np.empty(S, dtype=np.bool_)
+        if out is None:
+            X, U, ok = np.empty((S, N + 1, nx)), np.empty((S, N, nu)), np.empty(S, dtype=np.bool_)
+        else:
+            X, U, ok = out.X, out.U, out.ok
+            if X.shape != (S, N + 1, nx) or U.shape != (S, N, nu) or ok.shape != (S,):
+                raise ValueError(f"CompiledRollout.run: out buffers are for {ok.shape[0]} candidates, not {S}")
         q = np.empty((S, self.nq))
         vt = np.empty((2, S, self.nv))
         _kernel(self.fd)(self.fd.model_args, self.fd.no_fext, *self._dyn_args, arr["dts"], arr["x0"], alphas,

@@ -142,6 +142,25 @@ def test_whole_knot_shift_equals_evaluating_the_plan(bundled, rng, t_start, hori
     np.testing.assert_array_equal(uw, np.stack([p.feedforward(t) for t in ts[:-1]]))
 
 
+@pytest.mark.parametrize("t_start, horizon, dt", [(2.013, None, 0.01), (1.995, 8, 0.01), (2.004, 5, 0.015),
+                                                   (2.07, 4, 0.007)])
+def test_fractional_resample_equals_evaluating_the_plan(bundled, rng, t_start, horizon, dt):
+    """The batched general path (an update period that is not whole knots, another dt, before t0
+    and past the end) returns what evaluating the plan knot by knot returns."""
+    m = bundled["hyq"]
+    N = 6
+    xs = np.concatenate([m.random_configuration(rng, N + 1), rng.normal(size=(N + 1, m.nv))], axis=1)
+    us = rng.normal(size=(N, m.nu))
+    p = _plan(m, xs, us, t0=2.0, dt=0.01)
+    xw, uw = p.resample(t_start, horizon=horizon, dt=dt)
+    n = horizon or N
+    ts = t_start + dt * np.arange(n + 1)
+    ref = np.stack([p.reference_state(t) for t in ts])
+    np.testing.assert_allclose(m.difference(ref[:, :m.nq], xw[:, :m.nq]), 0.0, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(xw[:, m.nq:], ref[:, m.nq:], rtol=0, atol=1e-12)
+    np.testing.assert_array_equal(uw, np.stack([p.feedforward(t) for t in ts[:-1]]))
+
+
 def test_plan_rejects_bad_shapes_and_values(bundled):
     m = bundled["iiwa"]
     xs = np.zeros((3, 14))

@@ -30,7 +30,7 @@ from .constraint_rows import contact_rows, velocity_derivative_q
 from .contact_set import ContactSet
 from .forces import contact_fext, world_force_rotation_dq
 from .kinematics_derivatives import frame_motion_derivatives
-from .schur import SchurSolver
+from .schur import SchurSolver, check_pivots
 
 
 @dataclass(frozen=True)
@@ -76,6 +76,12 @@ def impulse_dynamics(backend, model, q, v_minus, contacts: ContactSet, restituti
     func = "impulse_dynamics"
     e = _restitution(restitution, func)
     batch, (q, vm) = flat_args(func, model, contacts, q=(q, "nq"), v_minus=(v_minus, "nv"))
+    if getattr(backend, "numba_packed_model", False):
+        from . import numba_kernels
+        if numba_kernels.supports_fused_impulse(contacts, q, vm):
+            v_plus, imp, flag = numba_kernels.impulse_dynamics_fused(model, q, vm, contacts, e)
+            check_pivots(contacts, func, flag)
+            return ImpulseDynamicsResult(unflatten(batch, v_plus), unflatten(batch, imp))
     v_plus, imp, *_ = _solve(backend, model, q, vm, contacts, e, func)
     return ImpulseDynamicsResult(unflatten(batch, v_plus), unflatten(batch, imp))
 

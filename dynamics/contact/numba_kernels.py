@@ -328,6 +328,46 @@ def _chol_solve(L, X):
 
 
 @_jit
+def _rows(li, lf, R, p, oR, op, flink, ff, vb, ab, point, kp, kd, pref, chain, W, t, xv, xa, vel, acc, vJ, S, Rf,
+          ov, oa, F, oRf, opf, Jc, gam):
+    """The constraint rows of one state (placements ``R, p, oR, op`` of its configuration already
+    computed): ``Jc`` (nc, nv) and ``gam`` (nc,) = γ (drift and Baumgarte terms) at velocity ``vb``
+    and acceleration ``ab`` (zero: the drift J̇ v); frame velocities ``ov``, accelerations ``oa``,
+    placements ``oRf``, ``opf`` and the frame columns ``F`` (zeroed here) as by-products."""
+    nv = vb.shape[0]
+    F[:] = 0.0
+    for f in range(flink.shape[0]):
+        _frame_sweep(li, lf, R, p, oR, op, flink[f], ff, f, vb, ab, False, chain, W, t, xv, xa, vel, acc,
+                     vJ, S, Rf, ov[f], oa[f], F[0, f], F[1, f], F[2, f], F[3, f], oRf[f], opf[f])
+        if point:
+            w0, w1, w2 = ov[f, 3], ov[f, 4], ov[f, 5]
+            l0, l1, l2 = ov[f, 0], ov[f, 1], ov[f, 2]
+            c0 = oa[f, 0] + (w1 * l2 - w2 * l1) + kd * l0
+            c1 = oa[f, 1] + (w2 * l0 - w0 * l2) + kd * l1
+            c2 = oa[f, 2] + (w0 * l1 - w1 * l0) + kd * l2
+            for r in range(3):
+                gam[3 * f + r] = (oRf[f, r, 0] * c0 + oRf[f, r, 1] * c1 + oRf[f, r, 2] * c2
+                                  + kp * (opf[f, r] - pref[f, r]))
+                for c in range(nv):
+                    Jc[3 * f + r, c] = (oRf[f, r, 0] * F[1, f, 0, c] + oRf[f, r, 1] * F[1, f, 1, c]
+                                        + oRf[f, r, 2] * F[1, f, 2, c])
+        else:
+            for r in range(6):
+                gam[6 * f + r] = oa[f, r] + kd * ov[f, r]
+                for c in range(nv):
+                    Jc[6 * f + r, c] = F[1, f, r, c]
+
+
+@_jit
+def _schur(Jc, Mb, JMi, K):
+    """``JMi = J M⁻¹`` (= (M⁻¹ Jᵀ)ᵀ, M⁻¹ symmetric) and the Cholesky factor of ``K = J M⁻¹ Jᵀ`` in
+    place in K; returns the smallest relative pivot (:func:`_chol`)."""
+    JMi[:, :] = np.dot(Jc, Mb)
+    K[:, :] = np.dot(JMi, np.ascontiguousarray(Jc.T))
+    return _chol(K, K.shape[0])
+
+
+@_jit
 def contact_range(li, lf, gv, bl, bf, q, v, tau, flink, ff, fbody, fbR, fbp, point, kp, kd, pref, derivs,
                   Mi, bias, zero, no_fext, fext, rd, a_out, lam_out, flag, da, dl, start, stop):
     """States ``start`` to ``stop - 1``: ``a_out`` (B, nv), ``lam_out`` (B, nc), ``flag[b]`` = smallest
@@ -376,28 +416,9 @@ def contact_range(li, lf, gv, bl, bf, q, v, tau, flink, ff, fbody, fbR, fbp, poi
         rnea_range(li, lf, gv, bl, bf, q, v, zero, no_fext, bias, b, b + 1)
         all_placements(li, lf, q[b], RJ, R, p)
         world_placements(li, R, p, oR, op)
-        F[:] = 0.0
         vb = v[b]
-        for f in range(k):
-            _frame_sweep(li, lf, R, p, oR, op, flink[f], ff, f, vb, zero[b], False, chain, W, t, xv, xa, vel, acc,
-                         vJ, S, Rf, ov[f], oa[f], F[0, f], F[1, f], F[2, f], F[3, f], oRf[f], opf[f])
-            if point:
-                w0, w1, w2 = ov[f, 3], ov[f, 4], ov[f, 5]
-                l0, l1, l2 = ov[f, 0], ov[f, 1], ov[f, 2]
-                c0 = oa[f, 0] + (w1 * l2 - w2 * l1) + kd * l0
-                c1 = oa[f, 1] + (w2 * l0 - w0 * l2) + kd * l1
-                c2 = oa[f, 2] + (w0 * l1 - w1 * l0) + kd * l2
-                for r in range(3):
-                    gam[3 * f + r] = (oRf[f, r, 0] * c0 + oRf[f, r, 1] * c1 + oRf[f, r, 2] * c2
-                                      + kp * (opf[f, r] - pref[f, r]))
-                    for c in range(nv):
-                        Jc[3 * f + r, c] = (oRf[f, r, 0] * F[1, f, 0, c] + oRf[f, r, 1] * F[1, f, 1, c]
-                                            + oRf[f, r, 2] * F[1, f, 2, c])
-            else:
-                for r in range(6):
-                    gam[6 * f + r] = oa[f, r] + kd * ov[f, r]
-                    for c in range(nv):
-                        Jc[6 * f + r, c] = F[1, f, r, c]
+        _rows(li, lf, R, p, oR, op, flink, ff, vb, zero[b], point, kp, kd, pref, chain, W, t, xv, xa, vel, acc, vJ,
+              S, Rf, ov, oa, F, oRf, opf, Jc, gam)
         Mb = Mi[b]
         for j in range(nv):
             tmb[j] = tau[b, j] - bias[b, j]
@@ -406,10 +427,8 @@ def contact_range(li, lf, gv, bl, bf, q, v, tau, flink, ff, fbody, fbR, fbp, poi
             for j in range(nv):
                 acc_ += Mb[i, j] * tmb[j]
             af[i] = acc_
-        JMi[:, :] = np.dot(Jc, Mb)            # = (M⁻¹ Jᵀ)ᵀ, M⁻¹ symmetric
+        rel = _schur(Jc, Mb, JMi, K)
         MiJt[:, :] = JMi.T
-        K[:, :] = np.dot(JMi, np.ascontiguousarray(Jc.T))
-        rel = _chol(K, nc)
         flag[b] = rel
         if not rel > PIVOT_RTOL:
             continue
@@ -547,6 +566,71 @@ def contact_parallel(li, lf, gv, bl, bf, q, v, tau, flink, ff, fbody, fbR, fbp, 
                       Mi, bias, zero, no_fext, fext, rd, a_out, lam_out, flag, da, dl, c * B // nt, (c + 1) * B // nt)
 
 
+@_jit
+def impulse_range(li, lf, gv, bl, bf, q, v, flink, ff, fbody, fbR, fbp, point, kp, kd, pref, restitution,
+                  Mi, zero, vp_out, imp_out, flag, start, stop):
+    """Rigid impacts (:mod:`.impulse`) of states ``start`` to ``stop - 1``: ``vp_out`` (B, nv) = v⁺,
+    ``imp_out`` (B, nc) = Λ, ``flag[b]`` = smallest relative pivot of K (rank check; v⁺ and Λ are
+    not written where it fails). ``Λ = −(1 + e) K⁻¹ J v⁻``, ``v⁺ = v⁻ + M⁻¹ Jᵀ Λ`` with the same
+    constraint rows and Cholesky factor as :func:`contact_range`; ``gv, bl, bf, fbody, fbR, fbp``,
+    ``kp``, ``kd``, ``pref`` are not used (the argument list is contact_range's, so that one
+    per-contact-set argument tuple serves both), ``zero`` (B, nv) zeros, ``Mi`` (B, nv, nv) scratch."""
+    L = li.shape[0]
+    nv = v.shape[1]
+    k = flink.shape[0]
+    dim = 3 if point else 6
+    nc = dim * k
+    RJ = np.empty((3, 3))
+    R = np.empty((L, 3, 3))
+    p = np.empty((L, 3))
+    oR = np.empty((L, 3, 3))
+    op = np.empty((L, 3))
+    chain = np.empty(L, dtype=np.int64)
+    W = np.zeros((4, nv, 6))
+    t = np.empty(6)
+    xv = np.empty(6)
+    xa = np.empty(6)
+    vel = np.empty(6)
+    acc = np.empty(6)
+    vJ = np.empty(6)
+    S = np.empty((6, 6))
+    Rf = np.empty((3, 3))
+    ov = np.empty((k, 6))
+    oa = np.empty((k, 6))
+    F = np.zeros((4, k, 6, nv))
+    oRf = np.empty((k, 3, 3))
+    opf = np.empty((k, 3))
+    Jc = np.empty((nc, nv))
+    gam = np.empty(nc)
+    JMi = np.empty((nc, nv))
+    K = np.empty((nc, nc))
+    rhs = np.empty((nc, 1))
+    for b in range(start, stop):
+        minv_range(li, lf, q, Mi, b, b + 1)
+        all_placements(li, lf, q[b], RJ, R, p)
+        world_placements(li, R, p, oR, op)
+        vb = v[b]
+        _rows(li, lf, R, p, oR, op, flink, ff, vb, zero[b], point, 0.0, 0.0, pref, chain, W, t, xv, xa, vel, acc,
+              vJ, S, Rf, ov, oa, F, oRf, opf, Jc, gam)
+        rel = _schur(Jc, Mi[b], JMi, K)
+        flag[b] = rel
+        if not rel > PIVOT_RTOL:
+            continue
+        for r in range(nc):
+            acc_ = 0.0
+            for j in range(nv):
+                acc_ += Jc[r, j] * vb[j]
+            rhs[r, 0] = -(1.0 + restitution) * acc_
+        _chol_solve(K, rhs)
+        for r in range(nc):
+            imp_out[b, r] = rhs[r, 0]
+        for i in range(nv):
+            acc_ = 0.0
+            for r in range(nc):
+                acc_ += JMi[r, i] * rhs[r, 0]
+            vp_out[b, i] = vb[i] + acc_
+
+
 def supports_fused(contacts, *arrays) -> bool:
     """Whether the fused kernel covers this call: float64 inputs, no damping, no 6-D kp term."""
     return (contacts.damping == 0.0 and not (contacts.kind == "6d" and contacts.baumgarte[0] != 0.0)
@@ -583,3 +667,36 @@ def contact_dynamics_fused(backend, model, q, v, tau, contacts, derivs: bool):
             numba.set_num_threads(nt)
         contact_parallel(*args, min(nt, B))
     return a, lam, flag, (da if derivs else None), (dl if derivs else None)
+
+
+def supports_fused_impulse(contacts, *arrays) -> bool:
+    """Whether :func:`impulse_dynamics_fused` covers this call: float64 inputs, no damping
+    (impulses use no Baumgarte terms)."""
+    return contacts.damping == 0.0 and all(x.dtype == np.float64 for x in arrays)
+
+
+def impulse_dynamics_fused(model, q, v_minus, contacts, restitution: float):
+    """``(v_plus (B, nv), impulse (B, nc), flag (B,))`` on flat float64 inputs, serially (an impact is
+    one knot); ``flag`` holds the smallest relative pivot of K (the caller raises if too small)."""
+    pm = packed(model)
+    flink, ff, fbody, fbR, fbp, pref = _static(contacts)
+    B, nv, nc = q.shape[0], model.nv, contacts.nc
+    vp = np.zeros((B, nv))
+    imp = np.zeros((B, nc))
+    flag = np.empty(B)
+    impulse_range(pm.li, pm.lf, pm.gv, pm.bl, pm.bf, _f64(q), _f64(v_minus), flink, ff, fbody, fbR, fbp,
+                  contacts.kind == "point", 0.0, 0.0, pref, float(restitution), np.empty((B, nv, nv)),
+                  _zero(B, nv), vp, imp, flag, 0, B)
+    return vp, imp, flag
+
+
+def static_args(contacts) -> tuple:
+    """The per-contact-set arrays of :func:`contact_range` / :func:`impulse_range`, read-only:
+    ``(flink (k,), ff (k, 12), fbody (k,), fbR (k, 9), fbp (k, 3), pref (k, 3))`` (see :func:`_static`)."""
+    return _static(contacts)
+
+
+def source_hash() -> str:
+    """Changes whenever the compiled code of these kernels changes (this file or the numba
+    backend's sources they compile in); the stamp of their on-disk cache."""
+    return f"{_nbjit.package_source_hash()}:{files_hash([_THIS])}"

@@ -23,6 +23,7 @@ Usage::
 from __future__ import annotations
 
 import importlib.util
+import os
 from types import SimpleNamespace
 
 import numpy as np
@@ -33,6 +34,13 @@ from .packing import frame_arrays, packed
 
 if importlib.util.find_spec("numba") is None:  # reported by dynamics.available_backends()
     raise ModuleNotFoundError("the numba backend needs the 'numba' package (pip install numba)")
+
+# numba's OpenMP threading layer (libgomp) lets idle worker threads spin-wait by default. A
+# spinning worker takes a core away from the simulator, the Python solver code and any other
+# process; on a 2-core machine with one other busy process a warm iiwa MPC update measured 40 ms
+# instead of 2.4 ms. Passive waiting costs a futex wake-up per parallel region instead. Set before
+# libgomp loads (first parallel kernel); a user's own setting wins.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 _REFERENCES = {"local": 0, "world": 1, "local_world_aligned": 2}
 _kernels: SimpleNamespace | None = None
@@ -139,6 +147,23 @@ class NumbaBackend(Backend):
         return CompiledForwardDynamics(_k().aba.aba_range, (pm.li, pm.lf, pm.gv, pm.bl, pm.bf), pm.no_fext,
                                        package_source_hash(), lie.integrate_q, lie.difference_x, rows)
 
+    def compiled_contact_dynamics(self, model: RobotModel, contacts):
+        """:class:`~dynamics.backend.CompiledContactDynamics` for the solvers' compiled contact
+        rollout: the fused serial contact and impulse kernels of :mod:`dynamics.contact.numba_kernels`
+        (the ones :meth:`contact_dynamics` and :meth:`impulse_dynamics` run) and the arguments they
+        take for ``contacts``; None for a set they do not cover (damping, 6-D Baumgarte ``kp``)."""
+        from ..backend import CompiledContactDynamics
+        from ..contact import numba_kernels as ck
+        contacts.check(model, "compiled_contact_dynamics")
+        if not ck.supports_fused(contacts):
+            return None
+        pm = packed(model)
+        flink, ff, fbody, fbR, fbp, pref = ck.static_args(contacts)
+        kp, kd = contacts.baumgarte
+        return CompiledContactDynamics(ck.contact_range, ck.impulse_range, (pm.li, pm.lf, pm.gv, pm.bl, pm.bf),
+                                       (flink, ff, fbody, fbR, fbp), contacts.kind == "point", float(kp), float(kd),
+                                       pref, contacts.nc, pm.no_fext, ck.PIVOT_RTOL, ck.source_hash())
+
     def warmup(self, model: RobotModel, progress=None) -> None:
         """Compile (first run on this machine) or load from numba's on-disk cache every kernel, in its
         serial and parallel variant, by running each once on ``model``'s neutral configuration.
@@ -230,6 +255,18 @@ class NumbaBackend(Backend):
         self._run("aba_derivatives", pm, k.aba_derivatives_range, k.aba_derivatives_parallel, B, pm.li, pm.lf,
                   pm.gv, pm.bl, pm.bf, _f64(q), _f64(v), _f64(tau), fe, mi, out, np.empty((0, nv)))  # writeable, like acc below
         return out[0], out[1], out[2]
+
+    def _aba_derivatives_into(self, model, q, v, tau, fext, minv, out, acc) -> bool:
+        if out is None:
+            return False
+        pm = packed(model)
+        k = _k().aba_derivatives
+        fe = pm.no_fext if fext is None else _f64(fext)
+        mi = pm.no_minv if minv is None else _f64(minv)
+        self._run("aba_derivatives", pm, k.aba_derivatives_range, k.aba_derivatives_parallel, q.shape[0], pm.li,
+                  pm.lf, pm.gv, pm.bl, pm.bf, _f64(q), _f64(v), _f64(tau), fe, mi, out,
+                  np.empty((0, pm.nv)) if acc is None else acc)
+        return True
 
     def _aba_derivatives_with_acceleration(self, model, q, v, tau, fext, minv):
         pm = packed(model)

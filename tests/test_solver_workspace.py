@@ -1,0 +1,133 @@
+"""The solver's workspace (solvers.problem_data.ProblemData): allocated once per solver, written in
+place by every iteration and MPC update, and giving the same results as fresh arrays."""
+
+from __future__ import annotations
+
+import sys
+import tracemalloc
+
+import numpy as np
+import pytest
+
+from dynamics import get_backend
+from mpc.controller import MPC
+from solvers import ILQR
+from tasks import get_task
+
+
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+def test_derivatives_into_the_workspace_equal_fresh_arrays(backend):
+    task = get_task("iiwa-reach")
+    x0 = task.initial_state()
+    p = task.build_problem(x0, horizon=6, dt=0.01, backend=backend)
+    rng = np.random.default_rng(3)
+    xs = np.tile(x0, (7, 1)) + 0.05 * rng.standard_normal((7, x0.size))
+    us = 0.5 * rng.standard_normal((6, p.nu))
+    fresh = p.derivatives(xs, us)
+    data = p.create_data()
+    into = p.derivatives(xs, us, data=data)
+    for part in ("running", "terminal"):
+        for f in ("l", "lx", "lu", "lxx", "lxu", "luu"):
+            np.testing.assert_allclose(getattr(getattr(into, part), f), getattr(getattr(fresh, part), f),
+                                       rtol=1e-12, atol=1e-12, err_msg=f"{part}.{f}")
+    for f in ("xnext", "Fx", "Fu"):
+        np.testing.assert_allclose(getattr(into.dynamics, f), getattr(fresh.dynamics, f), rtol=1e-12, atol=1e-12)
+    # the results are the workspace's buffers, C-contiguous (the compiled backward pass copies nothing)
+    assert into.dynamics.Fx is data.dynamics.Fx and into.running.lxx is data.running.lxx
+    assert all(a.flags.c_contiguous for a in (into.dynamics.Fx, into.dynamics.Fu, into.running.lxx))
+
+
+def test_aba_derivatives_out_buffers_match_and_are_checked():
+    be = get_backend("numba")
+    task = get_task("iiwa-reach")
+    m = task.model
+    rng = np.random.default_rng(0)
+    q = rng.uniform(-1, 1, (5, m.nq))
+    v, tau = rng.standard_normal((5, m.nv)), rng.standard_normal((5, m.nv))
+    ref = be.aba_derivatives(m, q, v, tau, return_acceleration=True)
+    D, a = np.empty((3, 5, m.nv, m.nv)), np.empty((5, m.nv))
+    got = be.aba_derivatives(m, q, v, tau, return_acceleration=True, out=D, acceleration_out=a)
+    for r, g in zip(ref, got):
+        np.testing.assert_array_equal(g, r)
+    assert np.shares_memory(got[1], D) and np.shares_memory(got[0], a)
+    # the numpy reference copies into the buffers
+    got_np = get_backend("numpy").aba_derivatives(m, q, v, tau, out=D)
+    np.testing.assert_allclose(D[2], got_np[2])
+    with pytest.raises(ValueError, match="C-contiguous float64 array of shape"):
+        be.aba_derivatives(m, q, v, tau, out=np.empty((3, 5, m.nv, m.nv), dtype=np.float32))
+    with pytest.raises(ValueError, match="needs return_acceleration=True"):
+        be.aba_derivatives(m, q, v, tau, out=D, acceleration_out=a)
+
+
+def _warm_mpc(solver: str, N: int = 32):
+    task = get_task("iiwa-reach")
+    mpc = MPC(task, solver=solver, backend="numba", horizon=N, dt=0.01)
+    x = task.initial_state()
+    mpc.start(0.0, x)
+    t = 0.0
+    for _ in range(3):
+        t += 0.01
+        mpc.update(t, x)
+    return mpc, x, t
+
+
+def _transient_peak(fn) -> int:
+    """Largest traced memory above the level before ``fn()`` while it runs [bytes]."""
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
+        fn()
+        return tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+
+
+@pytest.mark.parametrize("solver", ["ilqr", "fddp"])
+def test_warm_mpc_update_reuses_the_workspace(solver):
+    mpc, x, t = _warm_mpc(solver)
+    data = mpc.solver.data
+    before = {k: (a.__array_interface__["data"][0], a.shape) for k, a in data.arrays().items()}
+    mpc.update(t + 0.01, x)
+    after = {k: (a.__array_interface__["data"][0], a.shape) for k, a in data.arrays().items()}
+    assert {k: after[k] for k in before} == before          # same buffers, written in place
+    assert mpc.solver.data is data
+    # what a warm update allocates on top: well under the workspace itself (before the workspace
+    # existed it was ~1.4x the workspace's size: every derivative and rollout array was fresh)
+    workspace = sum(a.nbytes for a in data.arrays().values())
+    peak = _transient_peak(lambda: mpc.update(t + 0.02, x))
+    assert peak < 0.6 * workspace, f"warm update allocated {peak / 1024:.0f} KiB, workspace {workspace / 1024:.0f} KiB"
+
+
+def test_workspace_belongs_to_its_problem():
+    task = get_task("iiwa-reach")
+    x0 = task.initial_state()
+    p6 = task.build_problem(x0, horizon=6, dt=0.01, backend="numpy")
+    p4 = task.build_problem(x0, horizon=4, dt=0.01, backend="numpy")
+    xs, us = np.tile(x0, (7, 1)), np.zeros((6, p6.nu))
+    with pytest.raises(ValueError, match="created for another problem"):
+        p6.derivatives(xs, us, data=p4.create_data())
+
+
+def test_solver_returns_copies_not_workspace_views():
+    task = get_task("iiwa-reach")
+    x0 = task.initial_state()
+    p = task.build_problem(x0, horizon=8, dt=0.01, backend="numpy")
+    s = ILQR(p)
+    r1 = s.solve(max_iter=3)
+    xs1 = r1.xs.copy()
+    s.solve(max_iter=5)                                        # overwrites the workspace
+    np.testing.assert_array_equal(r1.xs, xs1)
+    assert not any(np.shares_memory(r1.xs, a) for a in s.data.arrays().values())
+
+
+@pytest.mark.parametrize("solver", ["ILQR", "FDDP"])
+def test_diverging_first_rollout_returns_a_failed_result(solver):
+    """A failure before the first iterate exists (the initial rollout diverges) is reported in the
+    result (NaN trajectory, converged False, the reason), not raised as an attribute error."""
+    import solvers
+    task = get_task("iiwa-reach")
+    p = task.build_problem(task.initial_state(), horizon=5, dt=0.01, backend="numpy")
+    res = getattr(solvers, solver)(p, box=False).solve(us_init=np.full((5, p.nu), 1e200), max_iter=2)
+    assert not res.converged and "diverged" in res.reason
+    assert np.isnan(res.xs).all()
