@@ -16,5 +16,6 @@ from .quadruped import HyqStand, QuadrupedStand
 from .quadruped_trot import HyqTrot, QuadrupedTrot
 from .registry import TaskCodeError, get_task, list_tasks, register_task, resolve_task
 
-__all__ = ["Criterion", "Disturbance", "Evaluation", "QuadrupedStand", "HyqStand", "Event", "MetricInfo", "Task", "check_evaluation", "IiwaReach", "get_task",
+__all__ = ["Criterion", "Disturbance", "Evaluation", "Event", "MetricInfo", "Task", "check_evaluation", "IiwaReach",
+           "QuadrupedStand", "HyqStand", "QuadrupedTrot", "HyqTrot", "HumanoidBalance", "AtlasBalance", "get_task",
            "list_tasks", "register_task", "resolve_task", "TaskCodeError"]

@@ -126,8 +126,8 @@ class FrictionConeCost(_ContactForceResidual):
     def __init__(self, model: RobotModel, contacts, mu: float = 0.7, f_min: float = 0.0, weights=None,
                  inscribed: bool = True, passive_forces: bool = True):
         if contacts.kind != "point":
-            raise ValueError("FrictionConeCost: only point contacts (the cone of a 6-D contact needs the centre-of-"
-                             "pressure limits, not implemented)")
+            raise ValueError("FrictionConeCost: only point contacts; for a 6-D (flat-foot) contact use "
+                             "solvers.costs.WrenchConeCost (friction, centre-of-pressure and yaw-torque limits)")
         if not (mu > 0 and np.isfinite(mu)):
             raise ValueError(f"FrictionConeCost: mu must be a positive friction coefficient, got {mu}")
         self._cf = _ContactForces(model, contacts, passive_forces)
