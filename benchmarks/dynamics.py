@@ -533,6 +533,7 @@ def run(st: Settings, progress: bool = True) -> dict[str, Any]:
         bar.close()
     _attach_ratios(entries)
     targets = performance_targets(entries)
+    overhead = dispatch_overhead(st, pin) if "numba" in backends else []
     return {
         "benchmark": "dynamics",
         "timestamp": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
@@ -548,6 +549,7 @@ def run(st: Settings, progress: bool = True) -> dict[str, Any]:
         "entries": entries,
         "agreement": agree,
         "targets": targets,
+        "dispatch_overhead": overhead,
         "skipped": skipped,
         "notes": [
             "seconds: median time of one call on the whole batch of N states; ratio_vs_pinocchio_loop = "
@@ -558,6 +560,51 @@ def run(st: Settings, progress: bool = True) -> dict[str, Any]:
             "expect agreement only to about 1e-6 relative there.",
         ],
     }
+
+
+SINGLE_CALL = ("aba", "rnea_derivatives", "aba_derivatives")
+
+
+def dispatch_overhead(st: Settings, pin) -> list[dict[str, Any]]:
+    """Single-state calls of the numba backend split into the compiled kernel and the rest: the
+    public function on one state ``(n,)`` vs its serial kernel called through numba's dispatcher
+    on preallocated, already prepared arrays (what no Python wrapper can go below), and one
+    Pinocchio call. ``overhead_s`` = public - kernel: argument checks, allocation and dispatch."""
+    from dynamics.numba_backend import _f64, _k
+    from dynamics.numba_backend.packing import packed
+    be = dynamics.get_backend("numba")
+    k = _k()
+    out = []
+    for ri, robot in enumerate(st.robots):
+        model = dynamics.load_model(robot)
+        s = make_states(model, 1, st.seed, ri)
+        anchor = PinAnchor(pin, model) if pin is not None else None
+        pm, nv = packed(model), model.nv
+        q, v, u = _f64(s.q), _f64(s.v), _f64(s.u)
+        for fn in (f for f in SINGLE_CALL if f in st.functions):
+            if fn == "aba":
+                o = np.empty((1, nv))
+                kern = lambda: k.aba.aba_range(pm.li, pm.lf, pm.gv, pm.bl, pm.bf, q, v, u, pm.no_fext, o, 0, 1)
+            elif fn == "rnea_derivatives":
+                o = np.empty((2, 1, nv, nv))
+                kern = lambda: k.rnea_derivatives.rnea_derivatives_range(pm.li, pm.lf, pm.gv, pm.bl, pm.bf, q, v, u,
+                                                                         pm.no_fext, o, 0, 1)
+            else:
+                o, acc = np.empty((3, 1, nv, nv)), np.empty((0, nv))
+                kern = lambda: k.aba_derivatives.aba_derivatives_range(pm.li, pm.lf, pm.gv, pm.bl, pm.bf, q, v, u,
+                                                                       pm.no_fext, pm.no_minv, o, acc, 0, 1)
+            f = getattr(be, fn)
+            q1, v1, u1 = s.q[0].copy(), s.v[0].copy(), s.u[0].copy()
+            t_pub = measure(lambda: f(model, q1, v1, u1), repeats=st.repeats, min_time=st.min_time,
+                            budget=st.budget).seconds
+            t_ker = measure(kern, repeats=st.repeats, min_time=st.min_time, budget=st.budget).seconds
+            t_pin = None if anchor is None else measure(anchor.call(fn, s), repeats=st.repeats, min_time=st.min_time,
+                                                        budget=st.budget).seconds
+            out.append({"robot": robot, "function": fn, "public_s": t_pub, "kernel_s": t_ker,
+                        "overhead_s": t_pub - t_ker, "pinocchio_s": t_pin,
+                        "ratio_public_vs_pinocchio": None if t_pin is None else t_pub / t_pin,
+                        "ratio_kernel_vs_pinocchio": None if t_pin is None else t_ker / t_pin})
+    return out
 
 
 def _attach_ratios(entries: list[dict[str, Any]]) -> None:
@@ -620,6 +667,14 @@ def format_table(result: dict[str, Any]) -> str:
             c, x = e["speedup_vs_central"], e["speedup_vs_complex"]
             sp = f"{'—' if c is None else f'{c:.3g}'} / {'—' if x is None else f'{x:.3g}'}"
         lines.append(f"| {e['robot']} | {e['N']} | {e['function']} | {impl} | {e['seconds']:.3e} | {ratio} | {sp} |")
+    if result.get("dispatch_overhead"):
+        lines += ["", "| robot | single call (numba) | public [us] | kernel alone [us] | overhead [us] | Pinocchio [us] "
+                  "| public / Pinocchio |", "|---|---|---:|---:|---:|---:|---:|"]
+        for d in result["dispatch_overhead"]:
+            p = "—" if d["pinocchio_s"] is None else f"{d['pinocchio_s'] * 1e6:.2f}"
+            r = "—" if d["ratio_public_vs_pinocchio"] is None else f"{d['ratio_public_vs_pinocchio']:.2f}"
+            lines.append(f"| {d['robot']} | {d['function']} | {d['public_s'] * 1e6:.2f} | {d['kernel_s'] * 1e6:.2f} "
+                         f"| {d['overhead_s'] * 1e6:.2f} | {p} | {r} |")
     if result.get("targets"):
         lines += ["", "| target | robot | value | limit | met |", "|---|---|---:|---:|---|"]
         for t in result["targets"]:

@@ -105,6 +105,11 @@ class Backend:
     #: the backend computes on the numba backend's packed model arrays, so the fused compiled
     #: contact kernels of :mod:`dynamics.contact.numba_kernels` apply to it
     numba_packed_model: bool = False
+    #: the backend compiles each kernel (and its serial/parallel variant) on its first call and
+    #: caches it on disk, so running a computation once warms up exactly the kernels it needs:
+    #: the MPC controller then warms up by running one solver iteration rather than
+    #: :meth:`warmup`, which compiles every kernel of the backend
+    warmup_by_use: bool = False
 
     def compiled_forward_dynamics(self, model: RobotModel) -> CompiledForwardDynamics | None:
         """The backend's forward dynamics as a function compiled solver loops can call, or None

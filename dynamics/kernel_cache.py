@@ -12,7 +12,8 @@ and the solvers' compiled rollout. Importing this module imports numba.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from numba.core import caching
@@ -67,3 +68,40 @@ def stamp_sources(name: str, owns: Callable[[Path], bool], extra_stamp: Callable
             return None
 
     caching.CacheImpl._locator_classes.insert(0, StampedLocator)
+
+
+class _CompileListener:
+    """numba event listener calling ``callback(name)`` when numba starts compiling a kernel called
+    from Python (depth 0: not the callees compiled inside it; cache loads fire no event)."""
+
+    def __init__(self, callback: Callable[[str], None]):
+        from numba.core import event
+
+        class Listener(event.Listener):
+            depth = 0
+
+            def on_start(self, ev):
+                if self.depth == 0:
+                    disp = (ev.data or {}).get("dispatcher")
+                    fn = getattr(disp, "py_func", None)
+                    callback(getattr(fn, "__name__", None) or str(disp))
+                self.depth += 1
+
+            def on_end(self, ev):
+                self.depth -= 1
+
+        self.listener = Listener()
+
+
+@contextmanager
+def report_compiles(callback: Callable[[str], None]) -> Iterator[None]:
+    """Within the block, call ``callback(kernel_name)`` each time numba *compiles* (not loads from
+    its on-disk cache) a kernel called from Python; used to say what a first run compiles."""
+    from numba.core import event
+
+    listener = _CompileListener(callback).listener
+    event.register("numba:compile", listener)
+    try:
+        yield
+    finally:
+        event.unregister("numba:compile", listener)

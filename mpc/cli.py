@@ -562,10 +562,12 @@ def cmd_run(a: argparse.Namespace, on_result=None) -> int:
     show = not (a.quiet or a.json)
     if backend.prefers_compiled_solver and show:   # a compiled backend: its kernels compile on the first run
         say("mpc-accel: loading the compiled kernels (the first run on a machine compiles them: "
-            "about 3 min on 2 cores; cached on disk afterwards)")
+            "only the kernels this run uses, one to two minutes on 2 cores; cached on disk afterwards)")
 
-    def warmup_progress(label: str, done: int, total: int) -> None:
-        print(f"\r  kernels {done}/{total}: {label:<40}", end="", file=sys.stderr, flush=True)
+    def warmup_progress(label: str, done: int, total: int | None) -> None:
+        # total None: the backend compiles what the run uses, as it first runs it (count not known)
+        head = f"compiling kernel {done}" if total is None else f"kernels {done}/{total}"
+        print(f"\r  {head}: {label:<40}", end="", file=sys.stderr, flush=True)
 
     try:
         warmup_s = ctrl.warmup(progress=warmup_progress if show else None)

@@ -152,10 +152,50 @@ class MPC:
         """Compile (first run on this machine) or load from numba's on-disk cache every kernel the
         control loop uses — the backend's dynamics kernels and, with the ``numba`` backend, the
         solver's compiled backward pass and rollout — so that no update pays for compilation.
-        progress: optional ``progress(label, done, total)`` called before each step. Returns the
-        seconds it took. Leaves no state behind (the first plan is still made by :meth:`start`)."""
+
+        A backend that compiles on first use (``warmup_by_use``, the ``numba`` backend) is warmed
+        up by one throw-away solver iteration from the initial state (and one predicted step when
+        latency compensation is on): it runs exactly the kernels, variants (serial on one state,
+        parallel on the horizon's batch) and argument types that the updates run, and nothing
+        else (a first run compiles about a third of the backend's kernels). Other backends run
+        their own :meth:`~dynamics.backend.Backend.warmup`.
+
+        progress: optional ``progress(label, done, total)``: for a ``warmup_by_use`` backend called
+        with each kernel numba starts compiling (``total`` None: not known in advance; not called
+        when every kernel loads from the cache), else before each step of the backend's warm-up.
+        Returns the seconds it took. Leaves no state behind (the first plan is still made by
+        :meth:`start`)."""
         w0 = time.perf_counter()
         compiled = getattr(self.solver, "compiled", False)
+        if getattr(self.backend, "warmup_by_use", False):
+            from contextlib import nullcontext
+            reporter = nullcontext()
+            if progress is not None:
+                from dynamics.kernel_cache import report_compiles
+                count = [0]
+
+                def on_compile(name: str) -> None:
+                    count[0] += 1
+                    progress(name, count[0], None)
+                reporter = report_compiles(on_compile)
+            # whether a batch is worth the thread pool depends on its size (trial step sizes,
+            # ...), which one iteration need not show: a second iteration sends every batch to
+            # the parallel variant, so both variants of each batched kernel are ready
+            be = self.backend
+            saved = getattr(be, "parallel_threshold_us", None)
+            try:
+                with reporter:
+                    res = self.solver.solve(max_iter=1)
+                    if saved is not None:
+                        be.parallel_threshold_us = 0.0
+                        self.solver.solve(max_iter=1)
+                    if self.latency_compensation is not None and len(res.us):
+                        x0, u0 = np.asarray(self.problem.x0, float), np.asarray(res.us[0], float)
+                        self._predictor(self.dt).step(x0, u0)
+            finally:
+                if saved is not None:
+                    be.parallel_threshold_us = saved
+            return time.perf_counter() - w0
         total = [0]
 
         def dyn_progress(label, done, n):
@@ -212,16 +252,9 @@ class MPC:
     def _predict(self, t: float, x: np.ndarray, delay: float) -> np.ndarray:
         """The state ``delay`` seconds after ``t`` under the current plan's policy, by the model's
         discrete dynamics in steps of at most the knot spacing."""
-        from solvers.discrete_dynamics import DiscreteDynamics
         n = max(1, int(np.ceil(delay / self.dt - 1e-9)))
         h = delay / n
-        key = round(h, 12)
-        dyn = self._predictors.get(key)
-        if dyn is None:
-            d0 = self.problem.knot_dynamics(0)
-            dyn = self._predictors[key] = DiscreteDynamics(self.model, self.problem.backend, h, d0.integrator,
-                                                           passive_forces=bool(d0._has_passive),
-                                                           contacts=d0.contacts)
+        dyn = self._predictor(h)
         for k in range(n):
             u = self.plan.control(t + k * h, x)
             xn = dyn.step(x, u)
@@ -229,6 +262,19 @@ class MPC:
                 return x            # keep the measured state rather than a diverged prediction
             x = xn
         return x
+
+    def _predictor(self, h: float):
+        """The model's discrete dynamics with step ``h`` [s] (knot 0's integrator, passive forces
+        and contacts), built once per step size."""
+        from solvers.discrete_dynamics import DiscreteDynamics
+        key = round(h, 12)
+        dyn = self._predictors.get(key)
+        if dyn is None:
+            d0 = self.problem.knot_dynamics(0)
+            dyn = self._predictors[key] = DiscreteDynamics(self.model, self.problem.backend, h, d0.integrator,
+                                                           passive_forces=bool(d0._has_passive),
+                                                           contacts=d0.contacts)
+        return dyn
 
     # ----------------------------------------------------------------- internals
     def _solve(self, t: float, x, xs_init, us_init, max_iter: int, budget: float | None):

@@ -29,7 +29,9 @@ from types import SimpleNamespace
 import numpy as np
 
 from ..backend import Backend
+from ..inputs import sum_is_finite
 from ..model import RobotModel
+from .packing import _cache as _packed_cache
 from .packing import frame_arrays, packed
 
 if importlib.util.find_spec("numba") is None:  # reported by dynamics.available_backends()
@@ -43,6 +45,7 @@ if importlib.util.find_spec("numba") is None:  # reported by dynamics.available_
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 _REFERENCES = {"local": 0, "world": 1, "local_world_aligned": 2}
+_F64 = np.dtype(np.float64)
 _kernels: SimpleNamespace | None = None
 
 
@@ -95,6 +98,7 @@ class NumbaBackend(Backend):
 
     def __init__(self, threads: int | None = None, parallel_threshold_us: float = 20.0):
         self._threads: int | None = None
+        self._entries: dict = {}   # kernel -> compiled entry point of the single-state fast path
         self.parallel_threshold_us = float(parallel_threshold_us)
         if threads is not None:
             self.set_threads(threads)
@@ -134,6 +138,7 @@ class NumbaBackend(Backend):
     # ------------------------------------------------------------ compilation
     prefers_compiled_solver = True
     numba_packed_model = True
+    warmup_by_use = True
 
     def compiled_forward_dynamics(self, model: RobotModel):
         """:class:`~dynamics.backend.CompiledForwardDynamics` for the solvers' compiled rollout:
@@ -201,6 +206,101 @@ class NumbaBackend(Backend):
                     run()
         finally:
             self._threads, self.parallel_threshold_us = saved
+
+    # ------------------------------------------------------------ single-state fast path
+    # One state without f_ext / M^-1 (the common call from Python, e.g. per knot or in a custom
+    # loop): the generic path (argument broadcasting, read-only views, numba's dispatch resolving
+    # the types of 15-17 arguments) costs several times the kernel on small robots. Here the
+    # inputs are checked in place (float64, contiguous, right length, finite) and the kernel's
+    # compiled entry point for exactly these argument types is called directly, skipping numba's
+    # type dispatch; anything else takes the generic path, which words every error.
+
+    def _entry(self, kernel, args: tuple):
+        """numba's compiled entry point of ``kernel`` for the types of ``args`` (compiled or loaded
+        from the cache on the first use through the normal dispatcher), cached per kernel."""
+        ep = self._entries.get(kernel)
+        if ep is None:
+            # through the dispatcher with the generic path's argument types (inputs read-only), so
+            # that both paths share one compiled specialisation; numba's unboxing does not look at
+            # the writeable flag, so the entry point then also takes the caller's writeable arrays
+            # (args[5:8]: the state inputs q, v, tau / a of every fast-path kernel)
+            args = args[:5] + tuple(_f64(a) for a in args[5:8]) + args[8:]
+            kernel(*args)   # compile / load, and a correct result for this first call
+            sig = tuple(kernel.typeof_pyval(a) for a in args)
+            ep = kernel.overloads[sig].entry_point
+            self._entries[kernel] = ep
+            return None
+        return ep
+
+    def _single(self, model, nq_first: bool, *xs):
+        """``(pm, [x.reshape(1, n) …])`` when every ``x`` is one finite float64 C-contiguous state of
+        the model's size (q of length nq first when ``nq_first``, then nv-vectors), else None."""
+        if type(model) is not RobotModel:
+            return None
+        pm = _packed_cache.get(model)
+        if pm is None:
+            pm = packed(model)
+        out = []
+        n = pm.nq if nq_first else pm.nv
+        for x in xs:
+            if type(x) is not np.ndarray or x.dtype != _F64 or not x.flags.c_contiguous:
+                return None
+            shape = x.shape
+            if shape != (n,) and shape != (1, n):
+                return None
+            if not sum_is_finite(x):
+                return None
+            out.append(x.reshape(1, n))
+            n = pm.nv
+        return pm, shape, out
+
+    def aba(self, model: RobotModel, q, v, tau, fext=None) -> np.ndarray:
+        if fext is None:
+            hit = self._single(model, True, q, v, tau)
+            if hit is not None:
+                pm, shape, (q1, v1, t1) = hit
+                qdd = np.empty((1, pm.nv))
+                kern = _k().aba.aba_range
+                args = (pm.li, pm.lf, pm.gv, pm.bl, pm.bf, q1, v1, t1, pm.no_fext, qdd, 0, 1)
+                ep = self._entry(kern, args)
+                if ep is not None:
+                    ep(*args)
+                return qdd if len(shape) == 2 else qdd[0]
+        return super().aba(model, q, v, tau, fext)
+
+    def rnea_derivatives(self, model: RobotModel, q, v, a, fext=None):
+        if fext is None:
+            hit = self._single(model, True, q, v, a)
+            if hit is not None:
+                pm, shape, (q1, v1, a1) = hit
+                nv = pm.nv
+                out = np.empty((2, 1, nv, nv))
+                kern = _k().rnea_derivatives.rnea_derivatives_range
+                args = (pm.li, pm.lf, pm.gv, pm.bl, pm.bf, q1, v1, a1, pm.no_fext, out, 0, 1)
+                ep = self._entry(kern, args)
+                if ep is not None:
+                    ep(*args)
+                return (out[0], out[1]) if len(shape) == 2 else (out[0, 0], out[1, 0])
+        return super().rnea_derivatives(model, q, v, a, fext)
+
+    def aba_derivatives(self, model: RobotModel, q, v, tau, fext=None, minv=None, return_acceleration: bool = False):
+        if fext is None and minv is None:
+            hit = self._single(model, True, q, v, tau)
+            if hit is not None:
+                pm, shape, (q1, v1, t1) = hit
+                nv = pm.nv
+                out = np.empty((3, 1, nv, nv))
+                acc = np.empty((1 if return_acceleration else 0, nv))
+                kern = _k().aba_derivatives.aba_derivatives_range
+                args = (pm.li, pm.lf, pm.gv, pm.bl, pm.bf, q1, v1, t1, pm.no_fext, pm.no_minv, out, acc, 0, 1)
+                ep = self._entry(kern, args)
+                if ep is not None:
+                    ep(*args)
+                res = (out[0], out[1], out[2]) if len(shape) == 2 else (out[0, 0], out[1, 0], out[2, 0])
+                if return_acceleration:
+                    return (acc if len(shape) == 2 else acc[0], *res)
+                return res
+        return super().aba_derivatives(model, q, v, tau, fext, minv, return_acceleration)
 
     # ------------------------------------------------------------ dynamics kernels
     def _rnea(self, model, q, v, a, fext):

@@ -1,0 +1,78 @@
+"""The numba backend's single-state fast path (``aba``, ``rnea_derivatives``, ``aba_derivatives`` on one
+finite float64 contiguous state, no f_ext / M⁻¹): the numpy reference's results for every input form
+that takes it, one compiled specialisation shared with the general path, and every other input still
+going the general way with its usual errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import dynamics
+from dynamics.inputs import ShapeError
+
+pytest.importorskip("numba")
+
+NB = dynamics.get_backend("numba")
+REF = dynamics.get_backend("numpy")
+
+
+def _close(a, b):
+    a, b = np.asarray(a), np.asarray(b)
+    assert a.shape == b.shape
+    assert np.max(np.abs(a - b)) <= 1e-10 * max(1.0, np.max(np.abs(b)))
+
+
+@pytest.mark.parametrize("robot", ["iiwa", "hyq"])
+def test_single_state_forms_match_reference(bundled, robot):
+    m = bundled[robot]
+    rng = np.random.default_rng(5)
+    q, v, u = m.random_configuration(rng), rng.normal(size=m.nv), rng.normal(size=m.nv)
+    ro = [x.copy() for x in (q, v, u)]
+    for x in ro:
+        x.flags.writeable = False
+    forms = {"(n,)": (q, v, u), "(1, n)": (q[None], v[None], u[None]), "read-only": tuple(ro),
+             "strided (general path)": tuple(np.stack([x, x], axis=-1)[..., 0] for x in (q, v, u))}
+    for name, (qq, vv, uu) in forms.items():
+        _close(NB.aba(m, qq, vv, uu), REF.aba(m, qq, vv, uu))
+        for a, b in zip(NB.rnea_derivatives(m, qq, vv, uu), REF.rnea_derivatives(m, qq, vv, uu)):
+            _close(a, b)
+        for a, b in zip(NB.aba_derivatives(m, qq, vv, uu), REF.aba_derivatives(m, qq, vv, uu)):
+            _close(a, b)
+        got = NB.aba_derivatives(m, qq, vv, uu, return_acceleration=True)
+        want = REF.aba_derivatives(m, qq, vv, uu, return_acceleration=True)
+        assert len(got) == 4, name
+        for a, b in zip(got, want):
+            _close(a, b)
+    # results are fresh arrays each call (not a buffer reused by the next call)
+    a1 = NB.aba(m, q, v, u)
+    NB.aba(m, q, v + 1.0, u)
+    _close(a1, REF.aba(m, q, v, u))
+
+
+def test_fast_and_general_path_share_one_specialisation(bundled):
+    from dynamics.numba_backend import _k
+    m = bundled["iiwa"]
+    rng = np.random.default_rng(6)
+    q, v, u = m.random_configuration(rng), rng.normal(size=m.nv), rng.normal(size=m.nv)
+    fext = rng.normal(size=(m.nbody, 6))
+    NB.aba(m, q, v, u, fext)           # general path (read-only views, serial kernel)
+    before = set(_k().aba.aba_range.signatures)
+    NB.aba(m, q, v, u)                 # fast path: writeable inputs, (n,) and (1, n)
+    NB.aba(m, q[None], v[None], u[None])
+    assert set(_k().aba.aba_range.signatures) == before
+
+
+def test_errors_unchanged(bundled):
+    m = bundled["iiwa"]
+    q, z = m.neutral(), np.zeros(m.nv)
+    bad = z.copy()
+    bad[2] = np.nan
+    with pytest.raises(ValueError, match="aba_derivatives: v contains non-finite values"):
+        NB.aba_derivatives(m, q, bad, z)
+    with pytest.raises(ShapeError, match=r"aba: tau has shape \(3,\), expected \(\.\.\., 7\)"):
+        NB.aba(m, q, z, np.zeros(3))
+    with pytest.raises(TypeError, match="expected a RobotModel"):
+        NB.rnea_derivatives("iiwa", q, z, z)
+    # integer input is converted by the general path, as before
+    _close(NB.aba(m, q, np.zeros(m.nv, dtype=int), z), REF.aba(m, q, z, z))
