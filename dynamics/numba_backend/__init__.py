@@ -283,8 +283,9 @@ class NumbaBackend(Backend):
                 return (out[0], out[1]) if len(shape) == 2 else (out[0, 0], out[1, 0])
         return super().rnea_derivatives(model, q, v, a, fext)
 
-    def aba_derivatives(self, model: RobotModel, q, v, tau, fext=None, minv=None, return_acceleration: bool = False):
-        if fext is None and minv is None:
+    def aba_derivatives(self, model: RobotModel, q, v, tau, fext=None, minv=None, return_acceleration: bool = False,
+                        out=None, acceleration_out=None):
+        if fext is None and minv is None and out is None and acceleration_out is None:
             hit = self._single(model, True, q, v, tau)
             if hit is not None:
                 pm, shape, (q1, v1, t1) = hit
@@ -300,7 +301,7 @@ class NumbaBackend(Backend):
                 if return_acceleration:
                     return (acc if len(shape) == 2 else acc[0], *res)
                 return res
-        return super().aba_derivatives(model, q, v, tau, fext, minv, return_acceleration)
+        return super().aba_derivatives(model, q, v, tau, fext, minv, return_acceleration, out, acceleration_out)
 
     # ------------------------------------------------------------ dynamics kernels
     def _rnea(self, model, q, v, a, fext):
