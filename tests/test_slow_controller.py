@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from signal_helpers import default_sigint
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -48,7 +49,8 @@ def test_fixed_latency_keeps_the_arm_inside_its_limits(tmp_path):
 def test_sigint_writes_a_partial_summary_and_exits_130(tmp_path):
     out = tmp_path / "int"
     proc = subprocess.Popen([sys.executable, "-m", "mpc", "run", "iiwa-reach", "--duration", "30", "--solver", "ilqr",
-                             "--out", str(out)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             "--out", str(out)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=default_sigint)
     deadline = time.time() + 300
     err = ""
     # wait until the closed loop runs (the progress line shows simulated time), then interrupt

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from signal_helpers import default_sigint
 
 from mpc import cli
 from mpc.study import ConfigError, load_config, plan_runs, store, table
@@ -197,7 +198,7 @@ def test_sigint_discards_the_run_in_flight_and_resumes(tiny, tmp_path):
     shutil.copytree(src, out)
     args = [*TINY, "--horizons", "2,4,16", "--backends", "numpy", "--out", str(out), "--no-plots"]
     proc = subprocess.Popen([sys.executable, "-m", "mpc", "study", *args], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint)
     err = ""
     deadline = time.time() + 120
     while time.time() < deadline:
