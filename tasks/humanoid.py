@@ -22,13 +22,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from dynamics import ContactSet, RobotModel, get_backend, load_model
+from dynamics import ContactSet, RobotModel, get_backend
 from dynamics.joints import JointType
 from dynamics.lie import so3_log
 from solvers import ActionModel, ComPositionCost, ContactDynamics, ControlCost, CostSum, ShootingProblem, StateCost
 from solvers.costs import ContactForceCost, WrenchConeCost
 
 from .base import Criterion, Disturbance, Evaluation, Event, MetricInfo, Task
+from .legged import floating_robot_and_frames
 from .registry import register_task
 
 BUNDLED_FEET = {"atlas": ("l_foot_site", "r_foot_site")}
@@ -86,27 +87,12 @@ class HumanoidBalance(Task):
     model: RobotModel = field(init=False, repr=False)
 
     def __post_init__(self):
-        self.model = load_model(self.robot)
+        self.model, self.feet = floating_robot_and_frames(
+            self.name, self.robot, self.feet, BUNDLED_FEET, 2, base="pelvis", joints="joint", noun="sole frames",
+            frames="sole frames",
+            example="feet=('l_sole', 'r_sole') (sites at the sole centres, +z the sole normal)")
         m = self.model
         tag = self.name
-        if not m.free_adr or m.free_adr[0] != (0, 0):
-            raise ValueError(f"{tag}: robot '{self.robot}' needs a free-floating pelvis as its first joint")
-        if m.nu != m.nv - 6:
-            raise ValueError(f"{tag}: robot '{self.robot}' must actuate every joint (nu = nv - 6 = {m.nv - 6}), "
-                             f"has nu = {m.nu}")
-        feet = self.feet
-        if feet is None:
-            feet = BUNDLED_FEET.get(self.robot)
-            if feet is None:
-                raise ValueError(f"{tag}: give the two sole frames of '{self.robot}', e.g. "
-                                 f"feet=('l_sole', 'r_sole') (sites at the sole centres, +z the sole normal)")
-        if isinstance(feet, str):
-            feet = tuple(f.strip() for f in feet.split(",") if f.strip())
-        self.feet = tuple(feet)
-        if len(self.feet) != 2:
-            raise ValueError(f"{tag}: expected 2 sole frames, got {len(self.feet)}: {self.feet}")
-        for f in self.feet:
-            m.frame(f)      # a clear error naming the frames there are
         wp = np.array(self.waypoints, dtype=float)
         if wp.ndim != 2 or wp.shape[1] != 3 or wp.shape[0] < 1 or wp[0, 0] != 0.0 or np.any(np.diff(wp[:, 0]) <= 0):
             raise ValueError(f"{tag}: waypoints are rows (t [s], dz [m], lean) with increasing times, the first at 0")

@@ -27,6 +27,33 @@ def _quat_rpy(roll: float, pitch: float, yaw: float) -> np.ndarray:
                      cr * sp * cy + sr * cp * sy, cr * cp * sy - sr * sp * cy])
 
 
+def floating_robot_and_frames(name: str, robot: str, feet, bundled: dict, n: int, base: str = "trunk",
+                              joints: str = "leg joint", noun: str = "feet", frames: str = "foot frames",
+                              example: str = "feet=('FL_foot', 'FR_foot', 'RL_foot', 'RR_foot') (sites or bodies)"):
+    """``(model, frames)`` of a legged task: the robot loaded and checked (a free-floating ``base`` as
+    its first joint, every other joint actuated), the contact frames resolved (``feet`` as given, a
+    comma-separated string, or ``bundled[robot]`` when None) and checked (``n`` of them, each a
+    frame of the model). Errors name the task, the problem and the fix."""
+    m = load_model(robot)
+    if not m.free_adr or m.free_adr[0] != (0, 0):
+        raise ValueError(f"{name}: robot '{robot}' needs a free-floating {base} as its first joint")
+    if m.nu != m.nv - 6:
+        raise ValueError(f"{name}: robot '{robot}' must actuate every {joints} (nu = nv - 6 = {m.nv - 6}), "
+                         f"has nu = {m.nu}")
+    if feet is None:
+        feet = bundled.get(robot)
+        if feet is None:
+            raise ValueError(f"{name}: give the {n} {frames} of '{robot}', e.g. {example}")
+    if isinstance(feet, str):
+        feet = tuple(f.strip() for f in feet.split(",") if f.strip())
+    feet = tuple(feet)
+    if len(feet) != n:
+        raise ValueError(f"{name}: expected {n} {noun}, got {len(feet)}: {feet}")
+    for f in feet:
+        m.frame(f)      # a clear error naming the frames there are
+    return m, feet
+
+
 class LeggedTask(Task):
     """Mix-in for legged tasks. The subclass (a dataclass) has the fields ``robot`` (bundled name or
     MJCF path), ``feet`` (contact frames, a tuple or a comma-separated string; None for the bundled
@@ -38,26 +65,8 @@ class LeggedTask(Task):
     n_feet: int = 4
 
     def _setup_legged(self) -> None:
-        self.model = load_model(self.robot)
+        self.model, self.feet = floating_robot_and_frames(self.name, self.robot, self.feet, BUNDLED_FEET, self.n_feet)
         m = self.model
-        if not m.free_adr or m.free_adr[0] != (0, 0):
-            raise ValueError(f"{self.name}: robot '{self.robot}' needs a free-floating trunk as its first joint")
-        if m.nu != m.nv - 6:
-            raise ValueError(f"{self.name}: robot '{self.robot}' must actuate every leg joint (nu = nv - 6 = "
-                             f"{m.nv - 6}), has nu = {m.nu}")
-        feet = self.feet
-        if feet is None:
-            feet = BUNDLED_FEET.get(self.robot)
-            if feet is None:
-                raise ValueError(f"{self.name}: give the {self.n_feet} foot frames of '{self.robot}', e.g. "
-                                 f"feet=('FL_foot', 'FR_foot', 'RL_foot', 'RR_foot') (sites or bodies)")
-        if isinstance(feet, str):
-            feet = tuple(f.strip() for f in feet.split(",") if f.strip())
-        self.feet = tuple(feet)
-        if len(self.feet) != self.n_feet:
-            raise ValueError(f"{self.name}: expected {self.n_feet} feet, got {len(self.feet)}: {self.feet}")
-        for f in self.feet:
-            m.frame(f)      # a clear error naming the frames there are
         self.contacts = ContactSet(m, frames=self.feet, kind="point")
         self.x_stand, self.posture_source = self._standing_state()
         self.lam_stand, self.u_stand = self._standing_forces_and_torques(self.x_stand)
