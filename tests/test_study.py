@@ -12,6 +12,7 @@ import importlib.util
 import io
 import json
 import math
+import re
 import shutil
 import signal
 import subprocess
@@ -207,15 +208,17 @@ def test_sigint_discards_the_run_in_flight_and_resumes(tiny, tmp_path):
         if "to run)" in line or not line:
             break
     assert "(4 already done, 2 to run)" in err, err
-    time.sleep(1.5)                       # the first new run is in flight
-    proc.send_signal(signal.SIGINT)
+    time.sleep(0.5)                       # the first new run is in flight (its subprocess alone takes longer
+    proc.send_signal(signal.SIGINT)       # to start); on a fast machine it may finish first: then the second is
     _, rest = proc.communicate(timeout=60)
     err += rest
     assert proc.returncode == 130, err[-2000:]
-    assert "interrupted: 4 of 6 runs done (1 in flight discarded)" in err and "Traceback" not in err
+    done = re.search(r"interrupted: (\d) of 6 runs done \(1 in flight discarded\)", err)
+    assert done and int(done.group(1)) in (4, 5) and "Traceback" not in err, err[-2000:]
     assert not list((out / "runs").glob(".*"))            # nothing half-written left
+    n = int(done.group(1))
     rc, _, stderr = _main(["study", *args, "--dry-run"])
-    assert rc == 0 and "4 done, 2 to run" in stderr      # a second invocation resumes from here
+    assert rc == 0 and f"{n} done, {6 - n} to run" in stderr      # a second invocation resumes from here
 
 
 def test_ray_executor_gives_the_same_rows(tiny, tmp_path):
