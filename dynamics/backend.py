@@ -85,12 +85,34 @@ class CompiledContactDynamics:
     source_hash: str
 
 
+@dataclass(frozen=True)
+class CompiledKinematics:
+    """What a compiled (numba) backend offers to compiled cost evaluation (see
+    :meth:`Backend.compiled_kinematics`): frame kinematics of one configuration, callable from a
+    solver's kernel without knowing the backend.
+
+    ``ws, wsi = workspace(*model_args, nv)``: scratch arrays, made once per kernel call.
+    ``frames_knot(*model_args, q, flink, ff, with_J, ws, wsi, oRf, opf, J)``: world rotations
+    ``oRf`` (nf, 3, 3) and positions ``opf`` (nf, 3) of the frames given by
+    :meth:`frame_table` at q (nq,) and, when ``with_J``, their ``local_world_aligned`` Jacobians
+    ``J`` (nf, 6, nv). ``frame_table(names) -> (flink (nf,) int64, ff (nf, 12) float64)``: the
+    frames' rows, read-only. ``source_hash`` changes whenever the compiled code behind the
+    functions changes (a caller caching its own kernel on disk adds it to its stamp).
+    """
+
+    workspace: Callable
+    frames_knot: Callable
+    model_args: tuple
+    frame_table: Callable
+    source_hash: str
+
+
 class Backend:
     """Batched rigid-body dynamics. Subclasses implement the underscore kernels on (B, …) arrays.
 
     Capabilities a solver may ask for (and must not infer from the backend's name):
     :attr:`prefers_compiled_solver`, :meth:`compiled_forward_dynamics`,
-    :meth:`compiled_contact_dynamics`, :meth:`supports`."""
+    :meth:`compiled_contact_dynamics`, :meth:`compiled_kinematics`, :meth:`supports`."""
 
     name: str = "abstract"
     #: the backend runs compiled code, so the solver's own loops (Riccati pass, rollouts) should be
@@ -114,6 +136,11 @@ class Backend:
     def compiled_forward_dynamics(self, model: RobotModel) -> CompiledForwardDynamics | None:
         """The backend's forward dynamics as a function compiled solver loops can call, or None
         when this backend has none (the solver then rolls out through :meth:`aba` in Python)."""
+        return None
+
+    def compiled_kinematics(self, model: RobotModel) -> CompiledKinematics | None:
+        """The backend's frame kinematics as functions compiled cost evaluation can call, or None
+        when this backend has none (the problem then evaluates its cost terms in Python)."""
         return None
 
     def compiled_contact_dynamics(self, model: RobotModel, contacts) -> CompiledContactDynamics | None:

@@ -141,12 +141,14 @@ class ILQR:
         it = 0
         try:
             self._take(*self._initial_trajectory(xs_init, us_init))
-            with self._timed("cost"):
-                self.cost = float(p.cost(self.xs, self.us))
+            # the derivatives at the initial trajectory give its cost too (their l; Crocoddyl's
+            # calcDiff likewise): no separate cost evaluation
+            derivs = self._derivatives()
+            self.cost = derivs.cost
             if not np.isfinite(self.cost):
                 raise SolverFailure("the initial trajectory has a non-finite cost")
+            gnorm = self._gradient_norm(derivs) if self.feasible else np.inf
             history.append(self.cost)
-            derivs = None
             for it in range(max_iter + 1):
                 if derivs is None:
                     derivs = self._derivatives()

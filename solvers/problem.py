@@ -175,6 +175,10 @@ class ShootingProblem:
         self.initial_controls: np.ndarray | None = None   # see default_controls
         self._knot_cache: dict = {}
         self.revision = 0                                   # set_running_models count
+        #: evaluate the library cost terms in one compiled call per stage when the backend offers
+        #: compiled kinematics (:mod:`solvers.costs.compiled`); False: every term on the Python path
+        self.compile_costs = True
+        self._cc = None                                     # CompiledCosts, or (signature, None) when unavailable
 
     def _group_knots(self) -> None:
         """Groups: knots sharing a dynamics description and dt / a cost object (first-appearance order)."""
@@ -431,6 +435,28 @@ class ShootingProblem:
             return fast
         return self.running_costs(xs, us).sum(axis=-1) + self.terminal_costs(xs[..., -1, :])
 
+    def _compiled_costs(self):
+        """The problem's :class:`~solvers.costs.compiled.CompiledCosts` (rebuilt when the knot
+        structure or a cost's terms change), or None: disabled, no compiled kinematics on this
+        backend, or no supported term."""
+        if not self.compile_costs:
+            return None
+        from .costs.compiled import CompiledCosts
+        sig = CompiledCosts.signature_of(self)
+        cc = self._cc
+        if isinstance(cc, tuple):
+            if cc[0] == sig:
+                return None
+        elif cc is not None and cc.signature == sig:
+            return cc
+        kin = self.backend.compiled_kinematics(self.model)
+        cc = CompiledCosts(self, kin) if kin is not None else None
+        if cc is None or cc.empty:
+            self._cc = (sig, None)
+            return None
+        self._cc = cc
+        return cc
+
     def _cost_batched(self, xs: np.ndarray, us: np.ndarray) -> np.ndarray | None:
         """:meth:`cost` for the usual case — xs (..., N+1, nx) finite, us (..., N, nu) — with the
         kinematics of all S·(N+1) states computed once and shared by every cost group and the
@@ -445,8 +471,15 @@ class ShootingProblem:
             return None
         U = us.reshape(S * N, self.nu)
         full = self._ctx(X, None, self._knots(("all", S), lambda: np.tile(np.arange(N + 1), S)), checked=True)
-        J = np.zeros(S)
-        for g in self.cost_groups:
+        cc = self._compiled_costs()
+        if cc is None:
+            J = np.zeros(S)
+        else:
+            J = cc.values(np.ascontiguousarray(X.reshape(S, N + 1, nx)), np.ascontiguousarray(U.reshape(S, N, self.nu)))
+        for gi, g in enumerate(self.cost_groups):
+            item = g.item if cc is None else cc.python_part(gi, g.item)
+            if item is None:
+                continue
             x_rows = self._group_rows(g, S, N + 1)
             u_rows = self._group_rows(g, S, N)
             contiguous = S == 1 and g.contiguous
@@ -454,13 +487,15 @@ class ShootingProblem:
                             checked=True, knot_range=(g.rows.start, g.rows.stop) if contiguous else None,
                             parent=full, rows=x_rows)
             dt = self._dt_of(g)
-            J += (dt * g.item.value(ctx).reshape(S, -1) if isinstance(dt, float)
-                  else g.item.value(ctx).reshape(S, -1) * dt).sum(axis=-1)
-        if self.terminal_cost is not None:
+            J += (dt * item.value(ctx).reshape(S, -1) if isinstance(dt, float)
+                  else item.value(ctx).reshape(S, -1) * dt).sum(axis=-1)
+        terminal = self.terminal_cost if cc is None or self.terminal_cost is None else \
+            cc.python_part(-1, self.terminal_cost)
+        if terminal is not None:
             term_rows = slice(N, N + 1) if S == 1 else self._knots(("term_rows", S), lambda: np.arange(S) * (N + 1) + N)
             term = self._ctx(X[term_rows], None, self._knots(("term", S), lambda: np.full(S, N)), checked=True,
                              knot_range=(N, N + 1) if S == 1 else None, parent=full, rows=term_rows)
-            J += self.terminal_cost.value(term)
+            J += terminal.value(term)
         return J.reshape(lead)
 
     def cost_derivatives(self, xs: np.ndarray, us: np.ndarray,
@@ -534,21 +569,31 @@ class ShootingProblem:
     def _cost_derivatives_into(self, xs, us, run: CostDerivatives, term: CostDerivatives) -> None:
         """:meth:`cost_derivatives` written into ``run`` (N knots) and ``term`` (1 knot)."""
         N = self.horizon
+        cc = self._compiled_costs()
         full = self._ctx(xs, None, self._knots("all", lambda: np.arange(N + 1)), checked=True, knot_range=(0, N + 1))
-        for g in self.cost_groups:
+        for gi, g in enumerate(self.cost_groups):
             rows = g.rows
-            ctx = self._ctx(xs[rows], us[rows], g.knots, checked=True,
-                            knot_range=(rows.start, rows.stop) if g.contiguous else None, parent=full, rows=rows)
+            item = g.item if cc is None else cc.python_part(gi, g.item)
             dst = run.rows(rows) if g.contiguous else CostDerivatives.zeros(g.knots.size, self.ndx, self.nu)
-            self._accumulate_scaled(g.item, ctx, self._dt_of(g), dst)
+            if item is None:
+                dst.fill(0.0)
+            else:
+                ctx = self._ctx(xs[rows], us[rows], g.knots, checked=True,
+                                knot_range=(rows.start, rows.stop) if g.contiguous else None, parent=full, rows=rows)
+                self._accumulate_scaled(item, ctx, self._dt_of(g), dst)
             if not g.contiguous:
                 run.set_rows(rows, dst)
-        if self.terminal_cost is None:
+        terminal = self.terminal_cost if cc is None or self.terminal_cost is None else \
+            cc.python_part(-1, self.terminal_cost)
+        if terminal is None:
             term.fill(0.0)
-            return
-        term_ctx = self._ctx(xs[N:N + 1], None, self._knots("term", lambda: np.array([N])), checked=True,
-                             knot_range=(N, N + 1), parent=full, rows=slice(N, N + 1))
-        self._accumulate_scaled(self.terminal_cost, term_ctx, 1.0, term)
+        else:
+            term_ctx = self._ctx(xs[N:N + 1], None, self._knots("term", lambda: np.array([N])), checked=True,
+                                 knot_range=(N, N + 1), parent=full, rows=slice(N, N + 1))
+            self._accumulate_scaled(terminal, term_ctx, 1.0, term)
+        if cc is not None:
+            # the compiled terms, already scaled by their weight and dt, added on top
+            cc.add_derivatives(np.ascontiguousarray(xs), np.ascontiguousarray(us), run, term)
 
     @staticmethod
     def _accumulate_scaled(cost, ctx: CostContext, scale, dst: CostDerivatives) -> None:

@@ -152,6 +152,25 @@ class NumbaBackend(Backend):
         return CompiledForwardDynamics(_k().aba.aba_range, (pm.li, pm.lf, pm.gv, pm.bl, pm.bf), pm.no_fext,
                                        package_source_hash(), lie.integrate_q, lie.difference_x, rows)
 
+    def compiled_kinematics(self, model: RobotModel):
+        """:class:`~dynamics.backend.CompiledKinematics` for the solvers' compiled cost terms: this
+        backend's single-state frame kinematics (:func:`.kinematics.frames_knot`)."""
+        from ..backend import CompiledKinematics
+        from .jit import package_source_hash
+        pm = packed(model)
+
+        def frame_table(names):
+            rows = [frame_arrays(model, pm, n) for n in names]
+            flink = np.ascontiguousarray(np.concatenate([r[0] for r in rows]) if rows else np.zeros(0, np.int64))
+            ff = np.ascontiguousarray(np.concatenate([r[1] for r in rows]) if rows else np.zeros((0, 12)))
+            flink.setflags(write=False)
+            ff.setflags(write=False)
+            return flink, ff
+
+        k = _k().kinematics
+        return CompiledKinematics(k.frames_workspace, k.frames_knot, (pm.li, pm.lf), frame_table,
+                                  package_source_hash())
+
     def compiled_contact_dynamics(self, model: RobotModel, contacts):
         """:class:`~dynamics.backend.CompiledContactDynamics` for the solvers' compiled contact
         rollout: the fused serial contact and impulse kernels of :mod:`dynamics.contact.numba_kernels`

@@ -175,6 +175,41 @@ def frame_jacobian_knot(li, lf, oR, op, link, ff, v, ref, with_dJ, Jw, dJw, chai
 
 
 @jit
+def frames_workspace(li, lf, nv):
+    """Scratch of :func:`frames_knot` for the model ``(li, lf)`` with nv dofs: a float array and
+    an int array, allocated once per compiled caller (not per state)."""
+    L = li.shape[0]
+    return np.empty(24 * L + 12 * nv + 36), np.empty(L, dtype=np.int64)
+
+
+@jit
+def frames_knot(li, lf, q, flink, ff, with_J, ws, wsi, oRf, opf, J):
+    """World placements ``oRf`` (nf, 3, 3), ``opf`` (nf, 3) of the frames ``flink`` (nf,), ``ff``
+    (nf, 12) at one configuration q (nq,) and, if ``with_J``, their ``local_world_aligned``
+    Jacobians ``J`` (nf, 6, nv) (rows 0-2: velocity of the frame origin in world axes). ws, wsi:
+    :func:`frames_workspace`. The single-state form of :func:`placements_range` and
+    :func:`frame_jacobian_range` for compiled callers (the solvers' compiled cost terms)."""
+    L = li.shape[0]
+    nv = J.shape[2]
+    R, o = view3(ws, 0, L, 3, 3)
+    p, o = view2(ws, o, L, 3)
+    oR, o = view3(ws, o, L, 3, 3)
+    op, o = view2(ws, o, L, 3)
+    RJ, o = view2(ws, o, 3, 3)
+    Jw, o = view2(ws, o, nv, 6)
+    dJw, o = view2(ws, o, nv, 6)
+    tmp, o = view2(ws, o, 4, 6)
+    all_placements(li, lf, q, RJ, R, p)
+    world_placements(li, R, p, oR, op)
+    for f in range(flink.shape[0]):
+        frame_world(oR, op, flink[f], ff, f, oRf[f], opf[f])
+        if with_J:
+            # J[f] stands in for dJ and q for v (neither is touched without dJ)
+            frame_jacobian_knot(li, lf, oR, op, flink[f], ff[f:f + 1], q, REF_LWA, False, Jw, dJw, wsi, oRf[f],
+                                opf[f], tmp, J[f], J[f])
+
+
+@jit
 def frame_jacobian_range(li, lf, q, v, flink, ff, ref, J, dJ, start, stop):
     """Jacobian ``J`` (B, 6, nv) of the frame ``flink`` (1,), ``ff`` (1, 12) in reference ``ref``; if
     ``dJ`` is (B, 6, nv) also its time variation along ``v`` (B, nv) (pass (0, 6, nv) and any

@@ -1,0 +1,353 @@
+"""Compiled evaluation of the library's cost terms: the value of every candidate trajectory, or
+the derivatives along one trajectory, of all knots and all supported terms in **one** numba call,
+on a backend that offers its frame kinematics compiled (:meth:`dynamics.Backend.compiled_kinematics`:
+the ``numba`` backend).
+
+Supported terms (exactly these classes, not subclasses that override their math):
+:class:`~solvers.costs.StateCost` on hinge/slide-only robots (``x ⊖ x_ref = x - x_ref``),
+:class:`~solvers.costs.ControlCost`, :class:`~solvers.costs.FramePositionCost` with the
+Gauss–Newton Hessian, :class:`~solvers.costs.JointLimitCost`. Every other term (free-flyer
+states, orientations, contact forces, centre of mass, plain-Python custom costs, ...) stays on the
+Python path, term by term, and is added to what the kernel computes; a problem's cost is the same
+either way (to rounding: the kernel scales each term by its weight and dt in another order).
+
+The math is the Python terms' own (their docstrings): ``l = s · ½ Σ_i w_i r_i²`` with ``s`` the
+term's weight times the knot's cost scale (dt), Gauss–Newton ``l_x = s Rᵀ W r``,
+``l_xx = s Rᵀ W R``, with the residual Jacobian R the identity (state, control), the frame's
+``local_world_aligned`` position Jacobian, or the active joint-limit rows.
+
+Layout: one *entry* per (term, knot), sorted by knot; entry e has an int row ``E[e] = (knot,
+kind, frame slot, offset into IX)`` and a float row ``P[e] = (s, reference..., weights...)``.
+The float rows of a term are re-packed only when one of the arrays behind them was replaced (the
+cost terms' references and weights are read-only arrays that the setters replace, so identity
+tells). Importing this module imports no numba; the kernel is compiled (or loaded from numba's
+on-disk cache) on its first use.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .base import CostSum, _plain, per_knot
+from .frame import FramePositionCost
+from .limits import JointLimitCost
+from .state import ControlCost, StateCost
+
+STATE, CONTROL, FRAME_POSITION, JOINT_LIMIT = 0, 1, 2, 3
+_MATH = ("value", "derivatives", "residual", "residual_jacobian", "_accumulate")
+
+frames_knot = None                       # bound from the backend's CompiledKinematics on compilation
+frames_workspace = None
+
+
+# ---------------------------------------------------------------- kernel source (jitted lazily)
+def _cost_kernel(margs, flink, ff, nq, nv, E, KS, FK, P, IX, X, U, deriv, J, rl, rlx, rlu, rlxx, rluu, tl, tlx,
+                 tlxx):
+    """Values ``J[s]`` (S,) of trajectories X (S, N+1, nx), U (S, N, nu) over the entries, and with
+    ``deriv`` (S = 1) their derivatives added into the running rows rl (N,), rlx (N, ndx), rlu
+    (N, nu), rlxx (N, ndx, ndx), rluu (N, nu, nu) and the terminal row tl (1,), tlx (1, ndx),
+    tlxx (1, ndx, ndx). E, KS (N+2,) entry offsets per knot, FK (N+1,) knots with frame
+    entries, P, IX: module docstring."""
+    S = X.shape[0]
+    N = X.shape[1] - 1
+    nx = X.shape[2]
+    nf = flink.shape[0]
+    ws, wsi = frames_workspace(*margs, nv)
+    m = nf if nf > 0 else 1
+    oRf = np.empty((m, 3, 3))
+    opf = np.empty((m, 3))
+    Jf = np.empty((m, 6, nv))
+    q = np.empty(nq)
+    wr = np.empty(3)
+    for s in range(S):
+        total = 0.0
+        for t in range(N + 1):
+            e0 = KS[t]
+            e1 = KS[t + 1]
+            if e0 == e1:
+                continue
+            x = X[s, t]
+            if FK[t]:
+                for i in range(nq):
+                    q[i] = x[i]
+                frames_knot(*margs, q, flink, ff, deriv, ws, wsi, oRf, opf, Jf)
+            term = t == N
+            row = 0 if (term or not deriv) else t      # value only: the outputs are 1-row dummies
+            lx = tlx[0] if (term or not deriv) else rlx[row]
+            lxx = tlxx[0] if (term or not deriv) else rlxx[row]
+            for e in range(e0, e1):
+                kind = E[e, 1]
+                sc = P[e, 0]
+                val = 0.0
+                if kind == STATE:
+                    for i in range(nx):
+                        r = x[i] - P[e, 1 + i]
+                        w = P[e, 1 + nx + i]
+                        val += w * r * r
+                        if deriv:
+                            lx[i] += sc * (w * r)
+                            lxx[i, i] += sc * w
+                elif kind == CONTROL:
+                    nu = U.shape[2]
+                    u = U[s, t]
+                    for i in range(nu):
+                        r = u[i] - P[e, 1 + i]
+                        w = P[e, 1 + nu + i]
+                        val += w * r * r
+                        if deriv:
+                            rlu[row, i] += sc * (w * r)
+                            rluu[row, i, i] += sc * w
+                elif kind == FRAME_POSITION:
+                    f = E[e, 2]
+                    for i in range(3):
+                        r = opf[f, i] - P[e, 1 + i]
+                        w = P[e, 4 + i]
+                        wr[i] = w * r
+                        val += w * r * r
+                    if deriv:
+                        Jp = Jf[f]
+                        w0, w1, w2 = P[e, 4], P[e, 5], P[e, 6]
+                        for a in range(nv):
+                            lx[a] += sc * (Jp[0, a] * wr[0] + Jp[1, a] * wr[1] + Jp[2, a] * wr[2])
+                            ja0, ja1, ja2 = sc * w0 * Jp[0, a], sc * w1 * Jp[1, a], sc * w2 * Jp[2, a]
+                            for b in range(nv):
+                                lxx[a, b] += ja0 * Jp[0, b] + ja1 * Jp[1, b] + ja2 * Jp[2, b]
+                else:   # JOINT_LIMIT: r = min(q - lo, 0) + max(q - hi, 0) on the limited coordinates
+                    o = E[e, 3]
+                    n = IX[o]
+                    for i in range(n):
+                        qi = x[IX[o + 1 + i]]
+                        w = P[e, 1 + i]
+                        lo = P[e, 1 + n + i]
+                        hi = P[e, 1 + 2 * n + i]
+                        r = min(qi - lo, 0.0) + max(qi - hi, 0.0)
+                        val += w * r * r
+                        if deriv and (qi < lo or qi > hi):
+                            vi = IX[o + 1 + n + i]
+                            lx[vi] += sc * (w * r)
+                            lxx[vi, vi] += sc * w
+                val *= 0.5 * sc
+                total += val
+                if deriv:
+                    if term:
+                        tl[0] += val
+                    else:
+                        rl[t] += val
+        J[s] = total
+
+
+_compiled = None
+_bound_hash: str | None = None
+
+
+def _kernel(kin):
+    """The compiled kernel calling ``kin.frames_knot`` (a :class:`dynamics.backend.CompiledKinematics`);
+    as :func:`solvers.rollout_numba._kernel`: one process binds one backend's functions, and the
+    on-disk cache is stamped with their ``source_hash``."""
+    global _compiled, frames_knot, frames_workspace, _bound_hash
+    if _compiled is not None:
+        if kin.source_hash != _bound_hash or kin.frames_knot is not frames_knot:
+            raise RuntimeError("the compiled cost kernel is already bound to another backend's kinematics in this "
+                               "process; set problem.compile_costs = False for the second backend")
+        return _compiled
+    from numba import njit
+
+    from dynamics.kernel_cache import stamp_sources
+    here = Path(__file__).resolve()
+    stamp_sources("solvers.costs.compiled", lambda path: path == here, lambda: _bound_hash)
+    frames_knot, frames_workspace, _bound_hash = kin.frames_knot, kin.workspace, kin.source_hash
+    _compiled = njit(cache=True, fastmath={"contract"}, error_model="numpy")(_cost_kernel)
+    return _compiled
+
+
+# ---------------------------------------------------------------- Python side
+def _kind(cost, model) -> int | None:
+    """The kernel's kind for a cost term, None when it stays on the Python path."""
+    t = type(cost)
+    if t is StateCost or (isinstance(cost, StateCost) and _plain(cost, StateCost, _MATH)):
+        return STATE if cost.state.euclidean else None
+    if t is ControlCost or (isinstance(cost, ControlCost) and _plain(cost, ControlCost, _MATH)):
+        return CONTROL
+    if t is FramePositionCost or (isinstance(cost, FramePositionCost) and _plain(cost, FramePositionCost, _MATH)):
+        return FRAME_POSITION if cost.hessian == "gauss-newton" else None
+    if t is JointLimitCost or (isinstance(cost, JointLimitCost) and _plain(cost, JointLimitCost, _MATH)):
+        return JOINT_LIMIT
+    return None
+
+
+def _terms(cost) -> list[tuple[str | None, object, np.ndarray | None]]:
+    """``(name, term, weight array)`` of a group's cost: a CostSum's terms, or the cost itself
+    (name and weight None)."""
+    if type(cost) is CostSum:
+        return [(name, c, w) for name, (c, w) in cost.terms.items()]
+    return [(None, cost, None)]
+
+
+@dataclass
+class _Term:
+    """A compiled term of one group: its rows in E/P and what its float rows were packed from."""
+
+    name: str | None
+    cost: object
+    kind: int
+    rows: np.ndarray            # its entries' rows in E and P (one per knot of the group)
+    knots: np.ndarray           # the knots of those rows
+    group: int                  # index into the problem's cost groups, -1: terminal
+    packed_from: tuple = ()
+
+
+class CompiledCosts:
+    """The compiled cost terms of a :class:`~solvers.problem.ShootingProblem` (running groups and
+    terminal cost), and the Python remainder of each group."""
+
+    def __init__(self, problem, kin):
+        self.problem = problem
+        self.kin = kin
+        self.model = m = problem.model
+        self.signature = self.signature_of(problem)
+        frames: list[str] = []
+        ints: list[int] = []
+        specs = []                                # (group index, name, cost, kind, knots, frame slot, ix offset)
+        groups = [(gi, g.item, g.knots) for gi, g in enumerate(problem.cost_groups)]
+        if problem.terminal_cost is not None:
+            groups.append((-1, problem.terminal_cost, np.array([problem.horizon])))
+        for gi, cost, knots in groups:
+            for name, c, _w in _terms(cost):
+                kind = _kind(c, m)
+                if kind is None:
+                    continue
+                slot, off = 0, 0
+                if kind == FRAME_POSITION:
+                    if c.frame not in frames:
+                        frames.append(c.frame)
+                    slot = frames.index(c.frame)
+                elif kind == JOINT_LIMIT:
+                    off = len(ints)
+                    ints += [c.nr, *map(int, c.q_index), *map(int, c.v_index)]
+                specs.append((gi, name, c, kind, np.asarray(knots, np.int64), slot, off))
+        nx, ndx, nu = problem.nx, problem.ndx, problem.nu
+        widths = {STATE: 1 + nx + ndx, CONTROL: 1 + 2 * nu, FRAME_POSITION: 7,
+                  JOINT_LIMIT: 1 + 3 * max([c.nr for _, _, c, k, *_ in specs if k == JOINT_LIMIT] or [0])}
+        W = max([widths[k] for _, _, _, k, *_ in specs] or [1])
+        n_e = sum(s[4].size for s in specs)
+        E = np.zeros((n_e, 4), np.int64)
+        term_of_row = np.empty(n_e, np.int64)
+        o = 0
+        for i, (gi, name, c, kind, knots, slot, off) in enumerate(specs):
+            E[o:o + knots.size] = np.stack([knots, np.full(knots.size, kind), np.full(knots.size, slot),
+                                            np.full(knots.size, off)], axis=-1)
+            term_of_row[o:o + knots.size] = i
+            o += knots.size
+        order = np.argsort(E[:, 0], kind="stable")          # entries by knot
+        self.E = np.ascontiguousarray(E[order])
+        where = np.empty(n_e, np.int64)
+        where[order] = np.arange(n_e)
+        N = problem.horizon
+        self.KS = np.searchsorted(self.E[:, 0], np.arange(N + 2)).astype(np.int64)
+        self.FK = np.zeros(N + 1, np.int64)
+        self.FK[self.E[self.E[:, 1] == FRAME_POSITION, 0]] = 1
+        self.P = np.zeros((n_e, W))
+        self.IX = np.array(ints or [0], np.int64)
+        self.flink, self.ff = kin.frame_table(frames)
+        self.terms = []
+        o = 0
+        for i, (gi, name, c, kind, knots, slot, off) in enumerate(specs):
+            self.terms.append(_Term(name, c, kind, where[o:o + knots.size], knots, gi))
+            o += knots.size
+        self.compiled_names = {}
+        for tm in self.terms:
+            self.compiled_names.setdefault(tm.group, set()).add(tm.name)
+        # the outputs of a value-only call (one specialisation for both: same ranks and layout)
+        self._dummy = (np.zeros(1), np.zeros((1, ndx)), np.zeros((1, nu)), np.zeros((1, ndx, ndx)),
+                       np.zeros((1, nu, nu)), np.zeros(1), np.zeros((1, ndx)), np.zeros((1, ndx, ndx)))
+        self._J1 = np.empty(1)
+
+    @staticmethod
+    def signature_of(problem) -> tuple:
+        """What the layout depends on: the knot structure and each group's term objects."""
+        groups = [g.item for g in problem.cost_groups] + [problem.terminal_cost]
+        return (problem.revision, problem.horizon,
+                tuple((id(c), tuple((n, id(t)) for n, t, _ in _terms(c)) if c is not None else ()) for c in groups))
+
+    @property
+    def empty(self) -> bool:
+        return not self.terms
+
+    # ------------------------------------------------------------ packing
+    def _pack(self) -> None:
+        """Re-pack the float rows of the terms whose reference, weights, term weight or knot
+        scales were replaced since the last call."""
+        p = self.problem
+        scales = p.cost_scales
+        nx, nu = p.nx, p.nu
+        P = self.P
+        for tm in self.terms:
+            c = tm.cost
+            if tm.group >= 0:
+                tw = p.cost_groups[tm.group].item.terms[tm.name][1] if tm.name is not None else None
+            else:
+                tw = p.terminal_cost.terms[tm.name][1] if tm.name is not None else None
+            ref = getattr(c, "_target" if tm.kind == FRAME_POSITION else "_reference", None)
+            src = (tw, c._weights, ref, scales if tm.group >= 0 else None)
+            if len(tm.packed_from) == len(src) and all(a is b for a, b in zip(tm.packed_from, src)):
+                continue
+            rows, knots = tm.rows, tm.knots
+            label = f"weight of '{tm.name}'"
+            s = np.ones(knots.size) if tw is None else per_knot(label, tw, knots, ())
+            if tm.group >= 0:
+                s = s * scales[knots]
+            P[rows, 0] = s
+            w = per_knot(f"{c.name} weights", c._weights, knots, (c.nr,))
+            if tm.kind == STATE:
+                P[rows, 1:1 + nx] = per_knot("state reference", ref, knots, (nx,))
+                P[rows, 1 + nx:1 + 2 * nx] = w
+            elif tm.kind == CONTROL:
+                P[rows, 1:1 + nu] = per_knot("control reference", ref, knots, (nu,))
+                P[rows, 1 + nu:1 + 2 * nu] = w
+            elif tm.kind == FRAME_POSITION:
+                P[rows, 1:4] = per_knot(f"{c.name} target", ref, knots, (3,))
+                P[rows, 4:7] = w
+            else:
+                n = c.nr
+                P[rows, 1:1 + n] = w
+                P[rows, 1 + n:1 + 2 * n] = c.lower
+                P[rows, 1 + 2 * n:1 + 3 * n] = c.upper
+            tm.packed_from = src
+
+    def _call(self, X, U, deriv: bool, J, outs) -> None:
+        self._pack()
+        kin, m = self.kin, self.model
+        _kernel(kin)(kin.model_args, self.flink, self.ff, m.nq, m.nv, self.E, self.KS, self.FK, self.P, self.IX, X, U,
+                     deriv, J, *outs)
+
+    # ------------------------------------------------------------ evaluation
+    def values(self, X: np.ndarray, U: np.ndarray) -> np.ndarray:
+        """Compiled part of the total cost of S trajectories X (S, N+1, nx), U (S, N, nu) (finite,
+        C-contiguous float64): (S,)."""
+        J = np.empty(X.shape[0])
+        self._call(X, U, False, J, self._dummy)
+        return J
+
+    def add_derivatives(self, xs: np.ndarray, us: np.ndarray, run, term) -> None:
+        """Add the compiled terms' derivatives along xs (N+1, nx), us (N, nu) into the
+        :class:`~solvers.costs.CostDerivatives` ``run`` (N knots, scaled by dt) and ``term`` (1)."""
+        self._call(xs[None], us[None], True, self._J1,
+                   (run.l, run.lx, run.lu, run.lxx, run.luu, term.l, term.lx, term.lxx))
+
+    def python_part(self, group: int, cost):
+        """What of a group's cost (``group`` -1: the terminal cost) stays on the Python path: the
+        cost itself, a CostSum of its remaining terms, or None when every term is compiled."""
+        names = self.compiled_names.get(group)
+        if not names:
+            return cost
+        if type(cost) is not CostSum:
+            return None
+        rest = {n: item for n, item in cost.terms.items() if n not in names}
+        if not rest:
+            return None
+        out = CostSum()
+        out.terms = rest
+        return out
