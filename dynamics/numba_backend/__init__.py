@@ -230,9 +230,11 @@ class NumbaBackend(Backend):
     # One state without f_ext / M^-1 (the common call from Python, e.g. per knot or in a custom
     # loop): the generic path (argument broadcasting, read-only views, numba's dispatch resolving
     # the types of 15-17 arguments) costs several times the kernel on small robots. Here the
-    # inputs are checked in place (float64, contiguous, right length, finite) and the kernel's
-    # compiled entry point for exactly these argument types is called directly, skipping numba's
-    # type dispatch; anything else takes the generic path, which words every error.
+    # inputs are checked in place (float64, contiguous, right length) and the kernel's compiled
+    # entry point for exactly these argument types is called directly, skipping numba's type
+    # dispatch; a non-finite input makes the output non-finite (NaN/inf propagate through every
+    # recursion), which sends the call to the generic path, as does anything else: it words every
+    # error.
 
     def _entry(self, kernel, args: tuple):
         """numba's compiled entry point of ``kernel`` for the types of ``args`` (compiled or loaded
@@ -251,47 +253,54 @@ class NumbaBackend(Backend):
             return None
         return ep
 
-    def _single(self, model, nq_first: bool, *xs):
-        """``(pm, [x.reshape(1, n) …])`` when every ``x`` is one finite float64 C-contiguous state of
-        the model's size (q of length nq first when ``nq_first``, then nv-vectors), else None."""
+    def _single(self, model, q, v, w):
+        """``(pm, shape, q1, v1, w1)`` when q, v, w are one float64 C-contiguous state of the
+        model's size each ((nq,), (nv,), (nv,), or with a leading 1), as (1, n) views; else None.
+        Finiteness is not checked here (three checks cost a third of the call on a small robot):
+        the caller checks the kernel's output instead and, when it is not finite, re-runs the call
+        on the generic path, which names a non-finite input."""
         if type(model) is not RobotModel:
             return None
         pm = _packed_cache.get(model)
         if pm is None:
             pm = packed(model)
-        out = []
-        n = pm.nq if nq_first else pm.nv
-        for x in xs:
-            if type(x) is not np.ndarray or x.dtype != _F64 or not x.flags.c_contiguous:
+        nq, nv = pm.nq, pm.nv
+        if type(q) is not np.ndarray or type(v) is not np.ndarray or type(w) is not np.ndarray:
+            return None
+        if q.dtype is not _F64 or v.dtype is not _F64 or w.dtype is not _F64:
+            return None
+        shape = q.shape
+        if shape == (nq,):
+            if v.shape != (nv,) or w.shape != (nv,):
                 return None
-            shape = x.shape
-            if shape != (n,) and shape != (1, n):
-                return None
-            if not sum_is_finite(x):
-                return None
-            out.append(x.reshape(1, n))
-            n = pm.nv
-        return pm, shape, out
+        elif shape != (1, nq) or v.shape != (1, nv) or w.shape != (1, nv):
+            return None
+        if not (q.flags.c_contiguous and v.flags.c_contiguous and w.flags.c_contiguous):
+            return None
+        if len(shape) == 1:
+            return pm, shape, q[None], v[None], w[None]
+        return pm, shape, q, v, w
 
     def aba(self, model: RobotModel, q, v, tau, fext=None) -> np.ndarray:
         if fext is None:
-            hit = self._single(model, True, q, v, tau)
+            hit = self._single(model, q, v, tau)
             if hit is not None:
-                pm, shape, (q1, v1, t1) = hit
+                pm, shape, q1, v1, t1 = hit
                 qdd = np.empty((1, pm.nv))
                 kern = _k().aba.aba_range
                 args = (pm.li, pm.lf, pm.gv, pm.bl, pm.bf, q1, v1, t1, pm.no_fext, qdd, 0, 1)
                 ep = self._entry(kern, args)
                 if ep is not None:
                     ep(*args)
-                return qdd if len(shape) == 2 else qdd[0]
+                if sum_is_finite(qdd):
+                    return qdd if len(shape) == 2 else qdd[0]
         return super().aba(model, q, v, tau, fext)
 
     def rnea_derivatives(self, model: RobotModel, q, v, a, fext=None):
         if fext is None:
-            hit = self._single(model, True, q, v, a)
+            hit = self._single(model, q, v, a)
             if hit is not None:
-                pm, shape, (q1, v1, a1) = hit
+                pm, shape, q1, v1, a1 = hit
                 nv = pm.nv
                 out = np.empty((2, 1, nv, nv))
                 kern = _k().rnea_derivatives.rnea_derivatives_range
@@ -299,27 +308,29 @@ class NumbaBackend(Backend):
                 ep = self._entry(kern, args)
                 if ep is not None:
                     ep(*args)
-                return (out[0], out[1]) if len(shape) == 2 else (out[0, 0], out[1, 0])
+                if sum_is_finite(out):
+                    return (out[0], out[1]) if len(shape) == 2 else (out[0, 0], out[1, 0])
         return super().rnea_derivatives(model, q, v, a, fext)
 
     def aba_derivatives(self, model: RobotModel, q, v, tau, fext=None, minv=None, return_acceleration: bool = False,
                         out=None, acceleration_out=None):
         if fext is None and minv is None and out is None and acceleration_out is None:
-            hit = self._single(model, True, q, v, tau)
+            hit = self._single(model, q, v, tau)
             if hit is not None:
-                pm, shape, (q1, v1, t1) = hit
+                pm, shape, q1, v1, t1 = hit
                 nv = pm.nv
-                out = np.empty((3, 1, nv, nv))
+                res = np.empty((3, 1, nv, nv))
                 acc = np.empty((1 if return_acceleration else 0, nv))
                 kern = _k().aba_derivatives.aba_derivatives_range
-                args = (pm.li, pm.lf, pm.gv, pm.bl, pm.bf, q1, v1, t1, pm.no_fext, pm.no_minv, out, acc, 0, 1)
+                args = (pm.li, pm.lf, pm.gv, pm.bl, pm.bf, q1, v1, t1, pm.no_fext, pm.no_minv, res, acc, 0, 1)
                 ep = self._entry(kern, args)
                 if ep is not None:
                     ep(*args)
-                res = (out[0], out[1], out[2]) if len(shape) == 2 else (out[0, 0], out[1, 0], out[2, 0])
-                if return_acceleration:
-                    return (acc if len(shape) == 2 else acc[0], *res)
-                return res
+                if sum_is_finite(res) and (not return_acceleration or sum_is_finite(acc)):
+                    d = (res[0], res[1], res[2]) if len(shape) == 2 else (res[0, 0], res[1, 0], res[2, 0])
+                    if return_acceleration:
+                        return (acc if len(shape) == 2 else acc[0], *d)
+                    return d
         return super().aba_derivatives(model, q, v, tau, fext, minv, return_acceleration, out, acceleration_out)
 
     # ------------------------------------------------------------ dynamics kernels
