@@ -70,9 +70,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--batch", type=_csv(int), default=list(DEFAULT_BATCH), help="batch sizes N")
     p.add_argument("--repeats", type=int, default=7,
                    help="interleaved rounds (anchor, then each backend) per measurement; medians reported")
-    p.add_argument("--threads", type=int, default=1,
-                   help="worker threads of the numba backend (default 1: the Pinocchio loop is single-threaded, "
-                        "and on a shared machine a parallel region waits for every thread)")
+    p.add_argument("--threads", type=int, default=None,
+                   help="worker threads of the numba backend (default: the backend's own, every core, as "
+                        "benchmarks/dynamics.py's batches; --threads 1 compares one core with the single-threaded "
+                        "Pinocchio loop, and is the steadier figure on a shared machine, where a parallel region "
+                        "waits for every thread)")
     p.add_argument("--quick", action="store_true", help="N = 1, 4; one repeat; for smoke tests")
     p.add_argument("--out", type=Path, default=None, help="also write the JSON to this file")
     a = p.parse_args(argv)
@@ -191,7 +193,7 @@ def run(args) -> dict[str, Any]:
             anchor = None
         for be_name in args.backends:
             be = dynamics.get_backend(be_name)
-            if hasattr(be, "set_threads"):
+            if hasattr(be, "set_threads") and args.threads is not None:
                 be.set_threads(args.threads)
             if hasattr(be, "warmup"):
                 be.warmup(model)
@@ -234,7 +236,7 @@ def run(args) -> dict[str, Any]:
         "benchmark": "contact_dynamics",
         "date_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "machine": {**machine_info(), "load_average_1_5_15min": {"start": load_start, "end": _load_average()}},
-        "numba_threads": args.threads,
+        "numba_threads": args.threads if args.threads is not None else _default_threads(),
         "anchor": "pinocchio-loop: pin.constraintDynamics (+ pin.computeConstraintDynamicsDerivatives) per state "
                   "in a Python loop, ProximalSettings(1e-12, mu=0, max_iter=1)",
         "results": results,
@@ -247,6 +249,13 @@ def run(args) -> dict[str, Any]:
                    "ratios": {f"{r['robot']}": r["ratio_vs_pinocchio_loop"] for r in target},
                    "ratio_rounds": {f"{r['robot']}": r["ratio_rounds"] for r in target}},
     }
+
+
+def _default_threads() -> int | None:
+    try:
+        return dynamics.get_backend("numba").threads
+    except dynamics.BackendUnavailableError:      # numba not installed: no threads to report
+        return None
 
 
 def main(argv=None) -> int:
