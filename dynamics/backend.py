@@ -96,14 +96,23 @@ class CompiledKinematics:
     ``oRf`` (nf, 3, 3) and positions ``opf`` (nf, 3) of the frames given by
     :meth:`frame_table` at q (nq,) and, when ``with_J``, their ``local_world_aligned`` Jacobians
     ``J`` (nf, 6, nv). ``frame_table(names) -> (flink (nf,) int64, ff (nf, 12) float64)``: the
-    frames' rows, read-only. ``source_hash`` changes whenever the compiled code behind the
-    functions changes (a caller caching its own kernel on disk adds it to its stamp).
+    frames' rows, read-only. ``difference_x(joint_rows, nq, x0, x1, out)``: ``x1 ⊖ x0`` (2 nv,)
+    and ``difference_jacobian(joint_rows, d, J, tmp)``: ``∂(q1 ⊖ q0)/∂q1`` (nv, nv) from that
+    difference d (tmp: (8, 3, 3) scratch), on the model's joint table ``joint_rows``;
+    ``difference_batch(joint_rows, nq, x0, x1, out)``: ``x1[b] ⊖ x0[b]`` for (B, nx) read-only
+    float64 C-contiguous arrays into out (B, 2 nv), callable from Python.
+    ``source_hash`` changes whenever the compiled code behind the functions changes (a caller
+    caching its own kernel on disk adds it to its stamp).
     """
 
     workspace: Callable
     frames_knot: Callable
     model_args: tuple
     frame_table: Callable
+    difference_x: Callable
+    difference_jacobian: Callable
+    difference_batch: Callable
+    joint_rows: np.ndarray
     source_hash: str
 
 

@@ -151,7 +151,8 @@ class ShootingProblem:
                                  "models")
         self.model = model
         self.backend = get_backend(default_backend_name() if backend is None else backend)
-        self.state = StateSpace(model)
+        self.state = StateSpace(model, compiled=None if model.is_euclidean else
+                                self.backend.compiled_kinematics(model))
         self.running_models = running_models
         self.terminal_model = terminal_model
         self.horizon = len(running_models)

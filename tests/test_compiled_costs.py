@@ -155,3 +155,48 @@ def test_solver_result_unchanged_by_compilation(iiwa):
     r2 = ILQR(p).solve(max_iter=20, tol=1e-8)
     assert r1.cost == pytest.approx(r2.cost, rel=1e-10)
     np.testing.assert_allclose(r1.us, r2.us, atol=1e-7 * np.abs(r2.us).max())
+
+
+@pytest.mark.parametrize("scale", [1.0, 0.05])     # large rotations (closed forms), small (series)
+def test_floating_base_state_cost_and_difference(scale):
+    """HyQ (free-flyer): the compiled x ⊖ x_ref, its Jacobian (SE(3) right-Jacobian inverse) and
+    the solver's compiled batched difference against the numpy Lie algebra, and l_x against
+    central differences along tangent perturbations x ⊕ h e_i."""
+    task = tasks.get_task("hyq-stand")
+    p = task.build_problem(task.initial_state(), 6, 0.02, backend="numba")
+    m, n = p.model, p.horizon
+    assert any(t.name == "state" and t.group == 0 for t in p._compiled_costs().terms)
+    rng = np.random.default_rng(5)
+    q0 = task.initial_state()[:m.nq]
+    q = m.random_configuration(rng, size=n + 1)
+    q = m.integrate(np.tile(q0, (n + 1, 1)), scale * m.difference(np.tile(q0, (n + 1, 1)), q))
+    xs = np.concatenate([q, rng.normal(size=(n + 1, m.nv))], axis=-1)
+    us = rng.normal(size=(n, m.nu))
+    d = p.create_data()
+    p.derivatives(xs, us, data=d)
+    got = {k: v.copy() for k, v in d.arrays().items() if k.startswith(("running", "terminal"))}
+    a = p.cost(xs, us)
+    from solvers.state_space import StateSpace
+    ref_space = StateSpace(m)
+    np.testing.assert_allclose(p.state.difference(xs[:-1], xs[1:]), ref_space.difference(xs[:-1], xs[1:]),
+                               rtol=0, atol=1e-12)
+    np.testing.assert_allclose(p.state.difference(xs[0], xs[1]), ref_space.difference(xs[0], xs[1]), rtol=0,
+                               atol=1e-12)
+    p.compile_costs = False
+    assert a == pytest.approx(p.cost(xs, us), rel=1e-13)
+    p.derivatives(xs, us, data=d)
+    for k, v in got.items():
+        ref = d.arrays()[k]
+        assert np.abs(v - ref).max() <= 1e-11 * max(1.0, np.abs(ref).max()), k
+    p.compile_costs = True
+    h = 1e-6
+    for t in (0, n):
+        for i in (0, 3, 4, 5, 9, 20):       # base translation, base rotation, a leg joint, a velocity
+            e = np.zeros(2 * m.nv)
+            e[i] = h
+            xp, xm = xs.copy(), xs.copy()
+            xp[t] = p.state.integrate(xs[t], e)
+            xm[t] = p.state.integrate(xs[t], -e)
+            fd = (p.cost(xp, us) - p.cost(xm, us)) / (2 * h)
+            an = got["terminal.lx"][0, i] if t == n else got["running.lx"][t, i]
+            assert fd == pytest.approx(an, rel=1e-5, abs=1e-5 * max(1.0, abs(an))), (t, i)

@@ -167,9 +167,12 @@ class NumbaBackend(Backend):
             ff.setflags(write=False)
             return flink, ff
 
+        from . import lie
+        rows = lie.joint_rows(model)
+        rows.setflags(write=False)
         k = _k().kinematics
-        return CompiledKinematics(k.frames_workspace, k.frames_knot, (pm.li, pm.lf), frame_table,
-                                  package_source_hash())
+        return CompiledKinematics(k.frames_workspace, k.frames_knot, (pm.li, pm.lf), frame_table, lie.difference_x,
+                                  lie.difference_jacobian, lie.difference_batch, rows, package_source_hash())
 
     def compiled_contact_dynamics(self, model: RobotModel, contacts):
         """:class:`~dynamics.backend.CompiledContactDynamics` for the solvers' compiled contact

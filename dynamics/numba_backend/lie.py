@@ -21,7 +21,7 @@ _SCALAR, _BALL, _FREE = 0, 1, 2          # joint kinds of the `joints` rows (kin
 
 # ---------------------------------------------------------------- series of dynamics.lie
 _SMALL = 0.25                            # dynamics.lie._SMALL
-_SIN, _COS, _SIN3, _LOG, _COSF = 0, 1, 2, 3, 4
+_SIN, _COS, _SIN3, _LOG, _COSF, _Q2, _Q3 = 0, 1, 2, 3, 4, 5, 6
 _F = [math.factorial(n) for n in range(40)]
 _BERN = [1 / 6, -1 / 30, 1 / 42, -1 / 30, 5 / 66, -691 / 2730, 7 / 6, -3617 / 510]
 _COEFS = np.array([
@@ -30,6 +30,8 @@ _COEFS = np.array([
     [(-1) ** k / _F[2 * k + 3] for k in range(8)],                     # (θ - sin θ) / θ³
     [(-1) ** n * _BERN[n] / _F[2 * n + 2] for n in range(8)],          # 1/θ² - (1 + cos θ)/(2 θ sin θ)
     [(-1) ** k / _F[2 * k] for k in range(8)],                         # cos θ
+    [(-1) ** k / _F[2 * k + 4] for k in range(8)],                     # (θ² + 2 cos θ - 2) / (2 θ⁴)
+    [(-1) ** k * (k + 1) / _F[2 * k + 5] for k in range(8)],           # (2θ - 3 sin θ + θ cos θ) / (2 θ⁵)
 ])
 
 
@@ -50,6 +52,10 @@ def _ratio(s, which):
         return (t - np.sin(t)) / (s * t)
     if which == _LOG:
         return 1 / s - (1 + np.cos(t)) / (2 * t * np.sin(t))
+    if which == _Q2:
+        return (s + 2 * np.cos(t) - 2) / (2 * s * s)
+    if which == _Q3:
+        return (2 * t - 3 * np.sin(t) + t * np.cos(t)) / (2 * s * s * t)
     return np.cos(t)
 
 
@@ -153,6 +159,96 @@ def difference_x(joints, nq, x0, x1, out):
                                  True)
             t2 = w0 * w0 + w1 * w1 + w2 * w2
             out[va], out[va + 1], out[va + 2] = _so3_jac(-w0, -w1, -w2, d0, d1, d2, 0.5, _ratio(t2, _LOG))
+
+
+@jit
+def difference_batch(joints, nq, x0, x1, out):
+    """``out[b] = x1[b] ⊖ x0[b]`` for x0, x1 (B, nx), out (B, 2 nv): :func:`difference_x` over a batch,
+    callable from Python (the solvers' gaps and state differences on floating-base robots)."""
+    for b in range(out.shape[0]):
+        difference_x(joints, nq, x0[b], x1[b], out[b])
+
+
+@jit
+def _skew(a0, a1, a2, out):
+    out[0, 0], out[0, 1], out[0, 2] = 0.0, -a2, a1
+    out[1, 0], out[1, 1], out[1, 2] = a2, 0.0, -a0
+    out[2, 0], out[2, 1], out[2, 2] = -a1, a0, 0.0
+
+
+@jit
+def _mm3(A, B, out):
+    for i in range(3):
+        for j in range(3):
+            out[i, j] = A[i, 0] * B[0, j] + A[i, 1] * B[1, j] + A[i, 2] * B[2, j]
+
+
+@jit
+def _so3_jr_inv(w0, w1, w2, W, WW, out):
+    """``Jr⁻¹(φ) = 1 + ½[φ]x + c [φ]x²`` (lie.so3_right_jacobian_inverse); W, WW scratch (3, 3)."""
+    _skew(w0, w1, w2, W)
+    _mm3(W, W, WW)
+    c = _ratio(w0 * w0 + w1 * w1 + w2 * w2, _LOG)
+    for i in range(3):
+        for j in range(3):
+            out[i, j] = 0.5 * W[i, j] + c * WW[i, j]
+        out[i, i] += 1.0
+
+
+@jit
+def difference_jacobian(joints, d, J, tmp):
+    """``J = ∂(q1 ⊖ q0)/∂q1`` (nv, nv) (dynamics.joints.difference_jacobians' second output) from
+    the difference ``d = x1 ⊖ x0`` (its first nv entries are used): identity on hinge/slide dofs,
+    ``Jr⁻¹(φ)`` on ball joints, the SE(3) ``Jr⁻¹(ρ, φ)`` (lie.se3_right_jacobian_inverse) on free
+    joints. tmp: scratch (8, 3, 3)."""
+    nv = J.shape[0]
+    for i in range(nv):
+        for k in range(nv):
+            J[i, k] = 0.0
+    Ji, W, WW, P, A, B, C, Q = tmp[0], tmp[1], tmp[2], tmp[3], tmp[4], tmp[5], tmp[6], tmp[7]
+    for j in range(joints.shape[0]):
+        kind, va = joints[j, 0], joints[j, 2]
+        if kind == _SCALAR:
+            J[va, va] = 1.0
+            continue
+        o = 0 if kind == _BALL else 3
+        w0, w1, w2 = d[va + o], d[va + o + 1], d[va + o + 2]
+        _so3_jr_inv(w0, w1, w2, W, WW, Ji)
+        for r in range(3):
+            for c in range(3):
+                J[va + o + r, va + o + c] = Ji[r, c]
+        if kind == _BALL:
+            continue
+        for r in range(3):
+            for c in range(3):
+                J[va + r, va + c] = Ji[r, c]
+        # Q(-ρ, -φ) (lie._se3_q): ½P + c3 (WP + PW + WPW) + q2 (W WP + PW W - 3 WPW) + q3 (WPW W + W WPW)
+        _skew(-d[va], -d[va + 1], -d[va + 2], P)
+        _skew(-w0, -w1, -w2, W)
+        t2 = w0 * w0 + w1 * w1 + w2 * w2
+        c3, q2, q3 = _ratio(t2, _SIN3), _ratio(t2, _Q2), _ratio(t2, _Q3)
+        _mm3(W, P, A)            # WP
+        _mm3(P, W, B)            # PW
+        _mm3(A, W, C)            # WPW
+        _mm3(W, A, WW)           # W WP
+        for r in range(3):
+            for c in range(3):
+                Q[r, c] = 0.5 * P[r, c] + c3 * (A[r, c] + B[r, c] + C[r, c]) + q2 * (WW[r, c] - 3 * C[r, c])
+        _mm3(B, W, WW)           # PW W
+        for r in range(3):
+            for c in range(3):
+                Q[r, c] += q2 * WW[r, c]
+        _mm3(C, W, WW)           # WPW W
+        _mm3(W, C, A)            # W WPW
+        for r in range(3):
+            for c in range(3):
+                Q[r, c] += q3 * (WW[r, c] + A[r, c])
+        # upper-right block -Jr⁻¹ Q Jr⁻¹
+        _mm3(Ji, Q, B)
+        _mm3(B, Ji, C)
+        for r in range(3):
+            for c in range(3):
+                J[va + r, va + 3 + c] = -C[r, c]
 
 
 def joint_rows(model) -> np.ndarray:

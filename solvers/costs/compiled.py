@@ -4,17 +4,19 @@ on a backend that offers its frame kinematics compiled (:meth:`dynamics.Backend.
 the ``numba`` backend).
 
 Supported terms (exactly these classes, not subclasses that override their math):
-:class:`~solvers.costs.StateCost` on hinge/slide-only robots (``x ⊖ x_ref = x - x_ref``),
+:class:`~solvers.costs.StateCost` (``x ⊖ x_ref``; on ball and free joints through the backend's
+compiled SO(3)/SE(3) difference and its Jacobian),
 :class:`~solvers.costs.ControlCost`, :class:`~solvers.costs.FramePositionCost` with the
-Gauss–Newton Hessian, :class:`~solvers.costs.JointLimitCost`. Every other term (free-flyer
-states, orientations, contact forces, centre of mass, plain-Python custom costs, ...) stays on the
+Gauss–Newton Hessian, :class:`~solvers.costs.JointLimitCost`. Every other term (orientations,
+contact forces, centre of mass, plain-Python custom costs, ...) stays on the
 Python path, term by term, and is added to what the kernel computes; a problem's cost is the same
 either way (to rounding: the kernel scales each term by its weight and dt in another order).
 
 The math is the Python terms' own (their docstrings): ``l = s · ½ Σ_i w_i r_i²`` with ``s`` the
 term's weight times the knot's cost scale (dt), Gauss–Newton ``l_x = s Rᵀ W r``,
 ``l_xx = s Rᵀ W R``, with the residual Jacobian R the identity (state, control), the frame's
-``local_world_aligned`` position Jacobian, or the active joint-limit rows.
+``local_world_aligned`` position Jacobian, the active joint-limit rows, or for states
+``blockdiag(∂(q ⊖ q_ref)/∂q, 1)`` (identity on hinge/slide robots, where the Hessian is exact).
 
 Layout: one *entry* per (term, knot), sorted by knot; entry e has an int row ``E[e] = (knot,
 kind, frame slot, offset into IX)`` and a float row ``P[e] = (s, reference..., weights...)``.
@@ -36,16 +38,18 @@ from .frame import FramePositionCost
 from .limits import JointLimitCost
 from .state import ControlCost, StateCost
 
-STATE, CONTROL, FRAME_POSITION, JOINT_LIMIT = 0, 1, 2, 3
+STATE, CONTROL, FRAME_POSITION, JOINT_LIMIT, STATE_LIE = 0, 1, 2, 3, 4
 _MATH = ("value", "derivatives", "residual", "residual_jacobian", "_accumulate")
 
 frames_knot = None                       # bound from the backend's CompiledKinematics on compilation
 frames_workspace = None
+difference_x = None
+difference_jacobian = None
 
 
 # ---------------------------------------------------------------- kernel source (jitted lazily)
-def _cost_kernel(margs, flink, ff, nq, nv, E, KS, FK, P, IX, X, U, deriv, J, rl, rlx, rlu, rlxx, rluu, tl, tlx,
-                 tlxx):
+def _cost_kernel(margs, joints, flink, ff, nq, nv, E, KS, FK, P, IX, X, U, deriv, J, rl, rlx, rlu, rlxx, rluu, tl,
+                 tlx, tlxx):
     """Values ``J[s]`` (S,) of trajectories X (S, N+1, nx), U (S, N, nu) over the entries, and with
     ``deriv`` (S = 1) their derivatives added into the running rows rl (N,), rlx (N, ndx), rlu
     (N, nu), rlxx (N, ndx, ndx), rluu (N, nu, nu) and the terminal row tl (1,), tlx (1, ndx),
@@ -62,6 +66,10 @@ def _cost_kernel(margs, flink, ff, nq, nv, E, KS, FK, P, IX, X, U, deriv, J, rl,
     Jf = np.empty((m, 6, nv))
     q = np.empty(nq)
     wr = np.empty(3)
+    dx = np.empty(2 * nv)
+    Jq = np.empty((nv, nv))
+    WJ = np.empty((nv, nv))
+    tmp = np.empty((8, 3, 3))
     for s in range(S):
         total = 0.0
         for t in range(N + 1):
@@ -90,6 +98,34 @@ def _cost_kernel(margs, flink, ff, nq, nv, E, KS, FK, P, IX, X, U, deriv, J, rl,
                         if deriv:
                             lx[i] += sc * (w * r)
                             lxx[i, i] += sc * w
+                elif kind == STATE_LIE:
+                    # r = x ⊖ x_ref; Gauss–Newton with R = ∂(x ⊖ x_ref)/∂x = blockdiag(Jq, 1)
+                    difference_x(joints, nq, P[e, 1:1 + nx], x, dx)
+                    for i in range(2 * nv):
+                        w = P[e, 1 + nx + i]
+                        val += w * dx[i] * dx[i]
+                    if deriv:
+                        difference_jacobian(joints, dx, Jq, tmp)
+                        for i in range(nv):
+                            w = P[e, 1 + nx + nv + i]
+                            lx[nv + i] += sc * (w * dx[nv + i])
+                            lxx[nv + i, nv + i] += sc * w
+                        for i in range(nv):
+                            w = P[e, 1 + nx + i]
+                            for c in range(nv):
+                                WJ[i, c] = w * Jq[i, c]
+                        for c in range(nv):
+                            g = 0.0
+                            for i in range(nv):
+                                g += Jq[i, c] * (P[e, 1 + nx + i] * dx[i])
+                            lx[c] += sc * g
+                        for a in range(nv):
+                            for i in range(nv):
+                                ja = Jq[i, a]
+                                if ja != 0.0:
+                                    ja *= sc
+                                    for b in range(nv):
+                                        lxx[a, b] += ja * WJ[i, b]
                 elif kind == CONTROL:
                     nu = U.shape[2]
                     u = U[s, t]
@@ -147,7 +183,7 @@ def _kernel(kin):
     """The compiled kernel calling ``kin.frames_knot`` (a :class:`dynamics.backend.CompiledKinematics`);
     as :func:`solvers.rollout_numba._kernel`: one process binds one backend's functions, and the
     on-disk cache is stamped with their ``source_hash``."""
-    global _compiled, frames_knot, frames_workspace, _bound_hash
+    global _compiled, frames_knot, frames_workspace, difference_x, difference_jacobian, _bound_hash
     if _compiled is not None:
         if kin.source_hash != _bound_hash or kin.frames_knot is not frames_knot:
             raise RuntimeError("the compiled cost kernel is already bound to another backend's kinematics in this "
@@ -159,6 +195,7 @@ def _kernel(kin):
     here = Path(__file__).resolve()
     stamp_sources("solvers.costs.compiled", lambda path: path == here, lambda: _bound_hash)
     frames_knot, frames_workspace, _bound_hash = kin.frames_knot, kin.workspace, kin.source_hash
+    difference_x, difference_jacobian = kin.difference_x, kin.difference_jacobian
     _compiled = njit(cache=True, fastmath={"contract"}, error_model="numpy")(_cost_kernel)
     return _compiled
 
@@ -168,7 +205,7 @@ def _kind(cost, model) -> int | None:
     """The kernel's kind for a cost term, None when it stays on the Python path."""
     t = type(cost)
     if t is StateCost or (isinstance(cost, StateCost) and _plain(cost, StateCost, _MATH)):
-        return STATE if cost.state.euclidean else None
+        return STATE if cost.state.euclidean else STATE_LIE
     if t is ControlCost or (isinstance(cost, ControlCost) and _plain(cost, ControlCost, _MATH)):
         return CONTROL
     if t is FramePositionCost or (isinstance(cost, FramePositionCost) and _plain(cost, FramePositionCost, _MATH)):
@@ -229,7 +266,7 @@ class CompiledCosts:
                     ints += [c.nr, *map(int, c.q_index), *map(int, c.v_index)]
                 specs.append((gi, name, c, kind, np.asarray(knots, np.int64), slot, off))
         nx, ndx, nu = problem.nx, problem.ndx, problem.nu
-        widths = {STATE: 1 + nx + ndx, CONTROL: 1 + 2 * nu, FRAME_POSITION: 7,
+        widths = {STATE: 1 + nx + ndx, STATE_LIE: 1 + nx + ndx, CONTROL: 1 + 2 * nu, FRAME_POSITION: 7,
                   JOINT_LIMIT: 1 + 3 * max([c.nr for _, _, c, k, *_ in specs if k == JOINT_LIMIT] or [0])}
         W = max([widths[k] for _, _, _, k, *_ in specs] or [1])
         n_e = sum(s[4].size for s in specs)
@@ -301,9 +338,9 @@ class CompiledCosts:
                 s = s * scales[knots]
             P[rows, 0] = s
             w = per_knot(f"{c.name} weights", c._weights, knots, (c.nr,))
-            if tm.kind == STATE:
+            if tm.kind == STATE or tm.kind == STATE_LIE:
                 P[rows, 1:1 + nx] = per_knot("state reference", ref, knots, (nx,))
-                P[rows, 1 + nx:1 + 2 * nx] = w
+                P[rows, 1 + nx:1 + nx + p.ndx] = w
             elif tm.kind == CONTROL:
                 P[rows, 1:1 + nu] = per_knot("control reference", ref, knots, (nu,))
                 P[rows, 1 + nu:1 + 2 * nu] = w
@@ -320,8 +357,8 @@ class CompiledCosts:
     def _call(self, X, U, deriv: bool, J, outs) -> None:
         self._pack()
         kin, m = self.kin, self.model
-        _kernel(kin)(kin.model_args, self.flink, self.ff, m.nq, m.nv, self.E, self.KS, self.FK, self.P, self.IX, X, U,
-                     deriv, J, *outs)
+        _kernel(kin)(kin.model_args, kin.joint_rows, self.flink, self.ff, m.nq, m.nv, self.E, self.KS, self.FK, self.P,
+                     self.IX, X, U, deriv, J, *outs)
 
     # ------------------------------------------------------------ evaluation
     def values(self, X: np.ndarray, U: np.ndarray) -> np.ndarray:
