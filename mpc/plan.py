@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from dynamics.inputs import as_array
+from dynamics.inputs import as_array, sum_is_finite
 from dynamics.model import RobotModel
 
 
@@ -144,6 +144,27 @@ class Plan:
         (..., nq+nv), saturated at ``[u_lower, u_upper]`` (clip: None follows :attr:`saturate`;
         True/False forces it on/off)."""
         m = self.model
+        if (m.is_euclidean and type(x) is np.ndarray and x.dtype == np.float64 and x.shape == self.xs.shape[1:]
+                and sum_is_finite(x)):
+            # one measured state of a hinge/slide robot (every simulator step): the same law with
+            # x ⊖ x_ref = x - x_ref and the interpolation in closed form, without the general
+            # path's batching and manifold calls (a tenth of its time)
+            i, s = self.locate(t)
+            u = self.us[i].copy()
+            if feedback and self.K is not None:
+                xa, xb = self.xs[i], self.xs[i + 1]
+                if s == 0.0:
+                    x_ref = xa
+                elif s == 1.0:
+                    x_ref = xb
+                else:
+                    nq = m.nq
+                    x_ref = np.concatenate([xa[:nq] + s * (xb[:nq] - xa[:nq]), (1.0 - s) * xa[nq:] + s * xb[nq:]])
+                u += self.K[i] @ (x - x_ref)
+            if self.saturate if clip is None else clip:
+                np.maximum(u, self.u_lower, out=u)      # np.clip, without its overhead
+                np.minimum(u, self.u_upper, out=u)
+            return u
         x = as_array("x", x, (m.nq + m.nv,), "Plan.control")
         u = np.broadcast_to(self.feedforward(t), x.shape[:-1] + (m.nu,)).copy()
         if feedback and self.K is not None:

@@ -19,6 +19,8 @@ from dynamics.model import RobotModel
 
 def read_state(model: RobotModel, data: mujoco.MjData) -> np.ndarray:
     """The measured state ``x = concat(qpos, v_from_qvel(qpos, qvel))`` (nq + nv,)."""
+    if not model.free_adr:          # no free joint: v is qvel (the conversion is the identity)
+        return np.concatenate([data.qpos, data.qvel]).astype(float, copy=False)
     q = np.array(data.qpos, dtype=float)
     return np.concatenate([q, model.v_from_qvel(q, np.asarray(data.qvel, float))])
 
