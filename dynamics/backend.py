@@ -147,6 +147,12 @@ class Backend:
         when this backend has none (the solver then rolls out through :meth:`aba` in Python)."""
         return None
 
+    def compile_ahead(self, model: RobotModel, calls):
+        """Start compiling the batched kernels of ``calls`` ((function name, batch size) pairs) in
+        the background, for a backend that compiles on first use; returns a job with ``wait()``
+        to call before making those calls, or None (nothing to do: the default)."""
+        return None
+
     def compiled_kinematics(self, model: RobotModel) -> CompiledKinematics | None:
         """The backend's frame kinematics as functions compiled cost evaluation can call, or None
         when this backend has none (the problem then evaluates its cost terms in Python)."""

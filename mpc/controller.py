@@ -163,6 +163,10 @@ class MPC:
         progress: optional ``progress(label, done, total)``: for a ``warmup_by_use`` backend called
         with each kernel numba starts compiling (``total`` None: not known in advance; not called
         when every kernel loads from the cache), else before each step of the backend's warm-up.
+        On a fresh machine (numba's cache cold) the backend may compile its costliest batched
+        derivative kernel in a second process meanwhile (:meth:`~dynamics.backend.Backend.compile_ahead`:
+        two cores compile at once); this one then compiles the solver's kernels and the other
+        derivative kernels on dummy data, waits for it, and loads its kernel from the cache.
         Returns the seconds it took. Leaves no state behind (the first plan is still made by
         :meth:`start`)."""
         w0 = time.perf_counter()
@@ -185,6 +189,17 @@ class MPC:
             saved = getattr(be, "parallel_threshold_us", None)
             try:
                 with reporter:
+                    # on a fresh machine, a child process compiles the backend's batched derivative
+                    # kernels (the largest) while this one compiles the solver's own
+                    calls = self._batched_calls()
+                    job = be.compile_ahead(self.model, calls)
+                    if job is not None:
+                        if progress is not None:
+                            on_compile(f"{job.calls[0][0]} (in a second process, alongside)")
+                        try:
+                            self._warm_solver_kernels([c for c in calls if c not in job.calls])
+                        finally:
+                            job.wait()
                     res = self.solver.solve(max_iter=1)
                     if saved is not None:
                         be.parallel_threshold_us = 0.0
@@ -209,6 +224,47 @@ class MPC:
             # one throw-away iteration from the initial state runs every compiled solver kernel
             self.solver.solve(max_iter=1)
         return time.perf_counter() - w0
+
+    def _batched_calls(self) -> list[tuple[str, int]]:
+        """The backend's batched derivative calls an update makes, (function, batch size) pairs."""
+        calls = []
+        for g in self.problem.dynamics_groups:
+            d = g.item
+            if d.contacts is None and d.integrator == "euler":
+                calls.append(("aba_derivatives", int(g.knots.size)))
+                if getattr(self.solver, "uses_second_order", False) and d.second_order_source.startswith("analytical"):
+                    calls.append(("aba_second_derivatives", int(g.knots.size)))
+        return calls
+
+    def _warm_solver_kernels(self, calls: list[tuple[str, int]]) -> None:
+        """Compile (or load) the solver's compiled rollout, backward pass and cost terms, and the
+        backend's batched ``calls`` ((function, batch size) pairs), on dummy data; leaves no state
+        behind."""
+        p, s, be, m = self.problem, self.solver, self.backend, self.model
+        for f, B in calls:
+            q = np.tile(m.neutral(), (B, 1))
+            z = np.zeros((B, m.nv))
+            if f == "aba_derivatives":
+                be.aba_derivatives(m, q, z, z, return_acceleration=True)
+            else:
+                getattr(be, f)(m, q, z, z)
+        N = p.horizon
+        xs = np.tile(p.x0, (N + 1, 1))
+        us = np.zeros((N, p.nu))
+        p.cost(xs, us)
+        forward = getattr(s, "forward", None)
+        rollout = forward._compiled_rollout() if forward is not None else None
+        if rollout is not None and hasattr(rollout, "warmup"):
+            rollout.warmup()
+        backward = getattr(s, "backward", None)
+        if backward is not None and backward.compiled:
+            d = p.create_data()
+            for a in d.arrays().values():
+                a.fill(0.0)
+            box = getattr(s, "box", False) and p.has_bounds
+            backward.run(d.derivatives(), 1.0, us, p.u_lower if box else None, p.u_upper if box else None, None,
+                         False)
+            backward.reset()
 
     def start(self, t: float, x) -> Plan:
         """First plan from state ``x`` at time ``t``: ``initial_iterations`` iterations from the

@@ -135,6 +135,31 @@ class NumbaBackend(Backend):
             numba.set_num_threads(nt)
         parallel(*args, min(nt, B))
 
+    def _variant(self, kind: str, model: RobotModel, B: int) -> str:
+        """Which variant :meth:`_run` takes for a batch of B states: "serial" or "parallel"."""
+        pm = packed(model)
+        nt = self.threads
+        if nt <= 1 or B <= 1 or B * pm.nlinks * _COST_PER_LINK_US[kind] < self.parallel_threshold_us:
+            return "serial"
+        return "parallel"
+
+    def compile_ahead(self, model: RobotModel, calls):
+        """Start compiling, in a child process, the batched kernel of the costliest of ``calls`` —
+        (function, batch size) pairs among ``aba_derivatives`` and ``aba_second_derivatives`` — in
+        the variant this backend will run it in; only when the on-disk cache is cold (a first run).
+        Returns a job (its ``calls``: what the child took) to ``wait()`` for before making those
+        calls (the caller compiles everything else meanwhile), or None (cache warm, or no child
+        could be started). See :mod:`.compile_ahead`."""
+        from . import compile_ahead as ca
+        kinds = {"aba_derivatives": "aba_derivatives", "aba_second_derivatives": "second_order"}
+        calls = [(f, int(B)) for f, B in calls if f in kinds]
+        if not calls or not ca.cache_is_cold():
+            return None
+        # the child takes the one kernel that takes longest to compile (second order: ≈ 50 s on a
+        # 2-core machine, first order ≈ 37 s); the caller compiles the rest meanwhile
+        f, B = max(calls, key=lambda c: c[0] == "aba_second_derivatives")
+        return ca.start([f"{f}:{self._variant(kinds[f], model, B)}"], [(f, B)])
+
     # ------------------------------------------------------------ compilation
     prefers_compiled_solver = True
     numba_packed_model = True
