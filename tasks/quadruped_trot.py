@@ -308,11 +308,14 @@ class QuadrupedTrot(LeggedTask, Task):
         impulse = [kind[0] == "impulse" for _, kind in sched] + [True]
         probe = np.where(impulse, times - 1e-9, times + 0.5 * dt)
         for j in range(4):
+            holds: dict = {}        # the foothold of each touchdown time (a few per horizon, not one per knot)
             for k, tk in enumerate(times):
                 lo, td = self.swing_window(float(probe[k]), j)
                 start = self._liftoff[j] if lo <= t else feet_now[j]
-                hold = self._foothold(j, x_now, t, td)
-                s = float(np.clip((tk - lo) / (td - lo), 0.0, 1.0))
+                hold = holds.get(td)
+                if hold is None:
+                    hold = holds[td] = self._foothold(j, x_now, t, td)
+                s = min(max(float((tk - lo) / (td - lo)), 0.0), 1.0)
                 z_t[j, k] = self._ground[j] + self.step_height * 0.5 * (1.0 - np.cos(2.0 * np.pi * s))
                 xy_t[j, k, :2] = start[:2] + (hold[:2] - start[:2]) * (s - np.sin(2 * np.pi * s) / (2 * np.pi))
                 xy_t[j, k, 2] = self._ground[j]
