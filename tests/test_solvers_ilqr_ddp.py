@@ -77,9 +77,15 @@ def test_ddp_converges_at_least_as_fast_near_the_optimum(solved):
         assert ddp.converged, ddp.reason
         assert (not ilqr.converged) or ddp.iterations <= ilqr.iterations, (ddp.iterations, ilqr.iterations)
         assert _monotone(ddp.cost_history) and _monotone(ilqr.cost_history)
-    # quadratic convergence: DDP reaches a gradient norm iLQR's Gauss–Newton model cannot resolve
-    ddp = DDP(p).solve(us_init=us0, max_iter=30, tol=1e-11)
-    assert ddp.converged and ddp.gradient_norm <= 1e-11
+    # quadratic convergence: in as many iterations, DDP's projected gradient falls orders of
+    # magnitude below iLQR's (≈ 2e-11 against ≈ 6e-8 after 3 iterations here). Below ≈ 1e-11 the
+    # cost decrease a step promises (∝ gradient²) is at the cost's rounding level, so whether the
+    # line search accepts further steps depends on rounding (it differs between a freshly compiled
+    # and a cached kernel): the tolerance stays above that floor.
+    ddp = DDP(p).solve(us_init=us0, max_iter=30, tol=1e-10)
+    assert ddp.converged and ddp.gradient_norm <= 1e-10, ddp.reason
+    ilqr = ILQR(p).solve(us_init=us0, max_iter=ddp.iterations, tol=0)
+    assert ilqr.gradient_norm > 100 * ddp.gradient_norm, (ilqr.gradient_norm, ddp.gradient_norm)
 
 
 def test_line_search_modes_take_identical_steps():
