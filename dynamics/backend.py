@@ -19,6 +19,15 @@ from .inputs import as_array, broadcast_batch, fast_flat, unflatten
 from .model import RobotModel
 
 
+
+def _check_out(function: str, name: str, buf, shape: tuple) -> None:
+    """Raise when ``buf`` cannot receive a result of ``shape`` in place (an ``out=`` argument)."""
+    if not (isinstance(buf, np.ndarray) and buf.dtype == np.float64 and buf.flags.c_contiguous
+            and buf.flags.writeable and buf.shape == shape):
+        got = f"{getattr(buf, 'dtype', type(buf).__name__)} {getattr(buf, 'shape', '')}"
+        raise ValueError(f"{function}: {name} must be a writeable C-contiguous float64 array of shape {shape}, "
+                         f"got {got}")
+
 class BackendUnavailableError(RuntimeError):
     """A known backend cannot run on this machine (missing dependency or hardware)."""
 
@@ -276,13 +285,8 @@ class Backend:
         """:meth:`aba_derivatives` into caller-owned buffers (checked here, once)."""
         nv, B = model.nv, q.shape[0]
         for name, buf, shape in (("out", out, (3,) + batch + (nv, nv)), ("acceleration_out", acc, batch + (nv,))):
-            if buf is None:
-                continue
-            if not (isinstance(buf, np.ndarray) and buf.dtype == np.float64 and buf.flags.c_contiguous
-                    and buf.flags.writeable and buf.shape == shape):
-                got = f"{getattr(buf, 'dtype', type(buf).__name__)} {getattr(buf, 'shape', '')}"
-                raise ValueError(f"aba_derivatives: {name} must be a writeable C-contiguous float64 array of shape "
-                                 f"{shape}, got {got}")
+            if buf is not None:
+                _check_out("aba_derivatives", name, buf, shape)
         if acc is not None and not return_acceleration:
             raise ValueError("aba_derivatives: acceleration_out needs return_acceleration=True")
         D = None if out is None else out.reshape(3, B, nv, nv)
@@ -377,13 +381,29 @@ class Backend:
                                           v=(v, "nv"), a=(a, "nv"))
         return tuple(unflatten(batch, x) for x in self._rnea_second_derivatives(model, q, v, a, fe))
 
-    def aba_second_derivatives(self, model: RobotModel, q, v, tau, fext=None):
+    def aba_second_derivatives(self, model: RobotModel, q, v, tau, fext=None, out: np.ndarray | None = None):
         """``(d2a_dq2, d2a_dv2, d2a_dqdv, d2a_dqdtau)``, each (..., nv, nv, nv) (FDSVA-SO, seed 004
-        eq. 46); ``∂²a/∂τ²`` and ``∂²a/∂v∂τ`` vanish."""
+        eq. 46); ``∂²a/∂τ²`` and ``∂²a/∂v∂τ`` vanish.
+
+        out: optional float64 C-contiguous (4, ..., nv, nv, nv) array receiving the four tensors
+        (a solver's workspace); the returned arrays are then its views (the compiled backends
+        write into it directly, the others copy)."""
         self._require("aba_second_derivatives")
         batch, (q, v, t, fe) = self._args("aba_second_derivatives", model, fext, q=(q, "nq"),
                                           v=(v, "nv"), tau=(tau, "nv"))
-        return tuple(unflatten(batch, x) for x in self._aba_second_derivatives(model, q, v, t, fe))
+        if out is None:
+            return tuple(unflatten(batch, x) for x in self._aba_second_derivatives(model, q, v, t, fe))
+        nv, B = model.nv, q.shape[0]
+        _check_out("aba_second_derivatives", "out", out, (4,) + batch + (nv, nv, nv))
+        D = out.reshape(4, B, nv, nv, nv)
+        if not self._aba_second_derivatives_into(model, q, v, t, fe, D):
+            D[0], D[1], D[2], D[3] = self._aba_second_derivatives(model, q, v, t, fe)
+        return tuple(unflatten(batch, x) for x in D)
+
+    def _aba_second_derivatives_into(self, model, q, v, tau, fext, out) -> bool:
+        """Write the four tensors into out (4, B, nv, nv, nv) without temporaries; return False
+        when this backend cannot (the caller then copies)."""
+        return False
 
     # contact dynamics (rigid contacts; see dynamics.contact and docs/conventions.md)
     def contact_dynamics(self, model: RobotModel, q, v, tau, contacts):

@@ -193,7 +193,7 @@ class Plan:
             M = self.horizon
             ix = np.minimum(np.arange(n, n + N + 1), M)
             iu = np.minimum(np.arange(n, n + N), M - 1)
-            return self.xs[ix].copy(), self.us[iu].copy()
+            return self.xs[ix], self.us[iu]                  # fancy indexing: fresh arrays
         # general case (an update period that is not a whole number of knots)
         return self.sample(float(t_start) + dt * np.arange(N + 1))
 

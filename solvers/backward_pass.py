@@ -53,6 +53,8 @@ class BackwardPass:
         self.Quuk = np.zeros((N, nu))
         self.Vx = np.zeros((N + 1, ndx))
         self.Vxx = np.zeros((N + 1, ndx, ndx))
+        self._lo = np.empty((N, nu))        # bounds on the step k, lower - us and upper - us
+        self._hi = np.empty((N, nu))
         self._kernels = None
 
     def reset(self) -> None:
@@ -79,8 +81,8 @@ class BackwardPass:
         run, dyn = d.running, d.dynamics
         box = lower is not None
         C, T = (dyn.C, dyn.T) if curvature else (_NO_C, _NO_T)
-        lo = lower - us if box else _NO_BOUNDS
-        hi = upper - us if box else _NO_BOUNDS
+        lo = np.subtract(lower, us, out=self._lo) if box else _NO_BOUNDS
+        hi = np.subtract(upper, us, out=self._hi) if box else _NO_BOUNDS
         status, t = kern.backward_pass_kernel(
             _c(dyn.Fx), _c(dyn.Fu), _c(run.lx), _c(run.lu), _c(run.lxx), _c(run.lxu), _c(run.luu),
             _c(d.terminal.lx[0]), _c(d.terminal.lxx[0]), _c(C), _c(T), _c(_NO_GAPS if gaps is None else gaps),

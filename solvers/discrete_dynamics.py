@@ -145,6 +145,7 @@ class DiscreteDynamics:
         self._lie_blocks = [(va, 3, "ball") for _, va in model.ball_adr] + [(va, 6, "free") for _, va in model.free_adr]
         self._lie_dofs = (np.concatenate([np.arange(va, va + n) for va, n, _ in self._lie_blocks])
                           if self._lie_blocks else np.zeros(0, dtype=int))
+        self._dof_range = np.arange(nv)
 
     # ------------------------------------------------------------ sizes
     @property
@@ -291,16 +292,19 @@ class DiscreteDynamics:
                 a, daq, dav, Minv = self.backend.aba_derivatives(self.model, q, v, tau, return_acceleration=True)
             else:
                 a, daq, dav, Minv = self.backend.aba_derivatives(self.model, q, v, tau, return_acceleration=True,
-                                                                 out=scratch[1], acceleration_out=scratch[0])
+                                                                 out=scratch[1][:3], acceleration_out=scratch[0])
         else:   # Minv stands for ∂a/∂τ below (= M⁻¹ without contacts); a from the same solve
             (a, _), d = self.backend.contact_dynamics_derivatives(self.model, q, v, tau, self.contacts,
                                                                    return_values=True)
             daq, dav, Minv = d[:3]
         # τ depends on q and v through τ_passive: chain rule with ∂a/∂τ = M^-1
-        if self._has_stiffness:     # in place: daq, dav are this call's own arrays (fresh or workspace)
-            daq -= Minv * self.stiffness
+        # in place: daq, dav are this call's own arrays (fresh or workspace); the product goes
+        # through the workspace's fourth slot when there is one
+        tmp = None if self.contacts is not None or scratch is None else scratch[1][3]
+        if self._has_stiffness:
+            daq -= np.multiply(Minv, self.stiffness, out=tmp)
         if self._has_damping:
-            dav -= Minv * self.damping
+            dav -= np.multiply(Minv, self.damping, out=tmp)
         return a, daq, dav, (Minv if self._B_identity else Minv @ self.B), Minv
 
     def _euler_derivatives(self, x, u, second_order, out: DynamicsDerivatives | None = None):
@@ -327,10 +331,14 @@ class DiscreteDynamics:
         flat[:, nv * ndx + nv::ndx + 1] += 1.0                               # + I on the ∂v⁺/∂v block
         xn[:, nq:] = vn
         if self._euclidean:
-            # q⁺ = q + w, w = dt v⁺: ∂q⁺/∂z = dt ∂v⁺/∂z + [I, 0, 0]
-            np.multiply(dvx, dt, out=Fx[:, :nv])
-            np.multiply(dvu, dt, out=Fu[:, :nv])
-            flat[:, 0:nv * ndx:ndx + 1] += 1.0
+            # q⁺ = q + w, w = dt v⁺: ∂q⁺/∂z = dt ∂v⁺/∂z + [I, 0, 0] = dt² [Aq, Av, Au] + [I, dt I, 0],
+            # from the partials (reading dvx while writing Fx would make numpy copy Fx first)
+            dt2 = dt * dt
+            np.multiply(Aq, dt2, out=Fx[:, :nv, :nv])
+            np.multiply(Av, dt2, out=Fx[:, :nv, nv:])
+            np.multiply(Au, dt2, out=Fu[:, :nv])
+            flat[:, 0:nv * ndx:ndx + 1] += 1.0                               # + I on ∂q⁺/∂q
+            flat[:, nv:nv * ndx:ndx + 1] += dt                               # + dt I on ∂q⁺/∂v
             np.add(q, w, out=xn[:, :nq])
             Jq = Jw = None
         else:
@@ -341,64 +349,77 @@ class DiscreteDynamics:
             xn[:, :nq] = m.integrate(q, w)
         if not second_order:
             return DynamicsDerivatives(xn, Fx, Fu)
-        dvn = np.concatenate([dvx, dvu], axis=-1)                           # (N, nv, nz)
-        Ha = self._acceleration_hessian(q, v, tau)                          # (N, nv, nz, nz)
         # F2 = (∂²q⁺, ∂²v⁺) with v⁺ = v + dt a and q⁺ = q ⊕ w, w = dt v⁺:
         #   F2_v = dt Ha,   F2_q = Jw (dt² Ha) + G (the SO(3)/SE(3) integration terms, Lie rows only)
         # factored as F2[i] = Σ_r C[r, i] T[r] with T = (Ha, G_lie) and C = ([dt² Jwᵀ | dt I], [E_lie | 0])
         lie = self._lie_dofs
         R = nv + lie.size
-        C = np.zeros((N, R, ndx))
+        so = out.second_order_scratch(R, nz) if hasattr(out, "second_order_scratch") else None
+        A2, C, T = (None, np.empty((N, R, ndx)), np.empty((N, R, nz, nz))) if so is None else so
+        self._acceleration_hessian(q, v, tau, out=T[:, :nv], scratch=A2)   # Ha (N, nv, nz, nz)
+        C.fill(0.0)
+        ar = self._dof_range
         if self._euclidean:
-            C[:, np.arange(nv), np.arange(nv)] = dt * dt
+            C[:, ar, ar] = dt * dt
         else:
             C[:, :nv, :nv] = dt * dt * np.swapaxes(Jw, -1, -2)
-        C[:, np.arange(nv), nv + np.arange(nv)] = dt
+        C[:, ar, nv + ar] = dt
         if lie.size:
-            T = np.empty((N, R, nz, nz))
-            T[:, :nv] = Ha
+            dvn = np.concatenate([dvx, dvu], axis=-1)                       # (N, nv, nz)
             T[:, nv:] = self._lie_integration_terms(q, w, Jq, Jw, dt * dvn)[:, lie]
             C[:, nv + np.arange(lie.size), lie] = 1.0
-        else:
-            T = Ha
         return DynamicsDerivatives(xn, Fx, Fu, C, T)
 
-    def _second_order_acceleration_tensors(self, q, v, tau):
+    def _second_order_acceleration_tensors(self, q, v, tau, scratch=None):
+        """``(∂²a/∂q², ∂²a/∂v², ∂²a/∂q∂v, ∂²a/∂q∂τ)`` (N, nv, nv, nv) by the configured method;
+        scratch: optional (4, N, nv, nv, nv) buffer the analytical backend call writes into."""
         mode = self.second_order
         if self.contacts is not None:
             return contact_second_derivatives_numerical(self.backend, self.model, q, v, tau, self.contacts)
         if mode == "auto":
             mode = "analytical" if self.backend.supports("aba_second_derivatives") else "fd"
         if mode == "analytical":
-            return self.backend.aba_second_derivatives(self.model, q, v, tau)
+            return self.backend.aba_second_derivatives(self.model, q, v, tau, out=scratch)
         method = "central" if mode == "fd" else "complex"
         return aba_second_derivatives_numerical(self.backend, self.model, q, v, tau, method=method)
 
-    def _acceleration_hessian(self, q, v, tau):
-        """Hessian of ``a(q ⊕ dq, v + dv, τ(q ⊕ dq, v + dv, u + du))`` over z, (N, nv, nz, nz).
+    def _acceleration_hessian(self, q, v, tau, out=None, scratch=None):
+        """Hessian of ``a(q ⊕ dq, v + dv, τ(q ⊕ dq, v + dv, u + du))`` over z, (N, nv, nz, nz),
+        written into ``out`` when given (e.g. the rows of the workspace's ``T``); scratch: buffer
+        for the backend's second-order tensors (see :meth:`_second_order_acceleration_tensors`).
 
         The backend's ``d2a_dq2[i, j, k]`` differentiates along ``e_k`` then ``e_j`` (right
         perturbations), which differs from the Hessian of ``dq -> a(q ⊕ dq)`` by an
         antisymmetric Lie-bracket term; the Hessian is its symmetric part."""
         nv, nu = self.model.nv, self.model.nu
-        a_qq, a_vv, a_qv, a_qt = self._second_order_acceleration_tensors(q, v, tau)
-        a_qq = 0.5 * (a_qq + np.swapaxes(a_qq, -1, -2))
-        if self._has_stiffness:
-            # τ_passive is linear with diagonal ∂τ/∂q = -K, ∂τ/∂v = -D, and ∂²a/∂τ², ∂²a/∂v∂τ vanish
-            kq = a_qt * (-self.stiffness)
-            a_qq = a_qq + kq + np.swapaxes(kq, -1, -2)
-        if self._has_damping:
-            a_qv = a_qv + a_qt * (-self.damping)
-        a_qu = a_qt if self._B_identity else a_qt @ self.B
+        a_qq, a_vv, a_qv, a_qt = self._second_order_acceleration_tensors(q, v, tau, scratch)
         N = q.shape[0]
         nz = 2 * nv + nu
-        H = np.zeros((N, nv, nz, nz))
-        H[..., :nv, :nv] = a_qq
-        H[..., :nv, nv:2 * nv] = a_qv
-        H[..., nv:2 * nv, :nv] = np.swapaxes(a_qv, -1, -2)
-        H[..., nv:2 * nv, nv:2 * nv] = a_vv
-        H[..., :nv, 2 * nv:] = a_qu
-        H[..., 2 * nv:, :nv] = np.swapaxes(a_qu, -1, -2)
+        H = np.empty((N, nv, nz, nz)) if out is None else out
+        Hqq, Hqv, Hvq, Hvv = H[..., :nv, :nv], H[..., :nv, nv:2 * nv], H[..., nv:2 * nv, :nv], H[..., nv:2 * nv, nv:2 * nv]
+        Hqu, Huq = H[..., :nv, 2 * nv:], H[..., 2 * nv:, :nv]
+        np.add(a_qq, np.swapaxes(a_qq, -1, -2), out=Hqq)
+        Hqq *= 0.5
+        if self._has_stiffness:
+            # τ_passive is linear with diagonal ∂τ/∂q = -K, ∂τ/∂v = -D, and ∂²a/∂τ², ∂²a/∂v∂τ vanish;
+            # Hvq (set below) holds kq = -∂²a/∂q∂τ K meanwhile
+            np.multiply(a_qt, -self.stiffness, out=Hvq)
+            Hqq += Hvq
+            Hqq += np.swapaxes(Hvq, -1, -2)
+        if self._has_damping:
+            np.multiply(a_qt, -self.damping, out=Hqv)
+            Hqv += a_qv
+        else:
+            Hqv[...] = a_qv
+        Hvq[...] = np.swapaxes(Hqv, -1, -2)
+        Hvv[...] = a_vv
+        if self._B_identity:
+            Hqu[...] = a_qt
+        else:
+            np.matmul(a_qt, self.B, out=Hqu)
+        Huq[...] = np.swapaxes(Hqu, -1, -2)
+        H[..., nv:2 * nv, 2 * nv:] = 0.0
+        H[..., 2 * nv:, nv:] = 0.0
         return H
 
     def _lie_integration_terms(self, q, w, Jq, Jw, W):

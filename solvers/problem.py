@@ -620,16 +620,14 @@ class ShootingProblem:
         for g in self.dynamics_groups:
             rows = g.rows
             if g.contiguous:
-                view = type(out)(out.xnext[rows], out.Fx[rows], out.Fu[rows], scratch=out.group_scratch(rows))
-                d = g.item._derivatives(xs[rows], us[rows], second_order, out=view)
+                d = g.item._derivatives(xs[rows], us[rows], second_order, out=out.group_view(rows))
             else:
                 d = g.item._derivatives(xs[rows], us[rows], second_order)
                 out.xnext[rows], out.Fx[rows], out.Fu[rows] = d.xnext, d.Fx, d.Fu
             parts.append((rows, d))
         if second_order:   # factors of different row counts (e.g. Euler and RK4 groups): pad with zero rows
             R = max(d.T.shape[1] for _, d in parts)
-            out.C = np.zeros((N, R, ndx))
-            out.T = np.zeros((N, R, ndx + self.nu, ndx + self.nu))
+            out.C, out.T = out.padded_factors(R, ndx + self.nu)
             for rows, d in parts:
                 r = d.T.shape[1]
                 out.C[rows, :r], out.T[rows, :r] = d.C, d.T

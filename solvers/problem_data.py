@@ -5,10 +5,13 @@ Pinocchio's ``Data``: the problem is the immutable description, this is its scra
 A solver creates one with :meth:`ShootingProblem.create_data` and passes it to
 :meth:`ShootingProblem.derivatives` (``data=``) and to the forward pass; the arrays it holds are
 overwritten by the next call, so results a caller keeps must be copied (the solvers copy the
-trajectory they return). What is *not* in the workspace: the second-order factors ``C``, ``T``
-of DDP (fresh each iteration, their size depends on the dynamics groups), the contact-dynamics
-derivative stage's scratch (the contact kernels allocate their outputs) and the small per-term
-temporaries of the cost terms (residuals and their Jacobians, at most (N, nr, ndx)).
+trajectory they return). DDP's second-order factors ``C``, ``T`` and the backend's
+second-order tensors are kept here too (allocated on the first second-order call, per dynamics
+group). What is *not* in the workspace: the contact-dynamics derivative stage's outputs (the
+contact kernels allocate them), the RK4 integrator's and the floating-base SO(3)/SE(3)
+second-order terms (fresh arrays), the cost terms evaluated in Python (their residuals and
+Jacobians, at most (N, nr, ndx); the library's compiled terms write into the workspace) and
+numpy's own iteration buffers.
 """
 
 from __future__ import annotations
@@ -25,10 +28,39 @@ from .discrete_dynamics import DynamicsDerivatives
 class DynamicsBuffers(DynamicsDerivatives):
     """:class:`DynamicsDerivatives` buffers (xnext (N, nx), Fx (N, ndx, ndx), Fu (N, ndx, nu),
     C-contiguous) plus the scratch of the backend's first-order call: ``scratch = (a (N, nv),
-    D (3, N, nv, nv))`` (acceleration and ``∂a/∂(q, v, τ)``)."""
+    D (4, N, nv, nv))`` (acceleration, ``∂a/∂(q, v, τ)`` in ``D[:3]`` and a temporary in ``D[3]``)."""
 
     scratch: tuple | None = None
     _group_scratch: dict = field(default_factory=dict, repr=False)
+    _second: dict = field(default_factory=dict, repr=False)
+
+    def second_order_scratch(self, R: int, nz: int) -> tuple:
+        """Buffers ``(A2 (4, n, nv, nv, nv), C (n, R, ndx), T (n, R, nz, nz))`` for the
+        second-order call of these n knots: the backend's ``∂²a`` tensors and the factors of
+        :class:`DynamicsDerivatives` (made on the first request for this R, then reused)."""
+        key = (R, nz)
+        s = self._second.get(key)
+        if s is None:
+            n, ndx = self.Fx.shape[0], self.Fx.shape[1]
+            nv = self.scratch[0].shape[1]
+            if len(self._second) > 8:
+                self._second.clear()
+            s = self._second[key] = (np.empty((4, n, nv, nv, nv)), np.empty((n, R, ndx)), np.empty((n, R, nz, nz)))
+        return s
+
+    def padded_factors(self, R: int, nz: int) -> tuple:
+        """Zeroed ``(C (N, R, ndx), T (N, R, nz, nz))`` that gather the factors of several
+        dynamics groups (of up to R rows each; unused rows stay zero)."""
+        key = ("padded", R, nz)
+        s = self._second.get(key)
+        N, ndx = self.Fx.shape[0], self.Fx.shape[1]
+        if s is None:
+            if len(self._second) > 8:
+                self._second.clear()
+            s = self._second[key] = (np.empty((N, R, ndx)), np.empty((N, R, nz, nz)))
+        s[0].fill(0.0)
+        s[1].fill(0.0)
+        return s
 
     def group_scratch(self, rows: slice) -> tuple:
         """Scratch ``(a, D)`` for the knots ``rows`` of one dynamics group (D must be contiguous
@@ -39,8 +71,20 @@ class DynamicsBuffers(DynamicsDerivatives):
             if len(self._group_scratch) > 64:     # re-phased problems (a trot) keep making new ranges
                 self._group_scratch.clear()
             n, nv = rows.stop - rows.start, self.scratch[0].shape[1]
-            s = self._group_scratch[key] = (self.scratch[0][rows], np.empty((3, n, nv, nv)))
+            s = self._group_scratch[key] = (self.scratch[0][rows], np.empty((4, n, nv, nv)))
         return s
+
+    def group_view(self, rows: slice) -> "DynamicsBuffers":
+        """The buffers of the knots ``rows`` (a contiguous dynamics group), with their own scratch
+        and second-order buffers (made once per row range, kept)."""
+        key = ("view", rows.start, rows.stop)
+        view = self._group_scratch.get(key)
+        if view is None:
+            if len(self._group_scratch) > 64:     # re-phased problems (a trot) keep making new ranges
+                self._group_scratch.clear()
+            view = type(self)(self.xnext[rows], self.Fx[rows], self.Fu[rows], scratch=self.group_scratch(rows))
+            self._group_scratch[key] = view
+        return view
 
 
 @dataclass
@@ -73,7 +117,7 @@ class ProblemData:
     def allocate(cls, horizon: int, nx: int, ndx: int, nu: int, nv: int) -> "ProblemData":
         N = int(horizon)
         dyn = DynamicsBuffers(np.empty((N, nx)), np.empty((N, ndx, ndx)), np.empty((N, ndx, nu)),
-                              scratch=(np.empty((N, nv)), np.empty((3, N, nv, nv))))
+                              scratch=(np.empty((N, nv)), np.empty((4, N, nv, nv))))
         return cls(N, nx, ndx, nu, CostDerivatives.zeros(N, ndx, nu), CostDerivatives.zeros(1, ndx, nu), dyn)
 
     def derivatives(self):
@@ -97,6 +141,9 @@ class ProblemData:
         out.update({"dynamics.xnext": self.dynamics.xnext, "dynamics.Fx": self.dynamics.Fx,
                     "dynamics.Fu": self.dynamics.Fu, "dynamics.a": self.dynamics.scratch[0],
                     "dynamics.D": self.dynamics.scratch[1]})
+        for key, bufs in self.dynamics._second.items():
+            for name, b in zip(("A2", "C", "T") if len(bufs) == 3 else ("C", "T"), bufs):
+                out[f"dynamics.second{key}.{name}"] = b
         for S, b in self._rollouts.items():
             out.update({f"rollout[{S}].X": b.X, f"rollout[{S}].U": b.U})
         return out

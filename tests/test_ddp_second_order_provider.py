@@ -54,10 +54,11 @@ class SpyBackend(NumpyBackend):
         self.calls: Counter = Counter()
         self.scale = scale_d2a_dq2
 
-    def aba_second_derivatives(self, model, q, v, tau, fext=None):
+    def aba_second_derivatives(self, model, q, v, tau, fext=None, out=None):
         self.calls["aba_second_derivatives"] += 1
-        a_qq, a_vv, a_qv, a_qt = super().aba_second_derivatives(model, q, v, tau, fext)
-        return a_qq * self.scale, a_vv, a_qv, a_qt
+        a_qq, a_vv, a_qv, a_qt = super().aba_second_derivatives(model, q, v, tau, fext, out=out)
+        a_qq *= self.scale          # this call's own array (fresh, or the caller's out)
+        return a_qq, a_vv, a_qv, a_qt
 
 
 def _spy_on_numerical_provider(mp: pytest.MonkeyPatch) -> Counter:

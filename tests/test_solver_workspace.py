@@ -59,6 +59,44 @@ def test_aba_derivatives_out_buffers_match_and_are_checked():
         be.aba_derivatives(m, q, v, tau, out=D, acceleration_out=a)
 
 
+@pytest.mark.parametrize("backend", ["numba", "numpy"])
+def test_aba_second_derivatives_out_buffer_matches_and_is_checked(backend):
+    be = get_backend(backend)
+    m = get_task("iiwa-reach").model
+    rng = np.random.default_rng(1)
+    q = rng.uniform(-1, 1, (2, 3, m.nq))
+    v, tau = rng.standard_normal((2, 3, m.nv)), rng.standard_normal((2, 3, m.nv))
+    ref = be.aba_second_derivatives(m, q, v, tau)
+    out = np.empty((4, 2, 3, m.nv, m.nv, m.nv))
+    got = be.aba_second_derivatives(m, q, v, tau, out=out)
+    for r, g in zip(ref, got):
+        np.testing.assert_array_equal(g, r)
+        assert g.shape == (2, 3, m.nv, m.nv, m.nv) and np.shares_memory(g, out)
+    with pytest.raises(ValueError, match=r"out must be a writeable C-contiguous float64 array of shape \(4, 2, 3"):
+        be.aba_second_derivatives(m, q, v, tau, out=np.empty((4, 6, m.nv, m.nv, m.nv)))
+
+
+def test_ddp_derivatives_into_the_workspace_equal_fresh_arrays():
+    """DDP's second-order factors written into the workspace (and the Euclidean Fx assembled from
+    the partials) equal the fresh-array path, for a robot with joint damping."""
+    task = get_task("iiwa-reach")
+    x0 = task.initial_state()
+    p = task.build_problem(x0, horizon=5, dt=0.01, backend="numba")
+    assert p.knot_dynamics(0)._has_damping
+    rng = np.random.default_rng(4)
+    xs = np.tile(x0, (6, 1)) + 0.05 * rng.standard_normal((6, x0.size))
+    us = 0.5 * rng.standard_normal((5, p.nu))
+    fresh = p.derivatives(xs, us, second_order=True)
+    data = p.create_data()
+    into = p.derivatives(xs, us, second_order=True, data=data)
+    np.testing.assert_allclose(into.dynamics.F2, fresh.dynamics.F2, rtol=1e-12, atol=1e-12)
+    # F2 is symmetric in its last two indices, and not all zero
+    F2 = into.dynamics.F2
+    np.testing.assert_allclose(F2, np.swapaxes(F2, -1, -2), atol=1e-12)
+    assert np.abs(F2).max() > 1e-3
+    assert any(into.dynamics.T is b for b in data.arrays().values())
+
+
 def _warm_mpc(solver: str, N: int = 32):
     task = get_task("iiwa-reach")
     mpc = MPC(task, solver=solver, backend="numba", horizon=N, dt=0.01)
@@ -83,7 +121,7 @@ def _transient_peak(fn) -> int:
         tracemalloc.stop()
 
 
-@pytest.mark.parametrize("solver", ["ilqr", "fddp"])
+@pytest.mark.parametrize("solver", ["ilqr", "fddp", "ddp"])
 def test_warm_mpc_update_reuses_the_workspace(solver):
     mpc, x, t = _warm_mpc(solver)
     data = mpc.solver.data
@@ -91,6 +129,8 @@ def test_warm_mpc_update_reuses_the_workspace(solver):
     mpc.update(t + 0.01, x)
     after = {k: (a.__array_interface__["data"][0], a.shape) for k, a in data.arrays().items()}
     assert {k: after[k] for k in before} == before          # same buffers, written in place
+    if solver == "ddp":      # the second-order tensors and factors C, T are workspace buffers too
+        assert any(".T" in k for k in before) and any(".A2" in k for k in before)
     assert mpc.solver.data is data
     # what a warm update allocates on top: well under the workspace itself (before the workspace
     # existed it was ~1.4x the workspace's size: every derivative and rollout array was fresh)

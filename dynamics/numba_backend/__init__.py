@@ -450,14 +450,17 @@ class NumbaBackend(Backend):
         return out[0], out[1], out[2], out[3]
 
     def _aba_second_derivatives(self, model, q, v, tau, fext):
+        out = np.empty((4, q.shape[0], model.nv, model.nv, model.nv))
+        self._aba_second_derivatives_into(model, q, v, tau, fext, out)
+        return out[0], out[1], out[2], out[3]
+
+    def _aba_second_derivatives_into(self, model, q, v, tau, fext, out) -> bool:
         pm = packed(model)
         k = _k().aba_second_derivatives
-        B, nv = q.shape[0], pm.nv
-        out = np.empty((4, B, nv, nv, nv))
         fe = pm.no_fext if fext is None else _f64(fext)
-        self._run("second_order", pm, k.aba_second_derivatives_range, k.aba_second_derivatives_parallel, B, pm.li,
-                  pm.lf, pm.gv, pm.bl, pm.bf, _f64(q), _f64(v), _f64(tau), fe, out)
-        return out[0], out[1], out[2], out[3]
+        self._run("second_order", pm, k.aba_second_derivatives_range, k.aba_second_derivatives_parallel, q.shape[0],
+                  pm.li, pm.lf, pm.gv, pm.bl, pm.bf, _f64(q), _f64(v), _f64(tau), fe, out)
+        return True
 
     # ------------------------------------------------------------ kinematics kernels
     def _placements(self, model, q, flink, ff):
