@@ -411,11 +411,15 @@ class Backend:
         from . import contact
         return contact.contact_dynamics(self, model, q, v, tau, contacts)
 
-    def contact_dynamics_derivatives(self, model: RobotModel, q, v, tau, contacts, return_values: bool = False):
+    def contact_dynamics_derivatives(self, model: RobotModel, q, v, tau, contacts, return_values: bool = False,
+                                     out=None):
         """``(da_dq, da_dv, da_dtau, dlam_dq, dlam_dv, dlam_dtau)`` of :meth:`contact_dynamics`;
-        with ``return_values`` also ``(a, lam)`` from the same solve: ``((a, lam), derivatives)``."""
+        with ``return_values`` also ``(a, lam)`` from the same solve: ``((a, lam), derivatives)``.
+        out: optional :class:`~dynamics.contact.ContactDynamicsBuffers` for the (flattened) batch,
+        reused across calls; the results are then its views."""
         from . import contact
-        return contact.contact_dynamics_derivatives(self, model, q, v, tau, contacts, return_values=return_values)
+        return contact.contact_dynamics_derivatives(self, model, q, v, tau, contacts, return_values=return_values,
+                                                    out=out)
 
     def impulse_dynamics(self, model: RobotModel, q, v_minus, contacts, restitution: float = 0.0):
         """``(v_plus, impulse)``: velocity after a rigid impact (..., nv) and the impulse (..., nc)."""

@@ -284,9 +284,11 @@ class DiscreteDynamics:
         F2 = self._second_order_by_differences(x, u, xn)
         return DynamicsDerivatives(xn, Fx, Fu, np.broadcast_to(np.eye(self.ndx), (x.shape[0], self.ndx, self.ndx)), F2)
 
-    def _accel_partials(self, q, v, tau, scratch=None):
+    def _accel_partials(self, q, v, tau, scratch=None, contact_out=None):
         """``(a, ∂a/∂dq, ∂a/∂v, ∂a/∂u, M^-1)`` including the passive-force terms, (N, nv[, nv|nu]).
-        scratch: optional ``(a (N, nv), D (3, N, nv, nv))`` buffers for the free-dynamics call."""
+        scratch: optional ``(a (N, nv), D (4, N, nv, nv))`` buffers for the free-dynamics call
+        (D[3]: a temporary); contact_out: optional
+        :class:`~dynamics.contact.ContactDynamicsBuffers` for the contact-dynamics call."""
         if self.contacts is None:
             if scratch is None:
                 a, daq, dav, Minv = self.backend.aba_derivatives(self.model, q, v, tau, return_acceleration=True)
@@ -295,12 +297,12 @@ class DiscreteDynamics:
                                                                  out=scratch[1][:3], acceleration_out=scratch[0])
         else:   # Minv stands for ∂a/∂τ below (= M⁻¹ without contacts); a from the same solve
             (a, _), d = self.backend.contact_dynamics_derivatives(self.model, q, v, tau, self.contacts,
-                                                                   return_values=True)
+                                                                   return_values=True, out=contact_out)
             daq, dav, Minv = d[:3]
         # τ depends on q and v through τ_passive: chain rule with ∂a/∂τ = M^-1
         # in place: daq, dav are this call's own arrays (fresh or workspace); the product goes
         # through the workspace's fourth slot when there is one
-        tmp = None if self.contacts is not None or scratch is None else scratch[1][3]
+        tmp = None if scratch is None else scratch[1][3]
         if self._has_stiffness:
             daq -= np.multiply(Minv, self.stiffness, out=tmp)
         if self._has_damping:
@@ -314,7 +316,9 @@ class DiscreteDynamics:
         q, v = self._split(x)                   # contiguous: the backends take these without copies
         tau = self.torques(q, v, u)
         scratch = None if out is None else getattr(out, "scratch", None)
-        a, Aq, Av, Au, _ = self._accel_partials(q, v, tau, scratch)
+        cout = out.contact_buffers(self.contacts.nc) if self.contacts is not None and hasattr(out, "contact_buffers") \
+            else None
+        a, Aq, Av, Au, _ = self._accel_partials(q, v, tau, scratch, cout)
         vn = v + dt * a
         w = dt * vn
         # Fx = ∂x⁺/∂x (N, ndx, ndx), Fu = ∂x⁺/∂u (N, ndx, nu), rows (q⁺, v⁺), each C-contiguous

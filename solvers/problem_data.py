@@ -7,11 +7,11 @@ A solver creates one with :meth:`ShootingProblem.create_data` and passes it to
 overwritten by the next call, so results a caller keeps must be copied (the solvers copy the
 trajectory they return). DDP's second-order factors ``C``, ``T`` and the backend's
 second-order tensors are kept here too (allocated on the first second-order call, per dynamics
-group). What is *not* in the workspace: the contact-dynamics derivative stage's outputs (the
-contact kernels allocate them), the RK4 integrator's and the floating-base SO(3)/SE(3)
-second-order terms (fresh arrays), the cost terms evaluated in Python (their residuals and
-Jacobians, at most (N, nr, ndx); the library's compiled terms write into the workspace) and
-numpy's own iteration buffers.
+group), and so are the contact-dynamics derivative stage's outputs and the fused contact
+kernel's work arrays. What is *not* in the workspace: the RK4 integrator's and the
+floating-base SO(3)/SE(3) second-order terms (fresh arrays), the cost terms evaluated in Python
+(their residuals and Jacobians, at most (N, nr, ndx); the library's compiled terms write into
+the workspace) and numpy's own iteration buffers.
 """
 
 from __future__ import annotations
@@ -47,6 +47,18 @@ class DynamicsBuffers(DynamicsDerivatives):
                 self._second.clear()
             s = self._second[key] = (np.empty((4, n, nv, nv, nv)), np.empty((n, R, ndx)), np.empty((n, R, nz, nz)))
         return s
+
+    def contact_buffers(self, nc: int):
+        """:class:`~dynamics.contact.ContactDynamicsBuffers` for the contact-dynamics derivatives of
+        these n knots with nc contact rows (made on the first request for this nc, then reused)."""
+        key = ("contact", nc)
+        b = self._second.get(key)
+        if b is None:
+            from dynamics.contact import ContactDynamicsBuffers
+            if len(self._second) > 8:
+                self._second.clear()
+            b = self._second[key] = ContactDynamicsBuffers.allocate(self.Fx.shape[0], self.scratch[0].shape[1], nc)
+        return b
 
     def padded_factors(self, R: int, nz: int) -> tuple:
         """Zeroed ``(C (N, R, ndx), T (N, R, nz, nz))`` that gather the factors of several
@@ -142,8 +154,12 @@ class ProblemData:
                     "dynamics.Fu": self.dynamics.Fu, "dynamics.a": self.dynamics.scratch[0],
                     "dynamics.D": self.dynamics.scratch[1]})
         for key, bufs in self.dynamics._second.items():
-            for name, b in zip(("A2", "C", "T") if len(bufs) == 3 else ("C", "T"), bufs):
-                out[f"dynamics.second{key}.{name}"] = b
+            if key[0] == "contact":
+                names, bufs = ("a", "lam", "da", "dl"), (bufs.a, bufs.lam, bufs.da, bufs.dl)
+            else:
+                names = ("A2", "C", "T") if len(bufs) == 3 else ("C", "T")
+            for name, b in zip(names, bufs):
+                out[f"dynamics.{key}.{name}"] = b
         for S, b in self._rollouts.items():
             out.update({f"rollout[{S}].X": b.X, f"rollout[{S}].U": b.U})
         return out

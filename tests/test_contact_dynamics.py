@@ -419,6 +419,27 @@ def test_batched_shapes_and_leading_dims(backend):
         assert np.all(lam0.reshape(4, 3)[:, 2] > 0)
 
 
+@pytest.mark.parametrize("backend", ["numba", "numpy"])
+def test_derivatives_into_caller_buffers(backend):
+    """``out=`` buffers (a solver's workspace) receive the same results as fresh arrays, are
+    reused call after call, and a buffer of the wrong size is refused with the fix."""
+    from dynamics.contact import ContactDynamicsBuffers
+    be, c = dynamics.get_backend(backend), get_case("hyq")
+    contacts = c.contacts()
+    q, v, tau = states(c, 6)
+    ref_vals, ref = be.contact_dynamics_derivatives(c.model, q, v, tau, contacts, return_values=True)
+    buf = ContactDynamicsBuffers.allocate(6, c.model.nv, contacts.nc)
+    for _ in range(2):
+        vals, d = be.contact_dynamics_derivatives(c.model, q, v, tau, contacts, return_values=True, out=buf)
+        for g, r in zip((*vals, *d), (*ref_vals, *ref)):
+            np.testing.assert_allclose(g, r, rtol=1e-12, atol=1e-12)
+        assert np.shares_memory(d.da_dq, buf.da) and np.shares_memory(d.dlam_dtau, buf.dl)
+        assert np.shares_memory(vals.a, buf.a) and np.shares_memory(vals.lam, buf.lam)
+        q = q + 0.0                                               # a fresh input array, same buffers
+    with pytest.raises(ValueError, match=r"ContactDynamicsBuffers.allocate\(6, 18, 12\)"):
+        be.contact_dynamics_derivatives(c.model, q, v, tau, contacts, out=ContactDynamicsBuffers.allocate(5, 18, 12))
+
+
 def test_clear_errors():
     be, c = dynamics.get_backend("numpy"), get_case("hyq")
     m = c.model

@@ -139,6 +139,22 @@ def test_warm_mpc_update_reuses_the_workspace(solver):
     assert peak < 0.6 * workspace, f"warm update allocated {peak / 1024:.0f} KiB, workspace {workspace / 1024:.0f} KiB"
 
 
+def test_contact_stage_writes_into_the_workspace():
+    """A legged problem's contact-dynamics derivatives land in the workspace's contact buffers,
+    the same ones update after update."""
+    task = get_task("hyq-stand")
+    mpc = MPC(task, solver="ilqr", backend="numba", horizon=8, dt=0.02, initial_iterations=3)
+    x = task.initial_state()
+    mpc.start(0.0, x)
+    mpc.update(0.02, x)
+    data = mpc.solver.data
+    before = {k: (a.__array_interface__["data"][0], a.shape) for k, a in data.arrays().items()}
+    assert any("contact" in k and k.endswith(".da") for k in before), sorted(before)
+    mpc.update(0.04, x)
+    after = {k: (a.__array_interface__["data"][0], a.shape) for k, a in data.arrays().items()}
+    assert {k: after[k] for k in before} == before
+
+
 def test_workspace_belongs_to_its_problem():
     task = get_task("iiwa-reach")
     x0 = task.initial_state()

@@ -15,8 +15,8 @@ reference and a compiled numba version in :mod:`.numba_kernels`). Reached throug
 Conventions: docs/conventions.md ("Contacts"); math and oracle errors: docs/contacts.md.
 """
 
-from .constrained_dynamics import (ContactDynamicsDerivatives, ContactDynamicsResult, contact_dynamics,
-                                   contact_dynamics_derivatives)
+from .constrained_dynamics import (ContactDynamicsBuffers, ContactDynamicsDerivatives, ContactDynamicsResult,
+                                   contact_dynamics, contact_dynamics_derivatives)
 from .contact_set import ContactSet, RankDeficientContactError
 from .impulse import ImpulseDynamicsDerivatives, ImpulseDynamicsResult, impulse_dynamics, impulse_dynamics_derivatives
 from .kinematics_derivatives import FrameMotionDerivatives, frame_motion_derivatives
@@ -25,4 +25,5 @@ __all__ = [
     "ContactSet", "RankDeficientContactError", "contact_dynamics", "contact_dynamics_derivatives",
     "impulse_dynamics", "impulse_dynamics_derivatives", "ContactDynamicsResult", "ContactDynamicsDerivatives",
     "ImpulseDynamicsResult", "ImpulseDynamicsDerivatives", "FrameMotionDerivatives", "frame_motion_derivatives",
+    "ContactDynamicsBuffers",
 ]

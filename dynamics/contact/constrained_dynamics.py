@@ -18,7 +18,7 @@ where ``∂ID/∂x`` is the backend's ``rnea_derivatives`` with the contact forc
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 
@@ -74,6 +74,30 @@ class ContactDynamicsDerivatives(_Unpack):
 
 
 @dataclass
+class ContactDynamicsBuffers:
+    """Caller-owned results of :func:`contact_dynamics_derivatives` for B states (its ``out=``;
+    batch dimensions flattened), reused from call to call (a solver's workspace): ``a`` (B, nv),
+    ``lam`` (B, nc), ``da`` (3, B, nv, nv) = (∂a/∂q, ∂a/∂v, ∂a/∂τ), ``dl`` (3, B, nc, nv) =
+    (∂λ/∂q, ∂λ/∂v, ∂λ/∂τ), plus the compiled kernel's scratch (made on first use)."""
+    a: np.ndarray
+    lam: np.ndarray
+    da: np.ndarray
+    dl: np.ndarray
+    scratch: dict = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def allocate(cls, B: int, nv: int, nc: int) -> "ContactDynamicsBuffers":
+        return cls(np.empty((B, nv)), np.empty((B, nc)), np.empty((3, B, nv, nv)), np.empty((3, B, nc, nv)))
+
+    def check(self, B: int, nv: int, nc: int, func: str) -> None:
+        if self.a.shape != (B, nv) or self.lam.shape != (B, nc) or self.da.shape != (3, B, nv, nv) \
+                or self.dl.shape != (3, B, nc, nv):
+            raise ValueError(f"{func}: out holds buffers for {self.a.shape[0]} states of nv = {self.a.shape[-1]}, "
+                             f"nc = {self.lam.shape[-1]}, but the call has {B} states, nv = {nv}, nc = {nc}; make "
+                             f"them with ContactDynamicsBuffers.allocate({B}, {nv}, {nc})")
+
+
+@dataclass
 class _Solution:
     a: np.ndarray
     lam: np.ndarray
@@ -110,19 +134,32 @@ def contact_dynamics(backend, model, q, v, tau, contacts: ContactSet) -> Contact
     return ContactDynamicsResult(unflatten(batch, s.a), unflatten(batch, s.lam))
 
 
-def contact_dynamics_derivatives(backend, model, q, v, tau, contacts: ContactSet, return_values: bool = False):
+def contact_dynamics_derivatives(backend, model, q, v, tau, contacts: ContactSet, return_values: bool = False,
+                                 out: ContactDynamicsBuffers | None = None):
     """``(da_dq, da_dv, da_dtau, dlam_dq, dlam_dv, dlam_dtau)`` of :func:`contact_dynamics`
     (module docstring); q-derivatives along the tangent perturbation ``q ⊕ δ``. return_values:
     return ``(ContactDynamicsResult, ContactDynamicsDerivatives)``, the values the derivatives are
-    computed at coming from the same solve (no second :func:`contact_dynamics` call)."""
+    computed at coming from the same solve (no second :func:`contact_dynamics` call). out:
+    :class:`ContactDynamicsBuffers` for the (flattened) batch that receive the results, which are
+    then its views (the fused compiled kernel writes into them, the other paths copy)."""
     func = "contact_dynamics_derivatives"
     batch, (q, v, tau) = flat_args(func, model, contacts, q=(q, "nq"), v=(v, "nv"), tau=(tau, "nv"))
+    if out is not None:
+        out.check(q.shape[0], model.nv, contacts.nc, func)
     if _fused(backend, contacts, q, v, tau):
         from . import numba_kernels
-        a, lam, flag, da, dl = numba_kernels.contact_dynamics_fused(backend, model, q, v, tau, contacts, True)
+        a, lam, flag, da, dl = numba_kernels.contact_dynamics_fused(backend, model, q, v, tau, contacts, True, out)
         check_pivots(contacts, func, flag)
         d = ContactDynamicsDerivatives(*(unflatten(batch, x) for x in (*da, *dl)))
         return (ContactDynamicsResult(unflatten(batch, a), unflatten(batch, lam)), d) if return_values else d
+    if out is not None:
+        (a, lam), d = contact_dynamics_derivatives(backend, model, q, v, tau, contacts, True)
+        out.a[...], out.lam[...] = a, lam
+        out.da[0], out.da[1], out.da[2] = d.da_dq, d.da_dv, d.da_dtau
+        out.dl[0], out.dl[1], out.dl[2] = d.dlam_dq, d.dlam_dv, d.dlam_dtau
+        d = ContactDynamicsDerivatives(*(unflatten(batch, x) for x in (*out.da, *out.dl)))
+        return (ContactDynamicsResult(unflatten(batch, out.a), unflatten(batch, out.lam)), d) if return_values \
+            else d
     s = _solve(backend, model, q, v, tau, contacts, func)
     fm = frame_motion_derivatives(backend, model, q, v, s.a, contacts)
     _, dal_dq, dal_dv = acceleration_derivatives(fm, contacts)

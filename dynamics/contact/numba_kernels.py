@@ -411,9 +411,11 @@ def contact_range(li, lf, gv, bl, bf, q, v, tau, flink, ff, fbody, fbR, fbp, poi
     Z = np.empty((3, nv))
     R3 = np.empty((nc, 3 * nv))
     D2 = np.empty((nv, 2 * nv))
+    # M⁻¹ and the bias forces of the whole slice first: one call each, so their scratch is made
+    # once per slice instead of once per state
+    minv_range(li, lf, q, Mi, start, stop)
+    rnea_range(li, lf, gv, bl, bf, q, v, zero, no_fext, bias, start, stop)
     for b in range(start, stop):
-        minv_range(li, lf, q, Mi, b, b + 1)
-        rnea_range(li, lf, gv, bl, bf, q, v, zero, no_fext, bias, b, b + 1)
         all_placements(li, lf, q[b], RJ, R, p)
         world_placements(li, R, p, oR, op)
         vb = v[b]
@@ -605,8 +607,8 @@ def impulse_range(li, lf, gv, bl, bf, q, v, flink, ff, fbody, fbR, fbp, point, k
     JMi = np.empty((nc, nv))
     K = np.empty((nc, nc))
     rhs = np.empty((nc, 1))
+    minv_range(li, lf, q, Mi, start, stop)      # the slice's M⁻¹ in one call (scratch made once)
     for b in range(start, stop):
-        minv_range(li, lf, q, Mi, b, b + 1)
         all_placements(li, lf, q[b], RJ, R, p)
         world_placements(li, R, p, oR, op)
         vb = v[b]
@@ -637,24 +639,34 @@ def supports_fused(contacts, *arrays) -> bool:
             and all(x.dtype == np.float64 for x in arrays))
 
 
-def contact_dynamics_fused(backend, model, q, v, tau, contacts, derivs: bool):
+def contact_dynamics_fused(backend, model, q, v, tau, contacts, derivs: bool, out=None):
     """``(a, lam, flag, da (3, B, nv, nv) | None, dl (3, B, nc, nv) | None)`` on flat float64 inputs;
-    ``flag`` (B,) holds the smallest relative pivot of K (the caller raises if it is too small)."""
+    ``flag`` (B,) holds the smallest relative pivot of K (the caller raises if it is too small).
+    out: a :class:`~dynamics.contact.constrained_dynamics.ContactDynamicsBuffers` (derivs only)
+    whose arrays receive the results and whose scratch holds the kernel's work arrays."""
     pm = packed(model)
     flink, ff, fbody, fbR, fbp, pref = _static(contacts)
     B, nv, nc = q.shape[0], model.nv, contacts.nc
     point = contacts.kind == "point"
     kp, kd = contacts.baumgarte
-    Mi = np.empty((B, nv, nv))
-    bias = np.empty((B, nv))
     zero = _zero(B, nv)
-    fext = np.zeros((B if derivs else 0, model.nbody, 6))
-    rd = np.empty((2, B if derivs else 0, nv, nv))
-    a = np.zeros((B, nv))
-    lam = np.zeros((B, nc))
-    flag = np.empty(B)
-    da = np.empty((3, B if derivs else 0, nv, nv))
-    dl = np.empty((3, B if derivs else 0, nc, nv))
+    if out is not None and derivs:
+        w = out.scratch.get("fused")
+        if w is None or w[2].shape[1] != model.nbody:   # every entry is written before it is read
+            w = out.scratch["fused"] = (np.empty((B, nv, nv)), np.empty((B, nv)), np.empty((B, model.nbody, 6)),
+                                        np.empty((2, B, nv, nv)), np.empty(B))
+        Mi, bias, fext, rd, flag = w
+        a, lam, da, dl = out.a, out.lam, out.da, out.dl
+    else:
+        Mi = np.empty((B, nv, nv))
+        bias = np.empty((B, nv))
+        fext = np.zeros((B if derivs else 0, model.nbody, 6))
+        rd = np.empty((2, B if derivs else 0, nv, nv))
+        a = np.zeros((B, nv))
+        lam = np.zeros((B, nc))
+        flag = np.empty(B)
+        da = np.empty((3, B if derivs else 0, nv, nv))
+        dl = np.empty((3, B if derivs else 0, nc, nv))
     args = (pm.li, pm.lf, pm.gv, pm.bl, pm.bf, _f64(q), _f64(v), _f64(tau), flink, ff, fbody, fbR, fbp, point,
             float(kp), float(kd), pref, derivs, Mi, bias, zero, pm.no_fext, fext, rd, a, lam, flag, da, dl)
     nt = backend.threads
