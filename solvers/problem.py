@@ -559,16 +559,19 @@ class ShootingProblem:
             return ProblemDerivatives(run, term, dyn)
         if data.horizon != self.horizon or data.nx != self.nx or data.nu != self.nu:
             raise ValueError("derivatives: data was created for another problem; use problem.create_data()")
-        self._cost_derivatives_into(xs, us, data.running, data.terminal)
-        self._dynamics_derivatives_into(xs[:-1], us, second_order, data.dynamics)
+        # dynamics first: a contact-force cost then reuses the contact solves of its knots
+        solves = self._dynamics_derivatives_into(xs[:-1], us, second_order, data.dynamics)
+        self._cost_derivatives_into(xs, us, data.running, data.terminal, solves)
         return data.derivatives()
 
     def create_data(self) -> ProblemData:
         """A workspace for :meth:`derivatives` and the forward pass (one per solver)."""
         return ProblemData.allocate(self.horizon, self.nx, self.ndx, self.nu, self.model.nv)
 
-    def _cost_derivatives_into(self, xs, us, run: CostDerivatives, term: CostDerivatives) -> None:
-        """:meth:`cost_derivatives` written into ``run`` (N knots) and ``term`` (1 knot)."""
+    def _cost_derivatives_into(self, xs, us, run: CostDerivatives, term: CostDerivatives, solves=()) -> None:
+        """:meth:`cost_derivatives` written into ``run`` (N knots) and ``term`` (1 knot). solves:
+        the contact solves of :meth:`_dynamics_derivatives_into` at the same (xs, us), handed to
+        the cost contexts of the knots they cover (:meth:`CostContext.contact_solve`)."""
         N = self.horizon
         cc = self._compiled_costs()
         full = self._ctx(xs, None, self._knots("all", lambda: np.arange(N + 1)), checked=True, knot_range=(0, N + 1))
@@ -580,7 +583,8 @@ class ShootingProblem:
                 dst.fill(0.0)
             else:
                 ctx = self._ctx(xs[rows], us[rows], g.knots, checked=True,
-                                knot_range=(rows.start, rows.stop) if g.contiguous else None, parent=full, rows=rows)
+                                knot_range=(rows.start, rows.stop) if g.contiguous else None, parent=full, rows=rows,
+                                contact_solves=self._solves_for(rows, solves) if solves and g.contiguous else None)
                 self._accumulate_scaled(item, ctx, self._dt_of(g), dst)
             if not g.contiguous:
                 run.set_rows(rows, dst)
@@ -608,19 +612,42 @@ class ShootingProblem:
         else:
             dst.scale_rows(scale)
 
-    def _dynamics_derivatives_into(self, xs, us, second_order: bool, out) -> None:
-        """:meth:`dynamics_derivatives` written into ``out`` (:class:`~solvers.problem_data.DynamicsBuffers`)."""
+    @staticmethod
+    def _solves_for(rows: slice, solves) -> dict | None:
+        """``{id(ContactSet): (dynamics, lam, dlam)}`` for the knots ``rows`` from the contact solves
+        ``[(rows, dynamics, ContactDynamicsBuffers)]`` of groups that cover all of them."""
+        found = None
+        for r, dyn, buf in solves:
+            if r.start <= rows.start and rows.stop <= r.stop:
+                a, b = rows.start - r.start, rows.stop - r.start
+                found = found or {}
+                found[id(dyn.contacts)] = (dyn, buf.lam[a:b], buf.dl[:, a:b])
+        return found
+
+    def _dynamics_derivatives_into(self, xs, us, second_order: bool, out) -> list:
+        """:meth:`dynamics_derivatives` written into ``out`` (:class:`~solvers.problem_data.DynamicsBuffers`).
+        Returns the contact solves made on the way, ``[(rows, dynamics, ContactDynamicsBuffers)]``
+        (the semi-implicit Euler knots with contacts, whose values and derivatives the buffers hold)."""
         out.C = out.T = None
+        solves = []
+
+        def solved(rows, dyn, view) -> None:
+            if dyn.contacts is not None and dyn.integrator == "euler":
+                solves.append((rows, dyn, view.contact_buffers(dyn.contacts.nc)))
         if len(self.dynamics_groups) == 1:
-            d = self.dynamics_groups[0].item._derivatives(xs, us, second_order, out=out)
+            dyn = self.dynamics_groups[0].item
+            d = dyn._derivatives(xs, us, second_order, out=out)
             out.C, out.T = d.C, d.T
-            return
+            solved(slice(0, self.horizon), dyn, out)
+            return solves
         N, ndx = self.horizon, self.ndx
         parts = []
         for g in self.dynamics_groups:
             rows = g.rows
             if g.contiguous:
-                d = g.item._derivatives(xs[rows], us[rows], second_order, out=out.group_view(rows))
+                view = out.group_view(rows)
+                d = g.item._derivatives(xs[rows], us[rows], second_order, out=view)
+                solved(rows, g.item, view)
             else:
                 d = g.item._derivatives(xs[rows], us[rows], second_order)
                 out.xnext[rows], out.Fx[rows], out.Fu[rows] = d.xnext, d.Fx, d.Fu
@@ -631,3 +658,4 @@ class ShootingProblem:
             for rows, d in parts:
                 r = d.T.shape[1]
                 out.C[rows, :r], out.T[rows, :r] = d.C, d.T
+        return solves

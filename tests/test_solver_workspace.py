@@ -155,6 +155,54 @@ def test_contact_stage_writes_into_the_workspace():
     assert {k: after[k] for k in before} == before
 
 
+@pytest.mark.parametrize("backend,task_name", [("numba", "hyq-stand"), ("numpy", "hyq-stand"),
+                                               ("numba", "hyq-trot")])
+def test_contact_force_costs_reuse_the_dynamics_contact_solve(backend, task_name, monkeypatch):
+    """With a workspace, the contact-force and friction-cone costs take λ and ∂λ from the dynamics
+    stage's contact solve of the same knots (one contact-dynamics-derivative call per evaluation
+    instead of two) and give the same derivatives as evaluating them on their own."""
+    task = get_task(task_name)
+    x0 = task.initial_state()
+    N = 16 if task_name == "hyq-trot" else 6               # the trot: several contact phases
+    p = task.build_problem(x0, horizon=N, dt=0.02, backend=backend)
+    task.update_problem(p, 0.3)
+    groups = len(p.dynamics_groups)
+    assert groups > 1 if task_name == "hyq-trot" else groups == 1
+    rng = np.random.default_rng(5)
+    xs = np.tile(x0, (p.horizon + 1, 1))
+    xs[:, p.model.nq:] += 0.1 * rng.standard_normal((p.horizon + 1, p.model.nv))
+    us = 5.0 * rng.standard_normal((p.horizon, p.nu))
+    be = p.backend
+    calls = []
+    original = type(be).contact_dynamics_derivatives
+
+    def counting(self, *a, **k):
+        calls.append(1)
+        return original(self, *a, **k)
+    monkeypatch.setattr(type(be), "contact_dynamics_derivatives", counting)
+    fresh = p.derivatives(xs, us)                    # no workspace: the cost solves on its own
+    n_fresh = len(calls)
+    into = p.derivatives(xs, us, data=p.create_data())
+    n_into = len(calls) - n_fresh
+    assert n_into < n_fresh and (groups > 1 or (n_fresh, n_into) == (2, 1)), (n_fresh, n_into)
+    for f in ("l", "lx", "lu", "lxx", "lxu", "luu"):
+        np.testing.assert_allclose(getattr(into.running, f), getattr(fresh.running, f), rtol=1e-10, atol=1e-9,
+                                   err_msg=f)
+    assert np.abs(fresh.running.lu).max() > 1e-6          # the contact-force terms contribute
+
+
+def test_contact_solves_are_handed_to_the_cost_rows_they_cover():
+    from types import SimpleNamespace
+    from solvers.problem import ShootingProblem
+    buf = SimpleNamespace(lam=np.arange(8.0)[:, None] * np.ones((8, 3)), dl=np.zeros((3, 8, 3, 2)))
+    dyn = SimpleNamespace(contacts=object())
+    solves = [(slice(2, 10), dyn, buf)]
+    got = ShootingProblem._solves_for(slice(4, 7), solves)[id(dyn.contacts)]
+    assert got[0] is dyn and got[2].shape == (3, 3, 3, 2)
+    np.testing.assert_array_equal(got[1][:, 0], [2.0, 3.0, 4.0])        # knots 4..6 = rows 2..4 of the group
+    assert ShootingProblem._solves_for(slice(1, 4), solves) is None     # not covered: the cost solves itself
+
+
 def test_workspace_belongs_to_its_problem():
     task = get_task("iiwa-reach")
     x0 = task.initial_state()

@@ -33,7 +33,8 @@ class CostContext:
     ``knots`` is ``arange(start, stop)`` (per-knot data is then sliced rather than gathered);
     ``parent``/``rows`` — a context over a larger batch whose rows ``rows`` (a slice or an index
     array) are this context's states: kinematics are computed once there and shared (e.g. by the
-    running and terminal costs of one trajectory)."""
+    running and terminal costs of one trajectory); ``contact_solves`` — the contact-dynamics
+    solves of these knots from the dynamics stage (:meth:`contact_solve`)."""
 
     model: RobotModel
     backend: Backend
@@ -46,6 +47,7 @@ class CostContext:
     knot_range: tuple | None = field(default=None, repr=False)
     parent: "CostContext | None" = field(default=None, repr=False)
     rows: object = field(default=None, repr=False)
+    contact_solves: dict | None = field(default=None, repr=False)
     _q: np.ndarray | None = field(default=None, init=False, repr=False)
 
     @property
@@ -67,6 +69,14 @@ class CostContext:
     @property
     def terminal(self) -> bool:
         return self.u is None
+
+    def contact_solve(self, contacts):
+        """``(dynamics, lam (B, nc), dlam (3, B, nc, nv))`` that the problem's dynamics stage already
+        computed for these knots with this :class:`~dynamics.ContactSet` in the same derivative
+        evaluation (``dynamics`` is the :class:`~solvers.discrete_dynamics.DiscreteDynamics` that
+        did, for its torque model), or None."""
+        solves = self.contact_solves
+        return None if solves is None else solves.get(id(contacts))
 
     def memo(self, key, fn):
         if key not in self.cache:

@@ -42,12 +42,26 @@ class _ContactForces:
                              if model.link_stiffness[i] != 0]
         else:
             self._springs = []
+        self._same: dict = {}
 
     def torques(self, q, v, u):
         tau = u @ self.B.T - self.damping * v
         for qa, va in self._springs:
             tau[:, va] -= self.stiffness[va] * (q[:, qa] - self.model.qpos_spring[qa])
         return tau
+
+    def _same_torques(self, dyn) -> bool:
+        """Whether ``dyn`` (a DiscreteDynamics) maps (q, v, u) to the same τ as :meth:`torques`."""
+        key = id(dyn)
+        same = self._same.get(key)
+        if same is None:
+            same = (dyn.model is self.model and np.array_equal(dyn.B, self.B)
+                    and np.array_equal(dyn.damping, self.damping) and np.array_equal(dyn.stiffness, self.stiffness))
+            if len(self._same) > 16:
+                self._same.clear()
+            self._same[key] = (same, dyn)       # dyn kept alive so that its id is not reused
+            return same
+        return same[0]
 
     def forces(self, ctx: CostContext) -> np.ndarray:
         def compute():
@@ -59,11 +73,16 @@ class _ContactForces:
         """``(Λx (B, nc, ndx), Λu (B, nc, nu))``; the forces of the same solve are memoised for
         :meth:`forces` (no second contact-dynamics call in a derivative evaluation)."""
         def compute():
-            q, v = ctx.q, np.ascontiguousarray(ctx.v)
-            (_, lam), d = ctx.backend.contact_dynamics_derivatives(self.model, q, v, self.torques(q, v, ctx.u),
-                                                                   self.contacts, return_values=True)
+            shared = ctx.contact_solve(self.contacts)
+            if shared is not None and self._same_torques(shared[0]):
+                # the dynamics stage solved these knots' contact dynamics with the same torques
+                _, lam, (dl_dq, dl_dv, dl_dt) = shared
+            else:
+                q, v = ctx.q, np.ascontiguousarray(ctx.v)
+                (_, lam), d = ctx.backend.contact_dynamics_derivatives(self.model, q, v, self.torques(q, v, ctx.u),
+                                                                       self.contacts, return_values=True)
+                dl_dq, dl_dv, dl_dt = d[3], d[4], d[5]
             ctx.cache.setdefault(("contact_forces", id(self.contacts), self.passive), lam)
-            dl_dq, dl_dv, dl_dt = d[3], d[4], d[5]
             if np.any(self.stiffness):
                 dl_dq = dl_dq - dl_dt * self.stiffness
             if np.any(self.damping):
