@@ -35,6 +35,17 @@ def test_child_failure_is_reported_not_raised():
     assert job.wait(timeout=120) is False
 
 
+def test_child_imports_the_parents_package_not_one_in_the_working_directory(tmp_path, monkeypatch):
+    # a first run from a source checkout's root (the README's commands) has a `dynamics` folder in
+    # the working directory; the child must compile into the cache of the package the parent runs
+    shadow = tmp_path / "dynamics"
+    shadow.mkdir()
+    (shadow / "__init__.py").write_text("raise ImportError('the copy in the working directory')\n")
+    monkeypatch.chdir(tmp_path)
+    job = ca.start([], [])                       # no calls: the child imports the package and exits
+    assert job is not None and job.wait(timeout=120) is True
+
+
 def test_warm_cache_starts_no_child():
     be = get_backend("numba")
     m = load_model("iiwa")

@@ -84,9 +84,13 @@ def start(args: list[str], calls: list[tuple[str, int]]) -> CompileJob | None:
     root = str(Path(__file__).resolve().parents[2])     # the directory holding the dynamics package
     env = dict(os.environ)
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    # run in that directory: ``python -m`` puts the working directory first on sys.path, and a
+    # source checkout there (the README's commands run from the repository root) would give the
+    # child another copy of the package, whose kernels numba caches under another path
     try:
         proc = subprocess.Popen([sys.executable, "-m", "dynamics.numba_backend.compile_ahead", *args], env=env,
-                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                cwd=root, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
     except OSError:
         return None
     return CompileJob(proc, calls)
