@@ -107,6 +107,11 @@ def sum_is_finite(x: np.ndarray) -> bool:
     NaN or inf still propagates."""
     flat = x.reshape(-1)
     n = flat.shape[0]
-    if n > _DOT_MAX:
-        return bool(np.isfinite(flat).all())
+    if n > _DOT_MAX:     # in chunks of _DOT_MAX (single-threaded BLAS sizes, and no boolean temporary)
+        ones = _ones(_DOT_MAX)
+        for i in range(0, n, _DOT_MAX):
+            part = flat[i:i + _DOT_MAX]
+            if not math.isfinite(part.dot(ones[:part.shape[0]])):
+                return False
+        return True
     return math.isfinite(flat.dot(_ones(n)))

@@ -146,6 +146,8 @@ class MPC:
         self.records: list[UpdateRecord] = []
         self.initial_record: UpdateRecord | None = None
         self.plan: Plan | None = None
+        # the warm start of every update is written here (the solver copies it into its own arrays)
+        self._warm = (np.empty((self.horizon + 1, self.problem.nx)), np.empty((self.horizon, self.problem.nu)))
 
     # ----------------------------------------------------------------- control loop
     def warmup(self, progress=None) -> float:
@@ -289,7 +291,7 @@ class MPC:
         delay = self._delay()
         if delay > 0:
             t, x = t + delay, self._predict(t, np.asarray(x, float), delay)
-        xs_ws, us_ws = self.plan.resample(t, self.horizon, self.dt)
+        xs_ws, us_ws = self.plan.resample(t, self.horizon, self.dt, out=self._warm)
         plan, rec = self._solve(t, x, xs_ws, us_ws, self.iterations_per_update, budget=self.time_budget)
         self.records.append(rec)
         self.plan = plan
@@ -344,7 +346,8 @@ class MPC:
             # knots not dt apart (impulse knots): the warm start is laid on the problem's knot times
             xs_init, us_init = self._warm_start_on_knots(float(t))
         if xs_init is not None:
-            xs_init = np.array(xs_init, float)
+            if xs_init is not self._warm[0]:        # the controller's own buffer is written in place
+                xs_init = np.array(xs_init, float)
             xs_init[0] = x
         timings = {s: 0.0 for s in (*STAGES, "total")}
         iterations = 0

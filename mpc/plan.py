@@ -178,11 +178,13 @@ class Plan:
         """Whether ``t`` is past the last knot (the plan is being extrapolated by holding)."""
         return float(t) > self.t_end + 1e-12
 
-    def resample(self, t_start: float, horizon: int | None = None, dt: float | None = None
-                 ) -> tuple[np.ndarray, np.ndarray]:
+    def resample(self, t_start: float, horizon: int | None = None, dt: float | None = None,
+                 out: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Warm start for a plan starting at ``t_start``: ``(xs (N+1, nx), us (N, nu))`` evaluated on
         this plan at ``t_start + j·dt`` (states interpolated on the manifold, controls held; beyond
-        the horizon the last knot is repeated). Equals ``shifted(n)`` when ``t_start - t0 = n·dt``."""
+        the horizon the last knot is repeated). Equals ``shifted(n)`` when ``t_start - t0 = n·dt``.
+        out: optional ``(xs, us)`` arrays of those shapes to write the result into (the
+        controller's warm-start buffers); they are returned."""
         N = self.horizon if horizon is None else int(horizon)
         dt = self.dt if dt is None else float(dt)
         shift = (float(t_start) - self.t0) / self.dt
@@ -191,11 +193,17 @@ class Plan:
             # the usual MPC case, an update period of whole knots: an exact shift by n knots
             # (array slicing; the general path below evaluates every knot in Python)
             M = self.horizon
-            ix = np.minimum(np.arange(n, n + N + 1), M)
-            iu = np.minimum(np.arange(n, n + N), M - 1)
-            return self.xs[ix], self.us[iu]                  # fancy indexing: fresh arrays
+            ix = np.arange(n, n + N + 1)
+            if out is not None:       # indices past the end clip to the last knot
+                return (np.take(self.xs, ix, axis=0, out=out[0], mode="clip"),
+                        np.take(self.us, ix[:-1], axis=0, out=out[1], mode="clip"))
+            return self.xs[np.minimum(ix, M)], self.us[np.minimum(ix[:-1], M - 1)]   # fresh arrays
         # general case (an update period that is not a whole number of knots)
-        return self.sample(float(t_start) + dt * np.arange(N + 1))
+        xs, us = self.sample(float(t_start) + dt * np.arange(N + 1))
+        if out is not None:
+            out[0][...], out[1][...] = xs, us
+            return out
+        return xs, us
 
     def sample(self, ts) -> tuple[np.ndarray, np.ndarray]:
         """The plan at times ts (K+1,): states (K+1, nx) and held controls (K, nu) at ``ts[:-1]``,

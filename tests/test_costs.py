@@ -350,3 +350,19 @@ def test_plain_python_cost_takes_per_knot_weights_like_the_library():
     Plain.weights = np.ones((N + 1, 3))
     with pytest.raises(ValueError, match=r"weights has shape \(5, 3\); expected \(14,\) or \(K, 14\)"):
         ShootingProblem(m, x0, N, 0.01, Plain(), backend="numpy").cost(xs, us)
+
+
+def test_per_knot_into_a_strided_view():
+    """per_knot(out=): per-knot rows gathered (and constants broadcast) into a strided view of a
+    larger array, as the compiled cost terms pack them; the knot check still runs."""
+    from solvers.costs.base import per_knot
+    P = np.zeros((9, 5))
+    data = np.arange(12.0).reshape(4, 3)
+    knots = np.array([0, 2, 3])
+    per_knot("x", data, knots, (3,), out=P[0:9:3, 1:4])
+    np.testing.assert_array_equal(P[0:9:3, 1:4], data[knots])
+    assert np.all(P[1::3] == 0) and np.all(P[:, [0, 4]] == 0)
+    per_knot("x", np.array([7.0, 8.0, 9.0]), knots, (3,), out=P[1:9:3, 1:4])
+    np.testing.assert_array_equal(P[1:9:3, 1:4], np.tile([7.0, 8.0, 9.0], (3, 1)))
+    with pytest.raises(IndexError, match="given for 4 knots but knot 5"):
+        per_knot("x", data, np.array([0, 5]), (3,), out=np.zeros((2, 3)))

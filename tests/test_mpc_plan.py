@@ -142,6 +142,23 @@ def test_whole_knot_shift_equals_evaluating_the_plan(bundled, rng, t_start, hori
     np.testing.assert_array_equal(uw, np.stack([p.feedforward(t) for t in ts[:-1]]))
 
 
+@pytest.mark.parametrize("t_start, horizon, dt", [(2.03, 9, 0.01), (2.013, 5, 0.01)])
+def test_resample_into_buffers_equals_fresh_arrays(bundled, rng, t_start, horizon, dt):
+    """resample(out=) (the controller's warm-start buffers): same values as fresh arrays, for the
+    whole-knot shift past the plan's end and for the fractional path; the buffers are returned."""
+    m = bundled["iiwa"]
+    N = 6
+    xs = np.concatenate([m.random_configuration(rng, N + 1), rng.normal(size=(N + 1, m.nv))], axis=1)
+    us = rng.normal(size=(N, m.nu))
+    p = _plan(m, xs, us, t0=2.0, dt=0.01)
+    ref = p.resample(t_start, horizon=horizon, dt=dt)
+    out = (np.full((horizon + 1, xs.shape[1]), np.nan), np.full((horizon, m.nu), np.nan))
+    got = p.resample(t_start, horizon=horizon, dt=dt, out=out)
+    assert got[0] is out[0] and got[1] is out[1]
+    np.testing.assert_array_equal(out[0], ref[0])
+    np.testing.assert_array_equal(out[1], ref[1])
+
+
 @pytest.mark.parametrize("t_start, horizon, dt", [(2.013, None, 0.01), (1.995, 8, 0.01), (2.004, 5, 0.015),
                                                    (2.07, 4, 0.007)])
 def test_fractional_resample_equals_evaluating_the_plan(bundled, rng, t_start, horizon, dt):

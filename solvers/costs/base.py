@@ -244,14 +244,21 @@ def _plain(obj, cls, names=("value", "derivatives", "residual", "residual_jacobi
 _PLAIN: dict = {}
 
 
-def per_knot(name: str, data: np.ndarray, knots: np.ndarray, tail: tuple[int, ...]) -> np.ndarray:
-    """Select per-knot rows of ``data`` (constant ``tail`` or ``(K,) + tail``) for ``knots``: (B,) + tail."""
+def per_knot(name: str, data: np.ndarray, knots: np.ndarray, tail: tuple[int, ...],
+             out: np.ndarray | None = None) -> np.ndarray:
+    """Select per-knot rows of ``data`` (constant ``tail`` or ``(K,) + tail``) for ``knots``: (B,) + tail,
+    written into ``out`` (a (B,) + tail array or view) when given."""
     if data.shape == tail:
+        if out is not None:
+            out[...] = data
+            return out
         return np.broadcast_to(data, knots.shape + tail)
     K = data.shape[0]
     if knots.size and knots.max() >= K:
         raise IndexError(f"{name} is given for {K} knots but knot {int(knots.max())} was requested; give "
                          f"horizon rows for a running cost or horizon + 1 rows to also cover the terminal knot")
+    if out is not None:          # mode "clip" after the check above: no index check, no temporary
+        return np.take(data, knots, axis=0, out=out, mode="clip")
     return data[knots]
 
 

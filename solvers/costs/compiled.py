@@ -337,22 +337,43 @@ class CompiledCosts:
             if tm.group >= 0:
                 s = s * scales[knots]
             P[rows, 0] = s
-            w = per_knot(f"{c.name} weights", c._weights, knots, (c.nr,))
+            # per-knot data straight into P's rows when they are evenly spaced (a view; else a copy)
+            put = self._putter(tm.rows)
+            wname = f"{c.name} weights"
             if tm.kind == STATE or tm.kind == STATE_LIE:
-                P[rows, 1:1 + nx] = per_knot("state reference", ref, knots, (nx,))
-                P[rows, 1 + nx:1 + nx + p.ndx] = w
+                put("state reference", ref, knots, (nx,), 1, 1 + nx)
+                put(wname, c._weights, knots, (c.nr,), 1 + nx, 1 + nx + p.ndx)
             elif tm.kind == CONTROL:
-                P[rows, 1:1 + nu] = per_knot("control reference", ref, knots, (nu,))
-                P[rows, 1 + nu:1 + 2 * nu] = w
+                put("control reference", ref, knots, (nu,), 1, 1 + nu)
+                put(wname, c._weights, knots, (c.nr,), 1 + nu, 1 + 2 * nu)
             elif tm.kind == FRAME_POSITION:
-                P[rows, 1:4] = per_knot(f"{c.name} target", ref, knots, (3,))
-                P[rows, 4:7] = w
+                put(f"{c.name} target", ref, knots, (3,), 1, 4)
+                put(wname, c._weights, knots, (c.nr,), 4, 7)
             else:
                 n = c.nr
-                P[rows, 1:1 + n] = w
+                put(wname, c._weights, knots, (c.nr,), 1, 1 + n)
                 P[rows, 1 + n:1 + 2 * n] = c.lower
                 P[rows, 1 + 2 * n:1 + 3 * n] = c.upper
             tm.packed_from = src
+
+    def _putter(self, rows: np.ndarray):
+        """``put(name, data, knots, tail, a, b)``: :func:`per_knot` rows of ``data`` into columns a:b of
+        P's ``rows``, in place when the rows are evenly spaced (P[start::step] is then a view)."""
+        P = self.P
+        sl = None
+        if rows.size == 1:
+            sl = slice(int(rows[0]), int(rows[0]) + 1)
+        elif rows.size > 1:
+            step = int(rows[1] - rows[0])
+            if step > 0 and np.all(np.diff(rows) == step):
+                sl = slice(int(rows[0]), int(rows[-1]) + 1, step)
+
+        def put(name, data, knots, tail, a, b):
+            if sl is not None:
+                per_knot(name, data, knots, tail, out=P[sl, a:b])
+            else:
+                P[rows, a:b] = per_knot(name, data, knots, tail)
+        return put
 
     def _call(self, X, U, deriv: bool, J, outs) -> None:
         self._pack()
