@@ -9,8 +9,10 @@ For link ``i`` the placement of the link frame in its parent link frame is
 * ball: rotation of the normalised quaternion (w, x, y, z) about the anchor;
 * free: ``(R(quat), position)``.
 
-The arithmetic follows :mod:`dynamics.lie` operation by operation (same Taylor-series switch at
-θ² < 1e-6, same quaternion normalisation), so placements agree with the reference to rounding.
+The arithmetic follows :mod:`dynamics.lie` (same Taylor-series switch at θ² < 1e-6, same
+quaternion normalisation), so placements agree with the reference to rounding; a hinge about a
+unit axis (MuJoCo normalises joint axes) takes sin and cos of the half angle instead of the
+general ``exp`` (no square root or division).
 """
 
 from __future__ import annotations
@@ -67,6 +69,27 @@ def _rodrigues(w0, w1, w2, RJ):
 
 
 @jit
+def _hinge_rotation(th, a0, a1, a2, RJ):
+    """``exp(θ [a]x)`` about a unit axis ``a`` (MuJoCo normalises joint axes):
+    ``1 + sin θ [a]x + (1 - cos θ) [a]x²`` with ``sin θ = 2 sin(θ/2) cos(θ/2)`` and
+    ``1 - cos θ = 2 sin²(θ/2)`` (no cancellation at small θ). The same rotation as
+    :func:`_rodrigues` (to rounding) without its square root and divisions."""
+    sh = np.sin(0.5 * th)
+    ch = np.cos(0.5 * th)
+    s = 2.0 * sh * ch
+    cm = 2.0 * sh * sh
+    RJ[0, 0] = 1.0 + cm * (-a2 * a2 - a1 * a1)
+    RJ[1, 1] = 1.0 + cm * (-a2 * a2 - a0 * a0)
+    RJ[2, 2] = 1.0 + cm * (-a1 * a1 - a0 * a0)
+    RJ[0, 1] = s * -a2 + cm * (a1 * a0)
+    RJ[0, 2] = s * a1 + cm * (a2 * a0)
+    RJ[1, 0] = s * a2 + cm * (a0 * a1)
+    RJ[1, 2] = s * -a0 + cm * (a2 * a1)
+    RJ[2, 0] = s * -a1 + cm * (a0 * a2)
+    RJ[2, 1] = s * a0 + cm * (a1 * a2)
+
+
+@jit
 def link_placement(li, lf, i, q, RJ, R, p):
     """Placement ``(R, p)`` (3, 3), (3,) of link ``i`` in its parent link frame at configuration ``q``
     (nq,); ``RJ`` is (3, 3) scratch for the joint rotation."""
@@ -78,7 +101,11 @@ def link_placement(li, lf, i, q, RJ, R, p):
     if jt == J_HINGE or jt == J_BALL:
         if jt == J_HINGE:
             th = q[qa] - lf[i, LF_QPOS0]
-            _rodrigues(th * lf[i, LF_AXIS], th * lf[i, LF_AXIS + 1], th * lf[i, LF_AXIS + 2], RJ)
+            a0, a1, a2 = lf[i, LF_AXIS], lf[i, LF_AXIS + 1], lf[i, LF_AXIS + 2]
+            if abs(a0 * a0 + a1 * a1 + a2 * a2 - 1.0) < 1e-12:
+                _hinge_rotation(th, a0, a1, a2, RJ)
+            else:
+                _rodrigues(th * a0, th * a1, th * a2, RJ)
         else:
             _quat_rotation(q, qa, RJ)
         c0 = lf[i, LF_ANCHOR]
