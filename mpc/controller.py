@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from dynamics.backend import default_backend_name, get_backend
+from dynamics.inputs import sum_is_finite
 
 from .plan import Plan
 
@@ -369,7 +370,7 @@ class MPC:
                 xs_init, us_init = res.xs, res.us
         wall = time.perf_counter() - w0
         failed = (not res.converged and iterations == 0 and max_iter > 0) or not (
-            np.all(np.isfinite(res.xs)) and np.all(np.isfinite(res.us)) and np.all(np.isfinite(res.K)))
+            sum_is_finite(res.xs) and sum_is_finite(res.us) and sum_is_finite(res.K))
         rec = UpdateRecord(t=float(t), wall=wall, timings=timings, iterations=iterations, cost=float(res.cost),
                            converged=bool(res.converged), reason=str(getattr(res, "reason", "")),
                            fallback=bool(failed and self.plan is not None))

@@ -65,7 +65,7 @@ class Plan:
         if self.K is not None and np.shape(self.K) != (N, m.nu, 2 * m.nv):
             raise ValueError(f"Plan: K has shape {np.shape(self.K)}, expected (N, nu, 2nv) = ({N}, {m.nu}, {2 * m.nv})")
         for name, a in (("xs", xs), ("us", us), ("K", self.K)):
-            if a is not None and not np.all(np.isfinite(a)):
+            if a is not None and not sum_is_finite(np.asarray(a, float)):
                 raise ValueError(f"Plan: {name} contains non-finite values; the solver diverged")
         for name, default in (("u_lower", m.u_lower), ("u_upper", m.u_upper)):
             b = np.array(default if getattr(self, name) is None else getattr(self, name), float)

@@ -189,7 +189,7 @@ class ILQR:
         except SolverFailure as e:
             converged, reason = False, str(e)
         self.timings["total"] = time.perf_counter() - t_start
-        if not (np.all(np.isfinite(self.xs)) and np.all(np.isfinite(self.us))):
+        if not (sum_is_finite(self.xs) and sum_is_finite(self.us)):
             converged = False
             reason = reason + "; the returned trajectory contains non-finite values"
         return SolverResult(xs=self.xs.copy(), us=self.us.copy(), K=self.K.copy(), k=self.k.copy(),
@@ -218,7 +218,7 @@ class ILQR:
             us = np.tile(p.clip_controls(p.default_controls()), (p.horizon, 1))
         else:
             us = np.array(us_init, dtype=float)
-            if us.shape != (p.horizon, p.nu) or not np.all(np.isfinite(us)):
+            if us.shape != (p.horizon, p.nu) or not sum_is_finite(us):
                 raise ValueError(f"us_init must be a finite ({p.horizon}, {p.nu}) array (horizon, nu), "
                                  f"got shape {us.shape}")
         if self.box:
@@ -293,7 +293,7 @@ class ILQR:
             if not sum_is_finite(arr):
                 t = int(np.argwhere(~np.isfinite(arr))[0][0])
                 raise SolverFailure(f"non-finite {name} at knot {t} of the current trajectory")
-        if d.dynamics.has_second_order and not (np.all(np.isfinite(d.dynamics.T)) and np.all(np.isfinite(d.dynamics.C))):
+        if d.dynamics.has_second_order and not (sum_is_finite(d.dynamics.T) and sum_is_finite(d.dynamics.C)):
             raise SolverFailure("non-finite second-order dynamics derivatives on the current trajectory")
         self._after_derivatives(d)
         return d

@@ -62,7 +62,7 @@ class StateSpace:
         if x.ndim < 1 or x.shape[-1] != self.nx:
             raise ValueError(f"{func}: {name} has shape {x.shape}, expected (..., {self.nx}) = (..., nq + nv) "
                              f"for model '{self.model.name}' (nq={self.nq}, nv={self.nv})")
-        if not np.all(np.isfinite(x)):
+        if not sum_is_finite(x):
             raise ValueError(f"{func}: {name} contains non-finite values (NaN or inf)")
         return x
 

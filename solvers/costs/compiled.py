@@ -234,6 +234,7 @@ class _Term:
     knots: np.ndarray           # the knots of those rows
     group: int                  # index into the problem's cost groups, -1: terminal
     packed_from: tuple = ()
+    put: object = None          # CompiledCosts._putter(rows), made on the first packing
 
 
 class CompiledCosts:
@@ -338,7 +339,9 @@ class CompiledCosts:
                 s = s * scales[knots]
             P[rows, 0] = s
             # per-knot data straight into P's rows when they are evenly spaced (a view; else a copy)
-            put = self._putter(tm.rows)
+            put = tm.put
+            if put is None:
+                put = tm.put = self._putter(tm.rows)
             wname = f"{c.name} weights"
             if tm.kind == STATE or tm.kind == STATE_LIE:
                 put("state reference", ref, knots, (nx,), 1, 1 + nx)
