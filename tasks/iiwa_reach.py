@@ -121,6 +121,8 @@ class IiwaReach(Task):
     def update_problem(self, problem: ShootingProblem, t: float) -> None:
         knots_t = float(t) + problem.dt * np.arange(problem.horizon + 1)
         refs = self.target_at(knots_t)                   # (N+1, 3): running knots 0..N-1, terminal knot N
+        if np.array_equal(refs, problem.running_cost["ee"].target):
+            return             # between target switches the references stay: nothing to re-pack
         problem.running_cost["ee"].target = refs
         problem.terminal_cost["ee"].target = refs
 
