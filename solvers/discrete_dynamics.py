@@ -161,15 +161,21 @@ class DiscreteDynamics:
         return self.model.nu
 
     # ------------------------------------------------------------ continuous dynamics
-    def torques(self, q: np.ndarray, v: np.ndarray, u: np.ndarray) -> np.ndarray:
-        """Generalised force ``τ = B u + τ_passive(q, v)`` (..., nv)."""
+    def torques(self, q: np.ndarray, v: np.ndarray, u: np.ndarray, out: np.ndarray | None = None,
+                tmp: np.ndarray | None = None) -> np.ndarray:
+        """Generalised force ``τ = B u + τ_passive(q, v)`` (..., nv). out, tmp: optional float64
+        arrays of that shape for the result and a temporary (a solver's workspace)."""
         if self._B_identity and np.shape(u)[-1:] == (self.B.shape[1],):
-            tau = np.array(u, dtype=float)
+            if out is None:
+                tau = np.array(u, dtype=float)
+            else:
+                out[...] = u
+                tau = out
         else:
-            tau = u @ self.B.T
+            tau = np.matmul(u, self.B.T, out=out)
         if self._has_passive:
-            if self._has_damping:
-                tau = tau - self.damping * v
+            if self._has_damping:      # in place: tau is this call's own array (fresh or out)
+                tau -= np.multiply(self.damping, v, out=tmp)
             for li in self._spring_links:
                 qa, va = self.model.link_qadr[li], self.model.link_dofadr[li]
                 tau[..., va] -= self.stiffness[va] * (q[..., qa] - self.model.qpos_spring[qa])
@@ -313,14 +319,27 @@ class DiscreteDynamics:
         m, dt, nv, nu, nq = self.model, self.dt, self.model.nv, self.model.nu, self.model.nq
         N = x.shape[0]
         ndx, nz = 2 * nv, 2 * nv + nu
-        q, v = self._split(x)                   # contiguous: the backends take these without copies
-        tau = self.torques(q, v, u)
+        state = out.state_scratch(nq) if hasattr(out, "state_scratch") else None
+        if state is None:
+            q, v = self._split(x)               # contiguous: the backends take these without copies
+            tau = self.torques(q, v, u)
+        else:                                   # the same, in the workspace: q (N, nq), v, τ, v⁺, w (N, nv)
+            q, V = state
+            q[...] = x[:, :nq]
+            v = V[0]
+            v[...] = x[:, nq:]
+            tau = self.torques(q, v, u, out=V[1], tmp=V[2])
         scratch = None if out is None else getattr(out, "scratch", None)
         cout = out.contact_buffers(self.contacts.nc) if self.contacts is not None and hasattr(out, "contact_buffers") \
             else None
         a, Aq, Av, Au, _ = self._accel_partials(q, v, tau, scratch, cout)
-        vn = v + dt * a
-        w = dt * vn
+        if state is None:
+            vn = v + dt * a
+            w = dt * vn
+        else:
+            vn = np.multiply(a, dt, out=state[1][2])
+            vn += v
+            w = np.multiply(vn, dt, out=state[1][3])
         # Fx = ∂x⁺/∂x (N, ndx, ndx), Fu = ∂x⁺/∂u (N, ndx, nu), rows (q⁺, v⁺), each C-contiguous
         # (what the compiled backward pass takes without a copy)
         if out is None:

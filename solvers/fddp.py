@@ -110,6 +110,8 @@ class FDDP(ILQR):
     def _final_gap(self) -> float:
         if not hasattr(self, "xs"):
             return np.inf
+        if self.feasible:       # a rollout (a full step closed the gaps): 0 by construction, as for iLQR
+            return 0.0
         p = self.problem
         with self._timed("forward"), np.errstate(all="ignore"):
             try:

@@ -247,9 +247,9 @@ class ILQR:
             self.gaps[:] = 0.0
             return
         ss = self.problem.state
-        self.gaps[0] = ss.difference(self.xs[0], self.problem.x0)
-        self.gaps[1:] = ss.difference(self.xs[1:], d.dynamics.xnext)
-        if np.abs(self.gaps).max() <= self.gap_tol:
+        ss.difference(self.xs[0], self.problem.x0, out=self.gaps[0])
+        ss.difference(self.xs[1:], d.dynamics.xnext, out=self.gaps[1:])
+        if max(self.gaps.max(), -self.gaps.min()) <= self.gap_tol:
             self.feasible = True
             self.gaps[:] = 0.0
 

@@ -48,6 +48,18 @@ class DynamicsBuffers(DynamicsDerivatives):
             s = self._second[key] = (np.empty((4, n, nv, nv, nv)), np.empty((n, R, ndx)), np.empty((n, R, nz, nz)))
         return s
 
+    def state_scratch(self, nq: int) -> tuple:
+        """``(q (n, nq), V (4, n, nv))``: the configurations of these n knots and their velocity,
+        torque, next velocity and step ``w`` (made on the first request, then reused)."""
+        key = ("state", nq)
+        s = self._second.get(key)
+        if s is None:
+            n, nv = self.Fx.shape[0], self.scratch[0].shape[1]
+            if len(self._second) > 8:
+                self._second.clear()
+            s = self._second[key] = (np.empty((n, nq)), np.empty((4, n, nv)))
+        return s
+
     def contact_buffers(self, nc: int):
         """:class:`~dynamics.contact.ContactDynamicsBuffers` for the contact-dynamics derivatives of
         these n knots with nc contact rows (made on the first request for this nc, then reused)."""
@@ -156,6 +168,8 @@ class ProblemData:
         for key, bufs in self.dynamics._second.items():
             if key[0] == "contact":
                 names, bufs = ("a", "lam", "da", "dl"), (bufs.a, bufs.lam, bufs.da, bufs.dl)
+            elif key[0] == "state":
+                names = ("q", "V")
             else:
                 names = ("A2", "C", "T") if len(bufs) == 3 else ("C", "T")
             for name, b in zip(names, bufs):

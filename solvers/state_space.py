@@ -85,22 +85,31 @@ class StateSpace:
         return np.concatenate([np.broadcast_to(qn, shape + (self.nq,)), np.broadcast_to(vn, shape + (self.nv,))],
                               axis=-1)
 
-    def difference(self, x0: np.ndarray, x1: np.ndarray) -> np.ndarray:
-        """``x1 ⊖ x0`` (..., ndx)."""
+    def difference(self, x0: np.ndarray, x1: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """``x1 ⊖ x0`` (..., ndx); out: optional float64 array of that shape to write it into."""
         if self.euclidean and _plain_finite(x0, x1, self.nx):
-            return x1 - x0
+            return np.subtract(x1, x0, out=out)
         ck = self._compiled
         if ck is not None and _plain_finite(x0, x1, self.nx) and x0.ndim == x1.ndim:
             one = x0.ndim == 1
             a, b = _ro(x0[None] if one else x0), _ro(x1[None] if one else x1)
-            out = np.empty((a.shape[0], self.ndx))
-            ck.difference_batch(ck.joint_rows, self.nq, a, b, out)
-            return out[0] if one else out
+            direct = out is not None and not one and out.flags.c_contiguous and out.shape == (a.shape[0], self.ndx)
+            res = out if direct else np.empty((a.shape[0], self.ndx))
+            ck.difference_batch(ck.joint_rows, self.nq, a, b, res)
+            res = res[0] if one else res
+            if out is not None and not direct:
+                out[...] = res
+                return out
+            return res
         dq = self.model.difference(x0[..., :self.nq], x1[..., :self.nq])
         dv = x1[..., self.nq:] - x0[..., self.nq:]
         shape = np.broadcast_shapes(dq.shape[:-1], dv.shape[:-1])
-        return np.concatenate([np.broadcast_to(dq, shape + (self.nv,)), np.broadcast_to(dv, shape + (self.nv,))],
-                              axis=-1)
+        res = np.concatenate([np.broadcast_to(dq, shape + (self.nv,)), np.broadcast_to(dv, shape + (self.nv,))],
+                             axis=-1)
+        if out is not None:
+            out[...] = res
+            return out
+        return res
 
     def integrate_jacobians(self, x: np.ndarray, dx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(∂(x⊕dx)/∂x, ∂(x⊕dx)/∂dx)``, each (..., ndx, ndx)."""
