@@ -243,6 +243,8 @@ def machine_info() -> dict[str, Any]:
         threads["numpy_blas"] = f"{blas.get('name')} {blas.get('version')}"
     except Exception:  # the layout of show_config differs across numpy versions; informational only
         threads["numpy_blas"] = None
+    from dynamics.worker_wait import worker_wait_status
+    threads["worker_wait"] = worker_wait_status()
     affinity = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
     return {"cpu_model": cpu, "logical_cores": os.cpu_count(), "usable_cores": affinity,
             "platform": platform.platform(), "versions": versions, "threads": threads,

@@ -123,6 +123,7 @@ def machine_info() -> dict[str, Any]:
         except Exception:  # optional packages: absent is fine
             versions[mod] = None
     threads = {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMBA_NUM_THREADS")}
+    threads["worker_wait"] = dynamics.worker_wait.worker_wait_status()
     cpu = platform.processor() or platform.machine()
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():

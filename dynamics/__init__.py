@@ -6,6 +6,10 @@
 >>> tau = be.rnea(model, q, v, a)            # (..., nv)
 """
 
+from .worker_wait import configure_worker_wait
+
+configure_worker_wait()   # before numba (or anything else) loads libgomp: see dynamics.worker_wait
+
 from .backend import (Backend, BackendUnavailableError, available_backends, default_backend_name, get_backend,
                       register_backend)
 from .contact import ContactSet

@@ -45,7 +45,9 @@ class CompiledForwardDynamics:
     ``difference_x(joint_rows, nq, x0, x1, out)``: compiled ``q ⊕ w`` (configuration part) and
     ``x1 ⊖ x0`` (tangent (2 nv,)) on the model's joint table ``joint_rows``. ``source_hash``:
     changes whenever the compiled code behind these functions changes; a caller that caches its own
-    kernel on disk adds it to its stamp.
+    kernel on disk adds it to its stamp. ``threads()``: how many worker threads the backend's batched
+    calls use now (a caller may spread independent slices of its own work over that many numba
+    threads).
     """
 
     aba_range: Callable
@@ -55,6 +57,7 @@ class CompiledForwardDynamics:
     integrate_q: Callable
     difference_x: Callable
     joint_rows: np.ndarray
+    threads: Callable[[], int] = lambda: 1
 
 
 @dataclass(frozen=True)
@@ -111,7 +114,8 @@ class CompiledKinematics:
     ``difference_batch(joint_rows, nq, x0, x1, out)``: ``x1[b] ⊖ x0[b]`` for (B, nx) read-only
     float64 C-contiguous arrays into out (B, 2 nv), callable from Python.
     ``source_hash`` changes whenever the compiled code behind the functions changes (a caller
-    caching its own kernel on disk adds it to its stamp).
+    caching its own kernel on disk adds it to its stamp). ``threads()``: as
+    :attr:`CompiledForwardDynamics.threads`.
     """
 
     workspace: Callable
@@ -123,6 +127,7 @@ class CompiledKinematics:
     difference_batch: Callable
     joint_rows: np.ndarray
     source_hash: str
+    threads: Callable[[], int] = lambda: 1
 
 
 class Backend:

@@ -198,7 +198,8 @@ class MPC:
                     job = be.compile_ahead(self.model, calls)
                     if job is not None:
                         if progress is not None:
-                            on_compile(f"{job.calls[0][0]} (in a second process, alongside)")
+                            names = " and ".join(dict.fromkeys(f for f, _ in job.calls))
+                            on_compile(f"{names} (in a second process, alongside)")
                         try:
                             self._warm_solver_kernels([c for c in calls if c not in job.calls])
                         finally:

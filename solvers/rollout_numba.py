@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 aba_range = None                         # bound from the backend's CompiledForwardDynamics on compilation
+prange = range                           # numba.prange once numba is imported (first compilation)
 integrate_q = None
 difference_x = None
 
@@ -57,8 +58,9 @@ def _all_finite(x):
 
 
 def _rollout_kernel(margs, fext, joints, springs, B, damping, stiffness, qspring, has_passive, dts,
-                    x0, alphas, xs, us, k, K, lo, hi, clip, gaps, X, U, ok, q, vt, q_ro, vt_ro):
-    """The batched rollout (module docstring) into X (S, N+1, nx), U (S, N, nu), ok (S,).
+                    x0, alphas, xs, us, k, K, lo, hi, clip, gaps, X, U, ok, q, vt, q_ro, vt_ro, s0, s1):
+    """The batched rollout (module docstring) of candidates ``s0 <= s < s1`` into X (S, N+1, nx),
+    U (S, N, nu), ok (S,).
 
     margs / fext: the backend's packed model and "no external force" array
     (:class:`dynamics.backend.CompiledForwardDynamics`); dts (N,) the knots' time steps.
@@ -73,16 +75,16 @@ def _rollout_kernel(margs, fext, joints, springs, B, damping, stiffness, qspring
     xn = np.empty((S, nq + nv))
     d = np.empty(2 * nv)
     u = np.empty(nu)
-    for s in range(S):
+    for s in range(s0, s1):
         ok[s] = True
         for i in range(nq + nv):
             xn[s, i] = x0[i]
     for t in range(N + 1):
-        for s in range(S):
+        for s in range(s0, s1):
             _start_state(joints, nq, xn[s], alphas[s], gaps, t, d, X[s, t])
         if t == N:
             break
-        for s in range(S):
+        for s in range(s0, s1):
             x = X[s, t]
             difference_x(joints, nq, xs[t], x, d)
             for i in range(nu):
@@ -114,10 +116,9 @@ def _rollout_kernel(margs, fext, joints, springs, B, damping, stiffness, qspring
             for r in range(springs.shape[0]):
                 qa, va = springs[r, 0], springs[r, 1]
                 tau[s, va] -= stiffness[va] * (q[s, qa] - qspring[qa])
-        aba_range(*margs, q_ro, vt_ro[0], vt_ro[1], fext, acc, S - S, S)   # S - S: an int64 0 (a
-        # literal 0 would compile another specialisation of aba_range)
+        aba_range(*margs, q_ro, vt_ro[0], vt_ro[1], fext, acc, s0, s1)
         dt = dts[t]
-        for s in range(S):
+        for s in range(s0, s1):
             x = X[s, t]
             for i in range(nv):
                 vn = v[s, i] + dt * acc[s, i]
@@ -133,25 +134,38 @@ def _rollout_kernel(margs, fext, joints, springs, B, damping, stiffness, qspring
                     xn[s, i] = x[i]
 
 
+
+def _rollout_parallel(margs, fext, joints, springs, B, damping, stiffness, qspring, has_passive, dts,
+                      x0, alphas, xs, us, k, K, lo, hi, clip, gaps, X, U, ok, q, vt, q_ro, vt_ro, nt):
+    """:func:`_rollout_kernel` with the candidates in ``nt`` contiguous slices on the worker threads:
+    candidates are independent, so the rollouts of the line search's step sizes (two per warm-started
+    MPC update) run side by side."""
+    S = alphas.shape[0]
+    for c in prange(nt):
+        _rollout_kernel(margs, fext, joints, springs, B, damping, stiffness, qspring, has_passive, dts, x0, alphas,
+                        xs, us, k, K, lo, hi, clip, gaps, X, U, ok, q, vt, q_ro, vt_ro, c * S // nt,
+                        (c + 1) * S // nt)
+
+
 _JITTED = ("_start_state", "_all_finite", "_rollout_kernel")
-_compiled = None
+_compiled = None                         # the parallel driver once bound
 _bound_hash: str | None = None
 
 
-def _jit(fn):
+def _jit(fn, **options):
     """numba's njit with the on-disk cache and the numerics of the dynamics kernels (FMA
     contraction only, numpy's floating-point error model)."""
     from numba import njit
-    return njit(cache=True, fastmath={"contract"}, error_model="numpy")(fn)
+    return njit(cache=True, fastmath={"contract"}, error_model="numpy", **options)(fn)
 
 
 def _kernel(fd):
-    """The compiled rollout kernel calling ``fd.aba_range`` (a
+    """The compiled rollout (:func:`_rollout_parallel`) calling ``fd.aba_range`` (a
     :class:`dynamics.backend.CompiledForwardDynamics`). numba imported, functions jitted and the
     cache locator registered on the first call; the cached kernel contains a compiled copy of
     ``aba_range``, so its stamp includes ``fd.source_hash``. One process binds one backend's
     function (every compiled backend so far is the numba backend)."""
-    global _compiled, aba_range, integrate_q, difference_x, _bound_hash
+    global _compiled, aba_range, integrate_q, difference_x, _bound_hash, prange
     if _compiled is not None:
         if fd.source_hash != _bound_hash or fd.aba_range is not aba_range:
             raise RuntimeError("the compiled rollout is already bound to another backend's forward dynamics in "
@@ -163,9 +177,13 @@ def _kernel(fd):
     stamp_sources("solvers.rollout_numba", lambda path: path == here, lambda: _bound_hash)
     g = globals()
     aba_range, integrate_q, difference_x, _bound_hash = fd.aba_range, fd.integrate_q, fd.difference_x, fd.source_hash
+    import numba
+    prange = numba.prange
     for name in _JITTED:
-        g[name] = _jit(g[name])
-    _compiled = g["_rollout_kernel"]
+        # the kernel body is inlined into the parallel driver, the one function compiled: a callee
+        # compiled on its own would be compiled, then linked and optimised again inside the driver
+        g[name] = _jit(g[name], inline="always") if name == "_rollout_kernel" else _jit(g[name])
+    _compiled = _jit(g["_rollout_parallel"], parallel=True)
     return _compiled
 
 
@@ -249,9 +267,13 @@ class CompiledRollout:
                 raise ValueError(f"CompiledRollout.run: out buffers are for {ok.shape[0]} candidates, not {S}")
         q = np.empty((S, self.nq))
         vt = np.empty((2, S, self.nv))
-        _kernel(self.fd)(self.fd.model_args, self.fd.no_fext, *self._dyn_args, arr["dts"], arr["x0"], alphas,
-                         arr["xs"], us, arr["k"], arr["K"], arr["u_lower"], arr["u_upper"], bool(clip),
-                         arr.get("gaps", self._no_gaps), X, U, ok, q, vt, _ro(q), _ro(vt))
+        import numba
+        nt = max(1, min(S, self.fd.threads()))
+        if numba.get_num_threads() != nt:   # numba's setting is per calling thread; 1: no worker woken
+            numba.set_num_threads(nt)
+        _kernel(self.fd)(self.fd.model_args, self.fd.no_fext, *self._dyn_args, arr["dts"], arr["x0"], alphas, arr["xs"],
+                         us, arr["k"], arr["K"], arr["u_lower"], arr["u_upper"], bool(clip),
+                         arr.get("gaps", self._no_gaps), X, U, ok, q, vt, _ro(q), _ro(vt), nt)
         return X, U, ok
 
     def warmup(self) -> None:

@@ -52,3 +52,21 @@ def test_warm_cache_starts_no_child():
     ca.cache_is_cold()          # compiled (or loaded) in this process: the cache is warm now
     assert be.compile_ahead(m, [("aba_derivatives", 32), ("aba_second_derivatives", 32)]) is None
     assert be._variant("aba_derivatives", m, 1) == "serial"
+
+
+def test_cold_cache_sends_every_derivative_kernel_to_the_child(monkeypatch):
+    """The child takes the first- and second-order batched kernels (second order first), each in the
+    variant the backend will run it in; the parent keeps the rest."""
+    be = get_backend("numba")
+    m = load_model("iiwa")
+    started = []
+    monkeypatch.setattr(ca, "cache_is_cold", lambda: True)
+    monkeypatch.setattr(ca, "start", lambda specs, calls: started.append((specs, calls)) or "job")
+    calls = [("aba_derivatives", 32), ("rnea", 32), ("aba_second_derivatives", 32), ("aba_derivatives", 32)]
+    assert be.compile_ahead(m, calls) == "job"
+    specs, taken = started[0]
+    assert taken == [("aba_second_derivatives", 32), ("aba_derivatives", 32)]
+    assert specs == [f"aba_second_derivatives:{be._variant('second_order', m, 32)}",
+                     f"aba_derivatives:{be._variant('aba_derivatives', m, 32)}"]
+    assert be.compile_ahead(m, [("aba_derivatives", 1)]) == "job"
+    assert started[1] == (["aba_derivatives:serial"], [("aba_derivatives", 1)])

@@ -11,6 +11,7 @@ import pytest
 
 import tasks
 from dynamics import get_backend
+from solvers.costs.compiled import CompiledCosts
 from solvers import ILQR, ActionModel, ControlCost, CostSum, FramePositionCost, FrameRotationCost, FreeDynamics, \
     JointLimitCost, ShootingProblem, StateCost
 
@@ -200,3 +201,34 @@ def test_floating_base_state_cost_and_difference(scale):
             fd = (p.cost(xp, us) - p.cost(xm, us)) / (2 * h)
             an = got["terminal.lx"][0, i] if t == n else got["running.lx"][t, i]
             assert fd == pytest.approx(an, rel=1e-5, abs=1e-5 * max(1.0, abs(an))), (t, i)
+
+
+@pytest.mark.skipif(__import__("numba").config.NUMBA_NUM_THREADS < 2, reason="needs numba with two threads")
+def test_two_threads_equal_one_thread_and_the_python_terms(iiwa):
+    """The parallel driver splits the candidates (values of S > 1 trajectories) or one trajectory's
+    knots (its value and derivatives) over the backend's threads: per-knot derivatives bitwise
+    those of one thread, totals to rounding, and both equal the Python terms."""
+    n = 3 * CompiledCosts.MIN_KNOTS_PER_THREAD     # long enough for the knot split
+    rng = np.random.default_rng(5)
+    X = np.concatenate([iiwa.q_home + rng.uniform(-1.0, 1.0, (3, n + 1, 7)), rng.normal(size=(3, n + 1, 7))], -1)
+    U = iiwa.u_gravity + rng.normal(size=(3, n, 7))
+    got = {}
+    for threads in (1, 2):
+        p = iiwa.build_problem(iiwa.initial_state(), n, 0.02, backend=get_backend("numba", threads=threads))
+        assert p._compiled_costs().kin.threads() == threads
+        d = p.create_data()
+        p.derivatives(X[0], U[0], data=d)
+        got[threads] = (p.cost(X, U), p.cost(X[0], U[0]),
+                        {k: v.copy() for k, v in d.arrays().items() if k.startswith(("running", "terminal"))})
+    np.testing.assert_allclose(got[2][0], got[1][0], rtol=1e-14)
+    assert got[2][1] == pytest.approx(got[1][1], rel=1e-14)
+    for k, v in got[2][2].items():
+        if not k.endswith(".l"):          # per-knot rows: the same arithmetic on either thread
+            assert np.array_equal(v, got[1][2][k]), k
+    p.compile_costs = False
+    np.testing.assert_allclose(got[2][0], p.cost(X, U), rtol=1e-13)
+    d = p.create_data()
+    p.derivatives(X[0], U[0], data=d)
+    for k, v in got[2][2].items():
+        ref = d.arrays()[k]
+        assert np.abs(v - ref).max() <= 1e-12 * max(1.0, np.abs(ref).max()), k

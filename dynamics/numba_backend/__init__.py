@@ -23,7 +23,6 @@ Usage::
 from __future__ import annotations
 
 import importlib.util
-import os
 from types import SimpleNamespace
 
 import numpy as np
@@ -37,12 +36,8 @@ from .packing import frame_arrays, packed
 if importlib.util.find_spec("numba") is None:  # reported by dynamics.available_backends()
     raise ModuleNotFoundError("the numba backend needs the 'numba' package (pip install numba)")
 
-# numba's OpenMP threading layer (libgomp) lets idle worker threads spin-wait by default. A
-# spinning worker takes a core away from the simulator, the Python solver code and any other
-# process; on a 2-core machine with one other busy process a warm iiwa MPC update measured 40 ms
-# instead of 2.4 ms. Passive waiting costs a futex wake-up per parallel region instead. Set before
-# libgomp loads (first parallel kernel); a user's own setting wins.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# how libgomp's workers wait between parallel regions is set when `dynamics` is imported, before
+# numba loads libgomp: dynamics.worker_wait
 
 _REFERENCES = {"local": 0, "world": 1, "local_world_aligned": 2}
 _F64 = np.dtype(np.float64)
@@ -144,9 +139,9 @@ class NumbaBackend(Backend):
         return "parallel"
 
     def compile_ahead(self, model: RobotModel, calls):
-        """Start compiling, in a child process, the batched kernel of the costliest of ``calls`` —
-        (function, batch size) pairs among ``aba_derivatives`` and ``aba_second_derivatives`` — in
-        the variant this backend will run it in; only when the on-disk cache is cold (a first run).
+        """Start compiling, in a child process, the batched kernels of ``calls`` — (function, batch
+        size) pairs among ``aba_derivatives`` and ``aba_second_derivatives`` — in the variants this
+        backend will run them in; only when the on-disk cache is cold (a first run).
         Returns a job (its ``calls``: what the child took) to ``wait()`` for before making those
         calls (the caller compiles everything else meanwhile), or None (cache warm, or no child
         could be started). See :mod:`.compile_ahead`."""
@@ -155,10 +150,12 @@ class NumbaBackend(Backend):
         calls = [(f, int(B)) for f, B in calls if f in kinds]
         if not calls or not ca.cache_is_cold():
             return None
-        # the child takes the one kernel that takes longest to compile (second order: ≈ 50 s on a
-        # 2-core machine, first order ≈ 37 s); the caller compiles the rest meanwhile
-        f, B = max(calls, key=lambda c: c[0] == "aba_second_derivatives")
-        return ca.start([f"{f}:{self._variant(kinds[f], model, B)}"], [(f, B)])
+        # the child takes the derivative kernels (measured cold on the 2-core CI VM, 2026-11-24: second
+        # order alone 34 s, first order 20 s, sharing their passes), the caller the solver's rollout,
+        # cost and backward-pass kernels (≈ 35 s) meanwhile; the second order goes first
+        calls = sorted(dict.fromkeys(calls), key=lambda c: c[0] != "aba_second_derivatives")
+        specs = list(dict.fromkeys(f"{f}:{self._variant(kinds[f], model, B)}" for f, B in calls))
+        return ca.start(specs, calls)
 
     # ------------------------------------------------------------ compilation
     prefers_compiled_solver = True
@@ -175,7 +172,8 @@ class NumbaBackend(Backend):
         rows = lie.joint_rows(model)
         rows.setflags(write=False)
         return CompiledForwardDynamics(_k().aba.aba_range, (pm.li, pm.lf, pm.gv, pm.bl, pm.bf), pm.no_fext,
-                                       package_source_hash(), lie.integrate_q, lie.difference_x, rows)
+                                       package_source_hash(), lie.integrate_q, lie.difference_x, rows,
+                                       lambda: self.threads)
 
     def compiled_kinematics(self, model: RobotModel):
         """:class:`~dynamics.backend.CompiledKinematics` for the solvers' compiled cost terms: this
@@ -197,7 +195,8 @@ class NumbaBackend(Backend):
         rows.setflags(write=False)
         k = _k().kinematics
         return CompiledKinematics(k.frames_workspace, k.frames_knot, (pm.li, pm.lf), frame_table, lie.difference_x,
-                                  lie.difference_jacobian, lie.difference_batch, rows, package_source_hash())
+                                  lie.difference_jacobian, lie.difference_batch, rows, package_source_hash(),
+                                  lambda: self.threads)
 
     def compiled_contact_dynamics(self, model: RobotModel, contacts):
         """:class:`~dynamics.backend.CompiledContactDynamics` for the solvers' compiled contact

@@ -42,6 +42,7 @@ STATE, CONTROL, FRAME_POSITION, JOINT_LIMIT, STATE_LIE = 0, 1, 2, 3, 4
 _MATH = ("value", "derivatives", "residual", "residual_jacobian", "_accumulate")
 
 frames_knot = None                       # bound from the backend's CompiledKinematics on compilation
+prange = range                           # numba.prange once numba is imported (first compilation)
 frames_workspace = None
 difference_x = None
 difference_jacobian = None
@@ -49,13 +50,12 @@ difference_jacobian = None
 
 # ---------------------------------------------------------------- kernel source (jitted lazily)
 def _cost_kernel(margs, joints, flink, ff, nq, nv, E, KS, FK, P, IX, X, U, deriv, J, rl, rlx, rlu, rlxx, rluu, tl,
-                 tlx, tlxx):
-    """Values ``J[s]`` (S,) of trajectories X (S, N+1, nx), U (S, N, nu) over the entries, and with
-    ``deriv`` (S = 1) their derivatives added into the running rows rl (N,), rlx (N, ndx), rlu
-    (N, nu), rlxx (N, ndx, ndx), rluu (N, nu, nu) and the terminal row tl (1,), tlx (1, ndx),
-    tlxx (1, ndx, ndx). E, KS (N+2,) entry offsets per knot, FK (N+1,) knots with frame
-    entries, P, IX: module docstring."""
-    S = X.shape[0]
+                 tlx, tlxx, s0, s1, t0, t1):
+    """Values ``J[s]`` of trajectories X (S, N+1, nx), U (S, N, nu) over the entries of knots
+    ``t0 <= t < t1``, for ``s0 <= s < s1``, and with ``deriv`` (S = 1) their derivatives added into
+    the running rows rl (N,), rlx (N, ndx), rlu (N, nu), rlxx (N, ndx, ndx), rluu (N, nu, nu) and
+    the terminal row tl (1,), tlx (1, ndx), tlxx (1, ndx, ndx). E, KS (N+2,) entry offsets per
+    knot, FK (N+1,) knots with frame entries, P, IX: module docstring."""
     N = X.shape[1] - 1
     nx = X.shape[2]
     nf = flink.shape[0]
@@ -70,9 +70,9 @@ def _cost_kernel(margs, joints, flink, ff, nq, nv, E, KS, FK, P, IX, X, U, deriv
     Jq = np.empty((nv, nv))
     WJ = np.empty((nv, nv))
     tmp = np.empty((8, 3, 3))
-    for s in range(S):
+    for s in range(s0, s1):
         total = 0.0
-        for t in range(N + 1):
+        for t in range(t0, t1):
             e0 = KS[t]
             e1 = KS[t + 1]
             if e0 == e1:
@@ -175,6 +175,24 @@ def _cost_kernel(margs, joints, flink, ff, nq, nv, E, KS, FK, P, IX, X, U, deriv
         J[s] = total
 
 
+def _cost_parallel(margs, joints, flink, ff, nq, nv, E, KS, FK, P, IX, X, U, deriv, Jc, rl, rlx, rlu, rlxx, rluu, tl,
+                   tlx, tlxx, nt):
+    """:func:`_cost_kernel` in ``nt`` slices on the worker threads: of the candidates when there are
+    several (values), else of the knots (slices write disjoint rows; the terminal row belongs to the
+    last). Slice c writes its totals into ``Jc[c]`` (nt, S), zero elsewhere: the caller sums over c."""
+    S = X.shape[0]
+    N1 = X.shape[1]
+    for c in prange(nt):
+        for s in range(S):
+            Jc[c, s] = 0.0
+        if S > 1:
+            _cost_kernel(margs, joints, flink, ff, nq, nv, E, KS, FK, P, IX, X, U, deriv, Jc[c], rl, rlx, rlu, rlxx,
+                         rluu, tl, tlx, tlxx, c * S // nt, (c + 1) * S // nt, 0, N1)
+        else:
+            _cost_kernel(margs, joints, flink, ff, nq, nv, E, KS, FK, P, IX, X, U, deriv, Jc[c], rl, rlx, rlu, rlxx,
+                         rluu, tl, tlx, tlxx, 0, 1, c * N1 // nt, (c + 1) * N1 // nt)
+
+
 _compiled = None
 _bound_hash: str | None = None
 
@@ -183,20 +201,26 @@ def _kernel(kin):
     """The compiled kernel calling ``kin.frames_knot`` (a :class:`dynamics.backend.CompiledKinematics`);
     as :func:`solvers.rollout_numba._kernel`: one process binds one backend's functions, and the
     on-disk cache is stamped with their ``source_hash``."""
-    global _compiled, frames_knot, frames_workspace, difference_x, difference_jacobian, _bound_hash
+    global _compiled, frames_knot, frames_workspace, difference_x, difference_jacobian, _bound_hash, prange
     if _compiled is not None:
         if kin.source_hash != _bound_hash or kin.frames_knot is not frames_knot:
             raise RuntimeError("the compiled cost kernel is already bound to another backend's kinematics in this "
                                "process; set problem.compile_costs = False for the second backend")
         return _compiled
     from numba import njit
+    from numba import prange as numba_prange
 
     from dynamics.kernel_cache import stamp_sources
     here = Path(__file__).resolve()
     stamp_sources("solvers.costs.compiled", lambda path: path == here, lambda: _bound_hash)
     frames_knot, frames_workspace, _bound_hash = kin.frames_knot, kin.workspace, kin.source_hash
     difference_x, difference_jacobian = kin.difference_x, kin.difference_jacobian
-    _compiled = njit(cache=True, fastmath={"contract"}, error_model="numpy")(_cost_kernel)
+    prange = numba_prange
+    # the kernel body is inlined into the parallel driver, the one function compiled (a callee compiled
+    # on its own would be compiled, then linked and optimised again inside the driver)
+    g = globals()
+    g["_cost_kernel"] = njit(inline="always", cache=True, fastmath={"contract"}, error_model="numpy")(_cost_kernel)
+    _compiled = njit(cache=True, parallel=True, fastmath={"contract"}, error_model="numpy")(_cost_parallel)
     return _compiled
 
 
@@ -240,6 +264,10 @@ class _Term:
 class CompiledCosts:
     """The compiled cost terms of a :class:`~solvers.problem.ShootingProblem` (running groups and
     terminal cost), and the Python remainder of each group."""
+
+    # one trajectory's knots are split over the backend's threads only in slices this long: below,
+    # waking the thread pool costs more than the slice
+    MIN_KNOTS_PER_THREAD = 8
 
     def __init__(self, problem, kin):
         self.problem = problem
@@ -302,6 +330,7 @@ class CompiledCosts:
         self._dummy = (np.zeros(1), np.zeros((1, ndx)), np.zeros((1, nu)), np.zeros((1, ndx, ndx)),
                        np.zeros((1, nu, nu)), np.zeros(1), np.zeros((1, ndx)), np.zeros((1, ndx, ndx)))
         self._J1 = np.empty(1)
+        self._Jc: dict[tuple[int, int], np.ndarray] = {}   # per-slice totals of the parallel kernel
 
     @staticmethod
     def signature_of(problem) -> tuple:
@@ -381,8 +410,20 @@ class CompiledCosts:
     def _call(self, X, U, deriv: bool, J, outs) -> None:
         self._pack()
         kin, m = self.kin, self.model
+        S, N1 = X.shape[0], X.shape[1]
+        nt = max(1, min(kin.threads(), S if S > 1 else N1 // self.MIN_KNOTS_PER_THREAD))
+        import numba
+        if numba.get_num_threads() != nt:   # numba's setting is per calling thread; 1: no worker woken
+            numba.set_num_threads(nt)
+        Jc = self._Jc.get((nt, S))
+        if Jc is None:
+            Jc = self._Jc[(nt, S)] = np.empty((nt, S))
         _kernel(kin)(kin.model_args, kin.joint_rows, self.flink, self.ff, m.nq, m.nv, self.E, self.KS, self.FK, self.P,
-                     self.IX, X, U, deriv, J, *outs)
+                     self.IX, X, U, deriv, Jc, *outs, nt)
+        if nt == 1:
+            J[:] = Jc[0]
+        else:
+            Jc.sum(axis=0, out=J)
 
     # ------------------------------------------------------------ evaluation
     def values(self, X: np.ndarray, U: np.ndarray) -> np.ndarray:
