@@ -46,17 +46,9 @@ def _quat_rotation(q, a, RJ):
 
 
 @jit
-def _rodrigues(w0, w1, w2, RJ):
-    """``exp([w]x) = 1 + sinc(θ) [w]x + (1 - cos θ)/θ² [w]x²`` (lie.so3_exp)."""
-    t2 = w0 * w0 + w1 * w1 + w2 * w2
-    if t2 < _SMALL:
-        sc = 1 - t2 / 6 + t2 * t2 / 120
-        cc = 0.5 - t2 / 24 + t2 * t2 / 720
-    else:
-        t = np.sqrt(t2)
-        sc = np.sin(t) / t
-        cc = (1 - np.cos(t)) / t2
-    # [w]x and [w]x^2 entries
+def _rotation_from(sc, cc, w0, w1, w2, RJ):
+    """``RJ = 1 + sc [w]x + cc [w]x²`` (3, 3): the Rodrigues form shared by :func:`_rodrigues` and
+    :func:`_hinge_rotation`, which differ only in how they get the two coefficients."""
     RJ[0, 0] = 1.0 + cc * (-w2 * w2 - w1 * w1)
     RJ[1, 1] = 1.0 + cc * (-w2 * w2 - w0 * w0)
     RJ[2, 2] = 1.0 + cc * (-w1 * w1 - w0 * w0)
@@ -69,6 +61,20 @@ def _rodrigues(w0, w1, w2, RJ):
 
 
 @jit
+def _rodrigues(w0, w1, w2, RJ):
+    """``exp([w]x) = 1 + sinc(θ) [w]x + (1 - cos θ)/θ² [w]x²`` (lie.so3_exp)."""
+    t2 = w0 * w0 + w1 * w1 + w2 * w2
+    if t2 < _SMALL:
+        sc = 1 - t2 / 6 + t2 * t2 / 120
+        cc = 0.5 - t2 / 24 + t2 * t2 / 720
+    else:
+        t = np.sqrt(t2)
+        sc = np.sin(t) / t
+        cc = (1 - np.cos(t)) / t2
+    _rotation_from(sc, cc, w0, w1, w2, RJ)
+
+
+@jit
 def _hinge_rotation(th, a0, a1, a2, RJ):
     """``exp(θ [a]x)`` about a unit axis ``a`` (MuJoCo normalises joint axes):
     ``1 + sin θ [a]x + (1 - cos θ) [a]x²`` with ``sin θ = 2 sin(θ/2) cos(θ/2)`` and
@@ -78,15 +84,7 @@ def _hinge_rotation(th, a0, a1, a2, RJ):
     ch = np.cos(0.5 * th)
     s = 2.0 * sh * ch
     cm = 2.0 * sh * sh
-    RJ[0, 0] = 1.0 + cm * (-a2 * a2 - a1 * a1)
-    RJ[1, 1] = 1.0 + cm * (-a2 * a2 - a0 * a0)
-    RJ[2, 2] = 1.0 + cm * (-a1 * a1 - a0 * a0)
-    RJ[0, 1] = s * -a2 + cm * (a1 * a0)
-    RJ[0, 2] = s * a1 + cm * (a2 * a0)
-    RJ[1, 0] = s * a2 + cm * (a0 * a1)
-    RJ[1, 2] = s * -a0 + cm * (a2 * a1)
-    RJ[2, 0] = s * -a1 + cm * (a0 * a2)
-    RJ[2, 1] = s * a0 + cm * (a1 * a2)
+    _rotation_from(s, cm, a0, a1, a2, RJ)
 
 
 @jit
