@@ -315,11 +315,44 @@ class DiscreteDynamics:
             dav -= np.multiply(Minv, self.damping, out=tmp)
         return a, daq, dav, (Minv if self._B_identity else Minv @ self.B), Minv
 
+    def _compiled_euler(self):
+        """:mod:`solvers.euler_numba` and the arguments it takes for these dynamics, or None where
+        it does not apply (contacts, ball/free joints, a backend that does not prefer compiled
+        solver kernels); made on the first call."""
+        ce = self.__dict__.get("_euler_kernels", False)
+        if ce is False:
+            ce = None
+            if self.contacts is None and self._euclidean and self.backend.prefers_compiled_solver:
+                from . import euler_numba
+                m = self.model
+                sl = np.asarray(self._spring_links, dtype=np.int64)
+                springs = np.stack([np.asarray(m.link_qadr)[sl], np.asarray(m.link_dofadr)[sl]],
+                                   axis=-1).astype(np.int64).reshape(-1, 2)
+                ce = (euler_numba, np.ascontiguousarray(self.B, dtype=float), bool(self._B_identity),
+                      np.ascontiguousarray(self.damping, dtype=float), springs,
+                      np.ascontiguousarray(self.stiffness, dtype=float), np.ascontiguousarray(m.qpos_spring, dtype=float))
+            self._euler_kernels = ce
+        return ce
+
     def _euler_derivatives(self, x, u, second_order, out: DynamicsDerivatives | None = None):
         m, dt, nv, nu, nq = self.model, self.dt, self.model.nv, self.model.nu, self.model.nq
         N = x.shape[0]
         ndx, nz = 2 * nv, 2 * nv + nu
         state = out.state_scratch(nq) if hasattr(out, "state_scratch") else None
+        ce = self._compiled_euler() if state is not None and getattr(out, "scratch", None) is not None else None
+        if ce is not None:
+            # the same step in two compiled calls around the backend's (the workspace's buffers throughout)
+            kern, B, b_identity, damping, springs, stiffness, qspring = ce
+            q, V = state
+            v, tau = V[0], V[1]
+            kern.euler_inputs(x, u, B, b_identity, damping, springs, stiffness, qspring, q, v, tau)
+            a, D = out.scratch
+            self.backend.aba_derivatives(m, q, v, tau, return_acceleration=True, out=D[:3], acceleration_out=a)
+            xn, Fx, Fu = out.xnext, out.Fx, out.Fu
+            kern.euler_jacobians(q, v, a, D[0], D[1], D[2], B, b_identity, damping, stiffness, dt, xn, Fx, Fu)
+            if not second_order:
+                return DynamicsDerivatives(xn, Fx, Fu)
+            return self._euler_second_order(q, v, tau, None, None, None, None, dt, xn, Fx, Fu, out)
         if state is None:
             q, v = self._split(x)               # contiguous: the backends take these without copies
             tau = self.torques(q, v, u)
@@ -372,6 +405,16 @@ class DiscreteDynamics:
             xn[:, :nq] = m.integrate(q, w)
         if not second_order:
             return DynamicsDerivatives(xn, Fx, Fu)
+        dvn = np.concatenate([dvx, dvu], axis=-1) if self._lie_dofs.size else None   # (N, nv, nz)
+        return self._euler_second_order(q, v, tau, w, Jq, Jw, dvn, dt, xn, Fx, Fu, out)
+
+    def _euler_second_order(self, q, v, tau, w, Jq, Jw, dvn, dt, xn, Fx, Fu, out) -> DynamicsDerivatives:
+        """The first-order results xn, Fx, Fu completed with DDP's factored second-order terms
+        (in ``out``'s buffers when it has them). w, Jq, Jw, dvn (N, nv, nz): the step, the
+        integration Jacobians and ∂v⁺/∂z, needed with ball/free joints only (None on Euclidean robots)."""
+        nv, nu = self.model.nv, self.model.nu
+        ndx, nz = 2 * nv, 2 * nv + nu
+        N = q.shape[0]
         # F2 = (∂²q⁺, ∂²v⁺) with v⁺ = v + dt a and q⁺ = q ⊕ w, w = dt v⁺:
         #   F2_v = dt Ha,   F2_q = Jw (dt² Ha) + G (the SO(3)/SE(3) integration terms, Lie rows only)
         # factored as F2[i] = Σ_r C[r, i] T[r] with T = (Ha, G_lie) and C = ([dt² Jwᵀ | dt I], [E_lie | 0])
@@ -388,7 +431,6 @@ class DiscreteDynamics:
             C[:, :nv, :nv] = dt * dt * np.swapaxes(Jw, -1, -2)
         C[:, ar, nv + ar] = dt
         if lie.size:
-            dvn = np.concatenate([dvx, dvu], axis=-1)                       # (N, nv, nz)
             T[:, nv:] = self._lie_integration_terms(q, w, Jq, Jw, dt * dvn)[:, lie]
             C[:, nv + np.arange(lie.size), lie] = 1.0
         return DynamicsDerivatives(xn, Fx, Fu, C, T)

@@ -67,6 +67,35 @@ def _chol_solve(L, n, b, out):
 
 
 @jit
+def _chol_solve_rows(L, n, B, idx, Y, out):
+    """``out[idx[:n]] = -(L Lᵀ)⁻¹ B[idx[:n]]`` for B (·, m), every column at once: the forward and
+    back substitutions run over whole rows, so the innermost loop is over the m contiguous columns
+    (vectorised; m separate solves ran the recursion column by column). Y (≥ n, m) scratch."""
+    m = B.shape[1]
+    for i in range(n):
+        r = idx[i]
+        for c in range(m):
+            Y[i, c] = B[r, c]
+        for j in range(i):
+            w = L[i, j]
+            for c in range(m):
+                Y[i, c] -= w * Y[j, c]
+        inv = 1.0 / L[i, i]
+        for c in range(m):
+            Y[i, c] *= inv
+    for i in range(n - 1, -1, -1):
+        for j in range(i + 1, n):
+            w = L[j, i]
+            for c in range(m):
+                Y[i, c] -= w * Y[j, c]
+        inv = 1.0 / L[i, i]
+        r = idx[i]
+        for c in range(m):
+            Y[i, c] *= inv
+            out[r, c] = -Y[i, c]
+
+
+@jit
 def _quad_value(H, g, x, n):
     """``xᵀ g + ½ xᵀ H x``."""
     v = 0.0
@@ -244,13 +273,11 @@ def backward_pass_kernel(Fx, Fu, lx, lu, lxx, lxu, luu, VxN, VxxN, C, T, gaps, m
     L = np.empty((nu, nu))
     work = np.empty((5, nu))
     free = np.empty(nu, dtype=np.bool_)
-    col = np.empty(nu)
     sol = np.empty(nu)
     idx = np.empty(nu, dtype=np.int64)
     Vx_new = np.empty(ndx)
-    Vxx_new = np.empty((ndx, ndx))
     VKa = np.empty((ndx, ndx))
-    VKb = np.empty((ndx, ndx))
+    Y = np.empty((nu, ndx))
     for t in range(N - 1, -1, -1):
         # the (ndx³) products through BLAS (numba's np.dot): ≈ 1.4× the loops at ndx = 14, 3× at
         # ndx = 72 (Atlas), where they are most of the pass
@@ -321,12 +348,7 @@ def backward_pass_kernel(Fx, Fu, lx, lu, lxx, lxu, luu, VxN, VxxN, C, T, gaps, m
             if status == HESSIAN_NOT_PD:
                 return NOT_PD, t
             if nfree > 0:
-                for c in range(ndx):
-                    for j in range(nfree):
-                        col[j] = Qux[idx[j], c]
-                    _chol_solve(L, nfree, col, sol)
-                    for j in range(nfree):
-                        Kt[idx[j], c] = -sol[j]
+                _chol_solve_rows(L, nfree, Qux, idx, Y, Kt)
         else:
             for i in range(nu):
                 idx[i] = i
@@ -339,12 +361,7 @@ def backward_pass_kernel(Fx, Fu, lx, lu, lxx, lxu, luu, VxN, VxxN, C, T, gaps, m
             _chol_solve(L, nu, Qu, sol)
             for i in range(nu):
                 kt[i] = -sol[i]
-            for c in range(ndx):
-                for j in range(nu):
-                    col[j] = Qux[j, c]
-                _chol_solve(L, nu, col, sol)
-                for j in range(nu):
-                    Kt[j, c] = -sol[j]
+            _chol_solve_rows(L, nu, Qux, idx, Y, Kt)
         # V_x = Q_x + Kᵀ Q_uu k + Kᵀ Q_u + Q_uxᵀ k ; V_xx = Q_xx + Kᵀ Q_uu K + Kᵀ Q_ux + Q_uxᵀ K
         for i in range(nu):
             s = 0.0
@@ -352,22 +369,20 @@ def backward_pass_kernel(Fx, Fu, lx, lu, lxx, lxu, luu, VxN, VxxN, C, T, gaps, m
                 s += Quu[i, j] * kt[j]
             Quuk[i] = s
         np.dot(Quu, Kt, QuuK)
-        for i in range(nu):             # QuuK <- Q_uu K + Q_ux (the sum Kᵀ multiplies)
+        for i in range(nu):             # QuuK <- Q_uu K + 2 Q_ux (the sum Kᵀ multiplies)
             for b in range(ndx):
-                QuuK[i, b] += Qux[i, b]
+                QuuK[i, b] += 2.0 * Qux[i, b]
         for a in range(ndx):
             s = Qx[a]
             for i in range(nu):
                 s += Kt[i, a] * (Quuk[i] + Qu[i]) + Qux[i, a] * kt[i]
             Vx_new[a] = s
-        np.dot(Kt.T, QuuK, VKa)         # Kᵀ (Q_uu K + Q_ux)
-        np.dot(Qux.T, Kt, VKb)          # Q_uxᵀ K
-        for a in range(ndx):
-            for b in range(ndx):
-                Vxx_new[a, b] = Qxx[a, b] + (VKa[a, b] + VKb[a, b])
+        # V_xx = sym(Q_xx + Kᵀ Q_uu K + Kᵀ Q_ux + Q_uxᵀ K) = sym(Q_xx + Kᵀ (Q_uu K + 2 Q_ux)): the
+        # symmetric part of Q_uxᵀ K is that of Kᵀ Q_ux, so one ndx × nu × ndx product instead of two
+        np.dot(Kt.T, QuuK, VKa)
         for a in range(ndx):
             for b in range(a + 1):
-                s = 0.5 * (Vxx_new[a, b] + Vxx_new[b, a])
+                s = Qxx[a, b] + 0.5 * (VKa[a, b] + VKa[b, a])
                 Vxx[a, b] = s
                 Vxx[b, a] = s
         for a in range(ndx):
