@@ -9,7 +9,7 @@ warm updates, measured 2026-11-24 on the 2-core CI VM; each update runs four par
 worker wait                            idle machine    one other busy process (median / mean)
 =====================================  ==============  ==========================================
 passive (``OMP_WAIT_POLICY=PASSIVE``)  0.90 ms         0.94–0.97 / 1.03 ms
-short spin (``GOMP_SPINCOUNT=10000``)  0.66–0.68 ms    0.74–2.9 / 2.0–2.6 ms
+spin 10 000 (``GOMP_SPINCOUNT``)      0.66–0.68 ms    0.74–2.9 / 2.0–2.6 ms
 libgomp's default spin (300 000)       0.68 ms         0.67 / 2.1 ms (2026-11-23: up to 40 ms)
 =====================================  ==============  ==========================================
 
@@ -18,10 +18,16 @@ Passive waiting pays a futex wake-up per region, tens of microseconds on a virtu
 Spinning keeps the worker awake across the short gaps inside an update, but on a machine whose
 other core is busy the spinning worker competes with the process it serves.
 
-:func:`configure_worker_wait` (run when :mod:`dynamics` is imported) chooses a *short bounded
-spin*: ``OMP_WAIT_POLICY=PASSIVE`` with ``GOMP_SPINCOUNT=10000`` (about 0.1 ms, the gaps between
-the regions of one update), the fastest on a machine dedicated to the controller. On a shared,
-busy machine set ``GOMP_SPINCOUNT=0`` (sleep at once) in the shell; any ``GOMP_SPINCOUNT`` or
+:func:`configure_worker_wait` (run when :mod:`dynamics` is imported) chooses a *bounded spin*:
+``OMP_WAIT_POLICY=PASSIVE`` with ``GOMP_SPINCOUNT=30000`` (about 0.3 ms), the fastest on a machine
+dedicated to the controller. 10 000 (≈ 0.1 ms, the default until 2026-11-25) covered the gaps
+between the four parallel regions of one update but not the gap between two updates of a closed
+loop (the physics steps and the plan's feedback, 0.15–0.3 ms in the iiwa lockstep loop), so the
+first region of every update woke a sleeping worker: iiwa iLQR closed loop, median update, same
+session: N = 16 487–498 → 450–456 µs, N = 64 1108–1127 → 1040–1059 µs (100 000 and 300 000
+measured no faster). In a loop whose updates are further apart than that (a real-time loop at
+100 Hz) the first region still pays the wake-up. On a shared, busy machine set
+``GOMP_SPINCOUNT=0`` (sleep at once) in the shell; any ``GOMP_SPINCOUNT`` or
 ``OMP_WAIT_POLICY`` the user set wins. libgomp reads them once, when it is loaded: import
 :mod:`dynamics` (or :mod:`mpc`) before a library that loads libgomp itself (Pinocchio does), or
 set them in the shell; :func:`worker_wait_status` says which happened.
@@ -33,7 +39,7 @@ import os
 
 SPIN_VARIABLE = "GOMP_SPINCOUNT"
 POLICY_VARIABLE = "OMP_WAIT_POLICY"
-DEFAULT_SPINCOUNT = "10000"
+DEFAULT_SPINCOUNT = "30000"
 DEFAULT_POLICY = "PASSIVE"
 _set_by_us: dict[str, str] = {}
 

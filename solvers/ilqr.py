@@ -286,6 +286,14 @@ class ILQR:
     def _derivatives(self) -> ProblemDerivatives:
         with self._timed("derivatives"):
             d = self.problem.derivatives(self.xs, self.us, second_order=self.uses_second_order, data=self.data)
+        # the derivatives' finiteness is checked where it matters, by the backward pass: a
+        # non-finite entry makes Q_uu or the value function non-finite, which it reports; only
+        # then are they searched (_check_derivatives), to name what went non-finite and where
+        self._after_derivatives(d)
+        return d
+
+    def _check_derivatives(self, d: ProblemDerivatives) -> None:
+        """Raise SolverFailure naming the first non-finite derivative array and its knot."""
         for name, arr in (("running cost derivatives", d.running.lxx), ("terminal cost derivatives", d.terminal.lxx),
                           ("dynamics Jacobians", d.dynamics.Fx), ("dynamics Jacobians", d.dynamics.Fu),
                           ("cost gradient", d.running.lx), ("cost gradient", d.running.lu),
@@ -295,8 +303,6 @@ class ILQR:
                 raise SolverFailure(f"non-finite {name} at knot {t} of the current trajectory")
         if d.dynamics.has_second_order and not (sum_is_finite(d.dynamics.T) and sum_is_finite(d.dynamics.C)):
             raise SolverFailure("non-finite second-order dynamics derivatives on the current trajectory")
-        self._after_derivatives(d)
-        return d
 
     def _gradient_norm(self, d: ProblemDerivatives) -> float:
         p = self.problem
@@ -309,10 +315,14 @@ class ILQR:
         second-order terms, an indefinite ``Q_uu`` first falls back to the Gauss–Newton pass at
         the same μ (far from a minimum the curvature ``V'_x·F2`` can be strongly indefinite; near
         it the full pass succeeds and DDP keeps its quadratic convergence)."""
+        checked = False
         while True:
             with self._timed("backward"):
                 self._with_curvature = True
                 failure = self._backward_pass(d, self.reg.mu)
+                if failure is not None and not checked:
+                    self._check_derivatives(d)      # non-finite derivatives: say which, not "not PD"
+                    checked = True
                 if failure is not None and self.uses_second_order and self.gauss_newton_fallback:
                     self._with_curvature = False
                     if self._backward_pass(d, self.reg.mu) is None:

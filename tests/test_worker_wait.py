@@ -1,5 +1,5 @@
 """dynamics.worker_wait: on import of dynamics, libgomp's workers get a short bounded spin
-(OMP_WAIT_POLICY=PASSIVE, GOMP_SPINCOUNT=10000) where the user chose nothing, before libgomp
+(OMP_WAIT_POLICY=PASSIVE, GOMP_SPINCOUNT=30000) where the user chose nothing, before libgomp
 loads; a user's setting of either variable is never overridden."""
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ def clean(monkeypatch):
 
 
 def test_short_spin_when_nothing_is_chosen(clean):
-    assert ww.configure_worker_wait() == {"OMP_WAIT_POLICY": "PASSIVE", "GOMP_SPINCOUNT": "10000"}
-    assert os.environ["GOMP_SPINCOUNT"] == "10000" and os.environ["OMP_WAIT_POLICY"] == "PASSIVE"
-    assert ww.worker_wait_status() == "GOMP_SPINCOUNT=10000 (mpc-accel), OMP_WAIT_POLICY=PASSIVE (mpc-accel)"
+    assert ww.configure_worker_wait() == {"OMP_WAIT_POLICY": "PASSIVE", "GOMP_SPINCOUNT": "30000"}
+    assert os.environ["GOMP_SPINCOUNT"] == "30000" and os.environ["OMP_WAIT_POLICY"] == "PASSIVE"
+    assert ww.worker_wait_status() == "GOMP_SPINCOUNT=30000 (mpc-accel), OMP_WAIT_POLICY=PASSIVE (mpc-accel)"
 
 
 def test_users_spin_count_wins(clean):
@@ -55,4 +55,4 @@ def test_importing_dynamics_configures_it_before_numba_loads_libgomp():
             "print(os.environ.get('GOMP_SPINCOUNT'), os.environ.get('OMP_WAIT_POLICY'), "
             "_libgomp_loaded() in (False, None))")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
-    assert out.split() == ["10000", "PASSIVE", "True"]
+    assert out.split() == ["30000", "PASSIVE", "True"]
