@@ -286,6 +286,39 @@ class Backend:
             return tuple(unflatten(batch, x) for x in self._aba_derivatives_with_acceleration(model, q, v, t, fe, mi))
         return tuple(unflatten(batch, x) for x in self._aba_derivatives(model, q, v, t, fe, mi))
 
+    def prepare_aba_derivatives(self, model: RobotModel, q: np.ndarray, v: np.ndarray, tau: np.ndarray,
+                                out: np.ndarray, acceleration_out: np.ndarray):
+        """A call made once per solver workspace: returns ``run()`` that computes
+        ``aba_derivatives(model, q, v, tau, return_acceleration=True, out=out,
+        acceleration_out=acceleration_out)`` on whatever q (B, nq), v, tau (B, nv) hold at that
+        moment, into out (3, B, nv, nv) and acceleration_out (B, nv).
+
+        Shapes and types are checked here, once; ``run()`` does not check its inputs again (the
+        solver's iteration calls it on its own buffers; a non-finite input gives non-finite outputs,
+        which the solver reports). Backends with compiled kernels bind the kernel's arguments
+        here (numba: one dispatch, no per-call argument handling); this default calls
+        :meth:`aba_derivatives`."""
+        B = self._prepared_batch("prepare_aba_derivatives", model, q, v, tau)
+        nv = model.nv
+        _check_out("prepare_aba_derivatives", "out", out, (3, B, nv, nv))
+        _check_out("prepare_aba_derivatives", "acceleration_out", acceleration_out, (B, nv))
+
+        def run() -> None:
+            self.aba_derivatives(model, q, v, tau, return_acceleration=True, out=out, acceleration_out=acceleration_out)
+        return run
+
+    @staticmethod
+    def _prepared_batch(func: str, model: RobotModel, q, v, tau) -> int:
+        """B for the (B, n) C-contiguous float64 state buffers of a prepared call; raises otherwise."""
+        if not isinstance(model, RobotModel):
+            raise TypeError(f"{func}: expected a RobotModel, got {type(model).__name__}")
+        B = getattr(q, "shape", (0,))[0]
+        for name, a, n in (("q", q, model.nq), ("v", v, model.nv), ("tau", tau, model.nv)):
+            if not (isinstance(a, np.ndarray) and a.dtype == np.float64 and a.flags.c_contiguous and a.shape == (B, n)):
+                raise ValueError(f"{func}: {name} must be a C-contiguous float64 array of shape ({B}, {n}), got "
+                                 f"{getattr(a, 'dtype', type(a).__name__)} {getattr(a, 'shape', '')}")
+        return B
+
     def _aba_derivatives_out(self, model, batch, q, v, t, fe, mi, return_acceleration, out, acc):
         """:meth:`aba_derivatives` into caller-owned buffers (checked here, once)."""
         nv, B = model.nv, q.shape[0]

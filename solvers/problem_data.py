@@ -33,6 +33,7 @@ class DynamicsBuffers(DynamicsDerivatives):
     scratch: tuple | None = None
     _group_scratch: dict = field(default_factory=dict, repr=False)
     _second: dict = field(default_factory=dict, repr=False)
+    _memo: dict = field(default_factory=dict, repr=False)
 
     def second_order_scratch(self, R: int, nz: int) -> tuple:
         """Buffers ``(A2 (4, n, nv, nv, nv), C (n, R, ndx), T (n, R, nz, nz))`` for the
@@ -46,6 +47,16 @@ class DynamicsBuffers(DynamicsDerivatives):
             if len(self._second) > 8:
                 self._second.clear()
             s = self._second[key] = (np.empty((4, n, nv, nv, nv)), np.empty((n, R, ndx)), np.empty((n, R, nz, nz)))
+        return s
+
+    def memo(self, key, make):
+        """``make()`` on the first request for ``key``, then the same object: what a dynamics
+        description prepares once per workspace (e.g. a backend call bound to these buffers)."""
+        s = self._memo.get(key)
+        if s is None:
+            if len(self._memo) > 8:
+                self._memo.clear()
+            s = self._memo[key] = make()
         return s
 
     def state_scratch(self, nq: int) -> tuple:

@@ -14,6 +14,7 @@ target active at ``t + k·dt``, so the controller sees a switch coming.
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -73,6 +74,8 @@ class IiwaReach(Task):
         be = get_backend("numpy")
         self.u_gravity = gravity_compensation(self.model, be, self.q_home)
         self.R_home = be.frame_placement(self.model, self.q_home, self.frame)[0]
+        # problem -> (target index, the target array update_problem left it with)
+        self._applied: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
     @property
     def duration(self) -> float:  # type: ignore[override]
@@ -119,12 +122,24 @@ class IiwaReach(Task):
         return problem
 
     def update_problem(self, problem: ShootingProblem, t: float) -> None:
-        knots_t = float(t) + problem.dt * np.arange(problem.horizon + 1)
-        refs = self.target_at(knots_t)                   # (N+1, 3): running knots 0..N-1, terminal knot N
-        if np.array_equal(refs, problem.running_cost["ee"].target):
-            return             # between target switches the references stay: nothing to re-pack
-        problem.running_cost["ee"].target = refs
-        problem.terminal_cost["ee"].target = refs
+        t, dt, N = float(t), problem.dt, problem.horizon
+        # between target switches every knot has the same target, the one set last time: checked
+        # from the first and last knot's index in scalar arithmetic (this runs every update)
+        last = self.targets.shape[0] - 1
+        i0 = min(max(int(np.floor(t / self.switch_period)), 0), last)
+        iN = min(max(int(np.floor((t + dt * N) / self.switch_period)), 0), last)
+        ee = problem.running_cost["ee"]
+        seen = self._applied.get(problem)
+        if i0 == iN and seen is not None and seen[0] == i0 and seen[1] is ee.target:
+            return             # nothing to re-pack
+        refs = self.target_at(t + dt * np.arange(N + 1))  # (N+1, 3): running knots 0..N-1, terminal knot N
+        if not np.array_equal(refs, ee.target):
+            ee.target = refs
+            problem.terminal_cost["ee"].target = refs
+        if i0 == iN:
+            self._applied[problem] = (i0, ee.target)
+        else:
+            self._applied.pop(problem, None)
 
     # ------------------------------------------------------------ metrics and criteria
     def ee_position(self, x) -> np.ndarray:

@@ -23,11 +23,12 @@ Usage::
 from __future__ import annotations
 
 import importlib.util
+from functools import partial
 from types import SimpleNamespace
 
 import numpy as np
 
-from ..backend import Backend
+from ..backend import Backend, _check_out
 from ..inputs import sum_is_finite
 from ..model import RobotModel
 from .packing import _cache as _packed_cache
@@ -413,6 +414,20 @@ class NumbaBackend(Backend):
         self._run("aba_derivatives", pm, k.aba_derivatives_range, k.aba_derivatives_parallel, B, pm.li, pm.lf,
                   pm.gv, pm.bl, pm.bf, _f64(q), _f64(v), _f64(tau), fe, mi, out, np.empty((0, nv)))  # writeable, like acc below
         return out[0], out[1], out[2]
+
+    def prepare_aba_derivatives(self, model, q, v, tau, out, acceleration_out):
+        """See :meth:`Backend.prepare_aba_derivatives`: the kernel's arguments bound once (read-only
+        views of the caller's state buffers, which follow their contents), so ``run()`` is the
+        thread-count check and one dispatch of the serial or parallel kernel."""
+        B = self._prepared_batch("prepare_aba_derivatives", model, q, v, tau)
+        nv = model.nv
+        _check_out("prepare_aba_derivatives", "out", out, (3, B, nv, nv))
+        _check_out("prepare_aba_derivatives", "acceleration_out", acceleration_out, (B, nv))
+        pm = packed(model)
+        k = _k().aba_derivatives
+        return partial(self._run, "aba_derivatives", pm, k.aba_derivatives_range, k.aba_derivatives_parallel, B,
+                       pm.li, pm.lf, pm.gv, pm.bl, pm.bf, _f64(q), _f64(v), _f64(tau), pm.no_fext, pm.no_minv, out,
+                       acceleration_out)
 
     def _aba_derivatives_into(self, model, q, v, tau, fext, minv, out, acc) -> bool:
         if out is None:
