@@ -60,6 +60,28 @@ def test_aba_derivatives_out_buffers_match_and_are_checked():
 
 
 @pytest.mark.parametrize("backend", ["numba", "numpy"])
+def test_prepared_aba_derivatives_follow_their_buffers_and_are_checked(backend):
+    be = get_backend(backend)
+    m = get_task("iiwa-reach").model
+    rng = np.random.default_rng(1)
+    q, v, tau = rng.uniform(-1, 1, (4, m.nq)), rng.standard_normal((4, m.nv)), rng.standard_normal((4, m.nv))
+    D, a = np.empty((3, 4, m.nv, m.nv)), np.empty((4, m.nv))
+    run = be.prepare_aba_derivatives(m, q, v, tau, D, a)
+    for _ in range(2):      # new contents of the same buffers, in place
+        run()
+        ref = get_backend("numpy").aba_derivatives(m, q, v, tau, return_acceleration=True)
+        np.testing.assert_allclose(a, ref[0], rtol=1e-10, atol=1e-10)
+        for i in range(3):
+            np.testing.assert_allclose(D[i], ref[i + 1], rtol=1e-10, atol=1e-10)
+        q += 0.1
+        v *= -1.0
+    with pytest.raises(ValueError, match=r"prepare_aba_derivatives: v must be a C-contiguous float64 array of shape"):
+        be.prepare_aba_derivatives(m, q, v[:3], tau, D, a)
+    with pytest.raises(ValueError, match=r"prepare_aba_derivatives: out must be a writeable C-contiguous"):
+        be.prepare_aba_derivatives(m, q, v, tau, D[:2], a)
+
+
+@pytest.mark.parametrize("backend", ["numba", "numpy"])
 def test_aba_second_derivatives_out_buffer_matches_and_is_checked(backend):
     be = get_backend(backend)
     m = get_task("iiwa-reach").model
