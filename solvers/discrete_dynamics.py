@@ -463,6 +463,11 @@ class DiscreteDynamics:
         N = q.shape[0]
         nz = 2 * nv + nu
         H = np.empty((N, nv, nz, nz)) if out is None else out
+        ce = self._compiled_euler() if scratch is not None and a_qq.base is scratch else None
+        if ce is not None:      # the backend wrote the four tensors into scratch: assembled in one call
+            kern, B, b_identity, damping, _, stiffness, _ = ce
+            kern.acceleration_hessian(scratch, B, b_identity, damping, stiffness, H)
+            return H
         Hqq, Hqv, Hvq, Hvv = H[..., :nv, :nv], H[..., :nv, nv:2 * nv], H[..., nv:2 * nv, :nv], H[..., nv:2 * nv, nv:2 * nv]
         Hqu, Huq = H[..., :nv, 2 * nv:], H[..., 2 * nv:, :nv]
         np.add(a_qq, np.swapaxes(a_qq, -1, -2), out=Hqq)

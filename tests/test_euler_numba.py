@@ -84,3 +84,20 @@ def test_compiled_euler_is_not_used_where_it_does_not_apply():
     assert DiscreteDynamics(hyq, dynamics.get_backend("numba"), DT)._compiled_euler() is None
     iiwa = dynamics.load_model("iiwa")
     assert DiscreteDynamics(iiwa, dynamics.get_backend("numpy"), DT)._compiled_euler() is None
+
+
+@pytest.mark.parametrize("name", ["iiwa", "tree-1"])
+def test_compiled_acceleration_hessian_matches_the_numpy_assembly(name):
+    """DDP's second-order factors (T holds the acceleration Hessian with the passive-force and
+    actuation chain rule): workspace (compiled assembly) against fresh arrays on the numpy backend."""
+    p_nb, p_np = _problems(name)
+    rng = np.random.default_rng(11)
+    m = p_nb.model
+    xs = np.concatenate([m.random_configuration(rng, size=N), rng.normal(size=(N, m.nv))], axis=-1)
+    us = rng.normal(size=(N, m.nu))
+    got = p_nb.dynamics_groups[0].item._derivatives(xs, us, True, out=p_nb.create_data().dynamics)
+    ref = p_np.dynamics_groups[0].item.derivatives(xs, us, second_order=True)
+    np.testing.assert_allclose(got.C, ref.C, rtol=0, atol=0)
+    scale = np.abs(ref.T).max()
+    np.testing.assert_allclose(got.T, ref.T, rtol=1e-9, atol=1e-9 * scale)
+    np.testing.assert_allclose(got.T, np.swapaxes(got.T, -1, -2), rtol=0, atol=1e-12 * scale)   # a Hessian
