@@ -289,7 +289,7 @@ class ShootingProblem:
 
     @property
     def has_bounds(self) -> bool:
-        return bool(np.any(np.isfinite(self.u_lower)) or np.any(np.isfinite(self.u_upper)))
+        return bool(np.isfinite(self.u_lower).any() or np.isfinite(self.u_upper).any())
 
     def set_initial_state(self, x0) -> None:
         """Set the initial state (nx,) = (q, v)."""
@@ -466,13 +466,18 @@ class ShootingProblem:
         lead = xs.shape[:-2]
         if xs.shape[-2:] != (N + 1, nx) or us.shape != lead + (N, self.nu):
             return None
-        S = int(np.prod(lead, dtype=int))
+        S = 1
+        for n in lead:
+            S *= n
         X = xs.reshape(S * (N + 1), nx)
         if not sum_is_finite(X):
             return None
+        cc = self._compiled_costs()
+        if cc is not None and cc.covers_all:      # one compiled call, nothing on the Python path
+            return cc.values(np.ascontiguousarray(xs.reshape(S, N + 1, nx)),
+                             np.ascontiguousarray(us.reshape(S, N, self.nu))).reshape(lead)
         U = us.reshape(S * N, self.nu)
         full = self._ctx(X, None, self._knots(("all", S), lambda: np.tile(np.arange(N + 1), S)), checked=True)
-        cc = self._compiled_costs()
         if cc is None:
             J = np.zeros(S)
         else:
@@ -574,6 +579,11 @@ class ShootingProblem:
         the cost contexts of the knots they cover (:meth:`CostContext.contact_solve`)."""
         N = self.horizon
         cc = self._compiled_costs()
+        if cc is not None and cc.covers_all:      # one compiled call, nothing on the Python path
+            run.fill(0.0)
+            term.fill(0.0)
+            cc.add_derivatives(np.ascontiguousarray(xs), np.ascontiguousarray(us), run, term)
+            return
         full = self._ctx(xs, None, self._knots("all", lambda: np.arange(N + 1)), checked=True, knot_range=(0, N + 1))
         for gi, g in enumerate(self.cost_groups):
             rows = g.rows

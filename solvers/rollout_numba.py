@@ -241,6 +241,8 @@ class CompiledRollout:
                           _ro(dynamics.stiffness), _ro(m.qpos_spring), has_passive)
         self._dts = _ro(problem.dts)
         self._no_gaps = _ro(np.zeros((0, self.ndx)))
+        self._views: dict = {}       # id -> (array, read-only view), see _view
+        self._scratch: dict = {}     # S -> ABA input scratch (q, vt and their read-only views)
 
     def run(self, x0, alphas, xs, us, k, K, u_lower, u_upper, clip: bool, gaps=None, dts=None, out=None):
         """Roll out ``u = us + α k + K (x̂ ⊖ xs)`` from x0 for every step size α.
@@ -252,7 +254,7 @@ class CompiledRollout:
         candidates whose controls or states went non-finite. out: buffers with ``X``, ``U``,
         ``ok`` of those shapes to write into (:meth:`solvers.problem_data.ProblemData.rollout`)."""
         alphas = _ro(alphas)
-        us = _ro(us)
+        us = self._view(us)
         if alphas.ndim != 1 or us.ndim != 2 or us.shape[1] != self.nu:
             raise ValueError(f"CompiledRollout.run: alphas must be (S,) and us (N, {self.nu}), got "
                              f"{alphas.shape} and {us.shape}")
@@ -265,7 +267,7 @@ class CompiledRollout:
             args["gaps"] = (gaps, (N + 1, ndx))
         arr = {}
         for name, (a, shape) in args.items():
-            arr[name] = _ro(a)
+            arr[name] = self._view(a)
             if arr[name].shape != shape:
                 raise ValueError(f"CompiledRollout.run: {name} has shape {arr[name].shape}, expected {shape}")
         if out is None:
@@ -274,16 +276,34 @@ class CompiledRollout:
             X, U, ok = out.X, out.U, out.ok
             if X.shape != (S, N + 1, nx) or U.shape != (S, N, nu) or ok.shape != (S,):
                 raise ValueError(f"CompiledRollout.run: out buffers are for {ok.shape[0]} candidates, not {S}")
-        q = np.empty((S * _PAD, self.nq))
-        vt = np.empty((2, S * _PAD, self.nv))
+        scratch = self._scratch.get(S)
+        if scratch is None:
+            q = np.empty((S * _PAD, self.nq))
+            vt = np.empty((2, S * _PAD, self.nv))
+            scratch = self._scratch[S] = (q, vt, _ro(q), _ro(vt))
+        q, vt, q_ro, vt_ro = scratch
         import numba
         nt = max(1, min(S, self.fd.threads()))
         if numba.get_num_threads() != nt:   # numba's setting is per calling thread; 1: no worker woken
             numba.set_num_threads(nt)
         _kernel(self.fd)(self.fd.model_args, self.fd.no_fext, *self._dyn_args, arr["dts"], arr["x0"], alphas, arr["xs"],
                          us, arr["k"], arr["K"], arr["u_lower"], arr["u_upper"], bool(clip),
-                         arr.get("gaps", self._no_gaps), X, U, ok, q, vt, _ro(q), _ro(vt), nt)
+                         arr.get("gaps", self._no_gaps), X, U, ok, q, vt, q_ro, vt_ro, nt)
         return X, U, ok
+
+    def _view(self, a) -> np.ndarray:
+        """:func:`_ro` of ``a``, kept for the next call when it is a view (no copy) of the same array:
+        the solver passes its own buffers every time (state, controls, gains), and a read-only view
+        follows their contents."""
+        hit = self._views.get(id(a))
+        if hit is not None and hit[0] is a:
+            return hit[1]
+        v = _ro(a)
+        if isinstance(a, np.ndarray) and (v is a or v.base is a):
+            if len(self._views) > 32:
+                self._views.clear()
+            self._views[id(a)] = (a, v)       # holds a: its id is not reused while cached
+        return v
 
     def warmup(self) -> None:
         """Compile the kernel (first run on this machine) or load it from numba's on-disk cache, by

@@ -326,6 +326,9 @@ class CompiledCosts:
         self.compiled_names = {}
         for tm in self.terms:
             self.compiled_names.setdefault(tm.group, set()).add(tm.name)
+        #: every term of every group (and the terminal cost) is compiled: nothing on the Python path
+        self.covers_all = all(self.python_part(gi, g.item) is None for gi, g in enumerate(problem.cost_groups)) \
+            and (problem.terminal_cost is None or self.python_part(-1, problem.terminal_cost) is None)
         # the outputs of a value-only call (one specialisation for both: same ranks and layout)
         self._dummy = (np.zeros(1), np.zeros((1, ndx)), np.zeros((1, nu)), np.zeros((1, ndx, ndx)),
                        np.zeros((1, nu, nu)), np.zeros(1), np.zeros((1, ndx)), np.zeros((1, ndx, ndx)))
