@@ -70,6 +70,10 @@ except ModuleNotFoundError:  # pragma: no cover - run from an unusual working di
 
 
 LEGGED_RT_TARGET = {"hyq": 1.0, "quadruped": 1.0, "atlas": 0.5, "humanoid": 0.5}  # issue #12, x real time
+# issue #13, fixed-base tasks: the MPC update (median closed-loop update latency) at most this many
+# Crocoddyl FDDP iterations on the same problem, timed in the same run; and the iLQR closed loop at N = 32
+UPDATE_RATIO_TARGET = {"ilqr": 1.0, "ddp": 2.0}
+LOOP_HZ_TARGET = {("ilqr", 32): 1000.0}
 LEGGED_MIN_HORIZON_S = 0.4
 
 
@@ -226,6 +230,31 @@ def _legged_target(task, N: int, dt: float) -> float | None:
     return min(hits) if hits else None
 
 
+def _update_targets(e: dict[str, Any], solver: str, N: int) -> None:
+    """Add ``targets``: the update-vs-Crocoddyl ratio and closed-loop rate the issue asks of this
+    solver and horizon, each with its value, pass/miss and, for a miss, the largest stage of the
+    median update (what holds it back) and its share."""
+    out = []
+    stages = {k: v for k, v in (e.get("stage_ms") or {}).items() if v is not None}
+    total = sum(stages.values()) or None
+    worst = max(stages, key=stages.get) if stages else None
+    held = {"stage": worst, "ms": stages.get(worst), "fraction": stages[worst] / total if total else None} \
+        if worst else None
+    limit = UPDATE_RATIO_TARGET.get(solver)
+    ratio = e.get("ratio_update_vs_crocoddyl_iteration")
+    if limit is not None and ratio is not None:
+        ok = ratio <= limit
+        out.append({"target": f"MPC update <= {limit:g}x one Crocoddyl FDDP iteration", "value": ratio, "limit": limit,
+                     "result": "pass" if ok else "miss", **({} if ok else {"held_back_by": held})})
+    hz = LOOP_HZ_TARGET.get((solver, N))
+    if hz is not None and e.get("control_loop_hz") is not None:
+        ok = e["control_loop_hz"] >= hz
+        out.append({"target": f"closed loop >= {hz:g} Hz (lockstep wall time)", "value": e["control_loop_hz"],
+                    "limit": hz, "result": "pass" if ok else "miss", **({} if ok else {"held_back_by": held})})
+    if out:
+        e["targets"] = out
+
+
 def run(args) -> dict[str, Any]:
     task = tasks.get_task(args.task, **dict(args.task_arg))
     legged = bool(task.model.has_floating_base)
@@ -287,6 +316,8 @@ def run(args) -> dict[str, Any]:
                     e["ratio_update_vs_crocoddyl_iteration"] = med * 1e-3 / croc["iteration_s"] if med else None
                     e["ratio_iteration_vs_crocoddyl_iteration"] = e["ours_iteration_s"] / croc["iteration_s"]
                     e["ratio_derivatives_vs_crocoddyl_calcdiff"] = e["ours_derivatives_s"] / croc["calcdiff_s"]
+            if not legged:
+                _update_targets(e, solver, N)
             rt = _legged_target(task, N, args.dt)
             if rt is not None:
                 got = e["real_time_factor"]
@@ -307,7 +338,7 @@ def run(args) -> dict[str, Any]:
 
 def format_table(result: dict[str, Any]) -> str:
     lines = [f"{'N':>4} {'backend':<8} {'loop Hz':>8} {'RTF':>5} {'med ms':>7} {'p95 ms':>7} {'deriv':>6} "
-             f"{'bwd':>6} {'fwd':>6} {'cost':>6} {'ok':>3} {'croc it ms':>10} {'upd/croc':>8} {'der/croc':>8}"]
+             f"{'bwd':>6} {'fwd':>6} {'cost':>6} {'ok':>3} {'croc it ms':>10} {'upd/croc':>8} {'der/croc':>8} targets"]
     for e in result["results"]:
         if "error" in e:
             lines.append(f"{e['horizon']:>4} {e['backend']:<8} error: {e['error'][:80]}")
@@ -323,7 +354,8 @@ def format_table(result: dict[str, Any]) -> str:
             f"{'yes' if e.get('success') else 'no':>3} "
             f"{(1e3 * croc['iteration_s']) if 'iteration_s' in croc else nan:10.2f} "
             f"{e.get('ratio_update_vs_crocoddyl_iteration') or nan:8.2f} "
-            f"{e.get('ratio_derivatives_vs_crocoddyl_calcdiff') or nan:8.2f}")
+            f"{e.get('ratio_derivatives_vs_crocoddyl_calcdiff') or nan:8.2f} "
+            f"{' '.join(t['result'] for t in e.get('targets', [])) or '-'}")
     return "\n".join(lines)
 
 
