@@ -347,8 +347,9 @@ class DiscreteDynamics:
             v, tau = V[0], V[1]
             kern.euler_inputs(x, u, B, b_identity, damping, springs, stiffness, qspring, q, v, tau)
             a, D = out.scratch
-            run = out.memo(("aba_derivatives", id(self), id(q)),   # q: state_scratch may be remade
-                           lambda: self.backend.prepare_aba_derivatives(m, q, v, tau, D[:3], a))
+            # the entry keeps self, the model and q alive, so the ids in its key are not reused
+            run = out.memo(("aba_derivatives", id(self), id(m), id(q)),
+                           lambda: (self.backend.prepare_aba_derivatives(m, q, v, tau, D[:3], a), self, m))[0]
             run()       # a, ∂a/∂q, ∂a/∂v, M⁻¹ into the workspace
             xn, Fx, Fu = out.xnext, out.Fx, out.Fu
             kern.euler_jacobians(q, v, a, D[0], D[1], D[2], B, b_identity, damping, stiffness, dt, xn, Fx, Fu)

@@ -333,8 +333,12 @@ class ILQR:
                 self._with_curvature = True
                 failure = self._backward_pass(d, self.reg.mu)
                 if failure is not None and not checked:
-                    self._check_derivatives(d)      # non-finite derivatives: say which, not "not PD"
                     checked = True
+                    try:
+                        self._check_derivatives(d)  # non-finite derivatives: say which, not "not PD"
+                    except SolverFailure:
+                        self.backward.reset()       # no gains from a pass over non-finite derivatives
+                        raise
                 if failure is not None and self.uses_second_order and self.gauss_newton_fallback:
                     self._with_curvature = False
                     if self._backward_pass(d, self.reg.mu) is None:

@@ -379,10 +379,12 @@ def backward_pass_kernel(Fx, Fu, lx, lu, lxx, lxu, luu, VxN, VxxN, C, T, gaps, m
             Vx_new[a] = s
         # V_xx = sym(Q_xx + Kᵀ Q_uu K + Kᵀ Q_ux + Q_uxᵀ K) = sym(Q_xx + Kᵀ (Q_uu K + 2 Q_ux)): the
         # symmetric part of Q_uxᵀ K is that of Kᵀ Q_ux, so one ndx × nu × ndx product instead of two
+        # (both triangles of Q_xx enter: a cost Hessian need not be symmetric, and a NaN in either
+        # triangle must reach V_xx, where the pass reports it)
         np.dot(Kt.T, QuuK, VKa)
         for a in range(ndx):
             for b in range(a + 1):
-                s = Qxx[a, b] + 0.5 * (VKa[a, b] + VKa[b, a])
+                s = 0.5 * (Qxx[a, b] + Qxx[b, a]) + 0.5 * (VKa[a, b] + VKa[b, a])
                 Vxx[a, b] = s
                 Vxx[b, a] = s
         for a in range(ndx):

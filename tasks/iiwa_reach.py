@@ -128,16 +128,20 @@ class IiwaReach(Task):
         last = self.targets.shape[0] - 1
         i0 = min(max(int(np.floor(t / self.switch_period)), 0), last)
         iN = min(max(int(np.floor((t + dt * N) / self.switch_period)), 0), last)
-        ee = problem.running_cost["ee"]
+        ee, term = problem.running_cost["ee"], problem.terminal_cost["ee"]
+        # what the skip relies on: the target (its index, the task's row for it, the switch period)
+        # and the two cost objects' target arrays as update_problem left them (read-only arrays)
+        key = (i0, self.targets[i0].tobytes(), self.switch_period)
         seen = self._applied.get(problem)
-        if i0 == iN and seen is not None and seen[0] == i0 and seen[1] is ee.target:
+        if i0 == iN and seen is not None and seen[0] == key and seen[1] is ee.target and seen[2] is term.target:
             return             # nothing to re-pack
         refs = self.target_at(t + dt * np.arange(N + 1))  # (N+1, 3): running knots 0..N-1, terminal knot N
         if not np.array_equal(refs, ee.target):
             ee.target = refs
-            problem.terminal_cost["ee"].target = refs
+        if not np.array_equal(refs, term.target):
+            term.target = refs
         if i0 == iN:
-            self._applied[problem] = (i0, ee.target)
+            self._applied[problem] = (key, ee.target, term.target)
         else:
             self._applied.pop(problem, None)
 

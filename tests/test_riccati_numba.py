@@ -165,3 +165,18 @@ def test_fddp_second_order_uses_the_curvature():
         out[name] = solver.K.copy()
     assert np.abs(out["so"] - out["gn"]).max() > 1e-6 * np.abs(out["gn"]).max()
     np.testing.assert_array_equal(out["so"], out["ddp"])
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_non_finite_cost_hessian_in_one_triangle_is_reported_and_leaves_no_gains(compiled):
+    """The derivatives are searched for NaN only when the backward pass fails: a NaN in the strict
+    upper triangle of one knot's l_xx must make the pass fail (both triangles of Q_xx enter V_xx),
+    the reason must name the array and the knot, and no gains of that pass are left behind."""
+    from solvers.ilqr import SolverFailure
+    s, d = prepared(ILQR, iiwa_problem(), box=True)
+    s.backward.compiled = compiled
+    d.running.lxx[5, 0, 3] = np.nan
+    s.reg.mu = 1e-9
+    with pytest.raises(SolverFailure, match="non-finite running cost derivatives at knot 5"):
+        s._backward_pass_with_regularization(d)
+    assert not s.K.any() and not s.k.any()

@@ -47,10 +47,15 @@ def test_iiwa_reach_references_and_metrics():
     assert np.allclose(refs[times >= 2.0 - 1e-9], task.targets[1])
     assert np.allclose(p.terminal_cost["ee"].target, refs)
     # updates that skip re-setting an unchanged target still give every knot the right one: inside
-    # one target, after someone else replaced it, and on both sides of the next switch
-    for t, replaced in ((0.2, False), (0.3, False), (0.4, True), (3.2, False), (3.5, False), (4.4, False)):
-        if replaced:
+    # one target, after the costs' targets or the task's own were changed, on both sides of a switch
+    for t, change in ((0.2, None), (0.3, None), (0.4, "costs"), (0.5, "terminal"), (0.6, "task"), (3.2, None),
+                      (3.5, None), (4.4, None)):
+        if change == "costs":
             p.running_cost["ee"].target = p.terminal_cost["ee"].target = np.zeros(3)
+        elif change == "terminal":
+            p.terminal_cost["ee"].target = np.ones(3)
+        elif change == "task":
+            task.targets[0] = task.targets[0] + 0.01       # the task's own target row, edited in place
         task.update_problem(p, t)
         want = task.target_at(t + 0.05 * np.arange(21))
         np.testing.assert_array_equal(np.broadcast_to(p.running_cost["ee"].target, (21, 3)), want)
