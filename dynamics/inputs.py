@@ -114,4 +114,5 @@ def sum_is_finite(x: np.ndarray) -> bool:
             if not math.isfinite(part.dot(ones[:part.shape[0]])):
                 return False
         return True
-    return math.isfinite(flat.dot(_ones(n)))
+    ones = _ONES.get(n)
+    return math.isfinite(flat.dot(_ones(n) if ones is None else ones))

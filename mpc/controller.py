@@ -344,7 +344,7 @@ class MPC:
         x = np.asarray(x, float)
         self.task.update_problem(self.problem, float(t))
         self.problem.set_initial_state(x)
-        if xs_init is not None and self.plan is not None and np.any(self.problem.dts != self.dt):
+        if xs_init is not None and self.plan is not None and (self.problem.dts != self.dt).any():
             # knots not dt apart (impulse knots): the warm start is laid on the problem's knot times
             xs_init, us_init = self._warm_start_on_knots(float(t))
         if xs_init is not None:
@@ -370,29 +370,37 @@ class MPC:
                     break
                 xs_init, us_init = res.xs, res.us
         wall = time.perf_counter() - w0
-        failed = (not res.converged and iterations == 0 and max_iter > 0) or not (
-            sum_is_finite(res.xs) and sum_is_finite(res.us) and sum_is_finite(res.K))
+        failed = not res.converged and iterations == 0 and max_iter > 0
         rec = UpdateRecord(t=float(t), wall=wall, timings=timings, iterations=iterations, cost=float(res.cost),
                            converged=bool(res.converged), reason=str(getattr(res, "reason", "")),
                            fallback=bool(failed and self.plan is not None))
         if sim0 is not None:
             rec.simulated_s = be.simulated_s_total - sim0[0]
             rec.emulation_wall_s = be.emulation_wall_s_total - sim0[1]
-        if rec.fallback:
-            # the solver could not even start (or produced non-finite values): its gains are not
-            # valid, so keep applying the previous, time-indexed plan
-            old = self.plan
-            plan = Plan(self.model, old.t0, old.dt, old.xs, old.us, old.K, info=rec.as_info(),
-                        u_lower=old.u_lower, u_upper=old.u_upper)
-        else:
+        plan = None
+        if not rec.fallback:
             xs, us, K = np.asarray(res.xs, float), np.asarray(res.us, float), np.asarray(res.K, float)
             timed = self.problem.dts > 0
             if not timed.all():
                 # impulse knots (dt = 0) take no time: the plan keeps the post-impact state and drops
                 # the pre-impact state, control and gain of each, so its knots are dt apart again
                 xs, us, K = xs[np.r_[timed, True]], us[timed], K[timed]
-            plan = Plan(self.model, float(t), self.dt, xs, us, K if self.feedback else None,
-                        info=rec.as_info(), u_lower=self.problem.u_lower, u_upper=self.problem.u_upper)
+            if self.plan is not None and not sum_is_finite(K):
+                rec.fallback = True     # the plan checks xs and us; K must be finite even without feedback
+            else:
+                try:            # the plan checks that xs, us and K are finite (once, here)
+                    plan = Plan(self.model, float(t), self.dt, xs, us, K if self.feedback else None,
+                                info=rec.as_info(), u_lower=self.problem.u_lower, u_upper=self.problem.u_upper)
+                except ValueError as e:
+                    if self.plan is None or "non-finite" not in str(e):
+                        raise
+                    rec.fallback = True
+        if rec.fallback:
+            # the solver could not even start (or produced non-finite values): its gains are not
+            # valid, so keep applying the previous, time-indexed plan
+            old = self.plan
+            plan = Plan(self.model, old.t0, old.dt, old.xs, old.us, old.K, info=rec.as_info(),
+                        u_lower=old.u_lower, u_upper=old.u_upper)
         return plan, rec
 
     def _warm_start_on_knots(self, t: float) -> tuple[np.ndarray, np.ndarray]:

@@ -69,11 +69,11 @@ class Plan:
                 raise ValueError(f"Plan: {name} contains non-finite values; the solver diverged")
         for name, default in (("u_lower", m.u_lower), ("u_upper", m.u_upper)):
             b = np.array(default if getattr(self, name) is None else getattr(self, name), float)
-            if b.shape != (m.nu,) or np.any(np.isnan(b)):
+            if b.shape != (m.nu,) or np.isnan(b).any():
                 raise ValueError(f"Plan: {name} must be (nu,) = ({m.nu},) without NaN (±inf: unbounded), got {b}")
             b.setflags(write=False)
             object.__setattr__(self, name, b)
-        if np.any(self.u_lower > self.u_upper):
+        if (self.u_lower > self.u_upper).any():
             raise ValueError("Plan: u_lower must be <= u_upper in every component")
         object.__setattr__(self, "xs", xs)
         object.__setattr__(self, "us", us)

@@ -20,6 +20,8 @@ that they agree.
 
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 import scipy.linalg as sla
 
@@ -56,6 +58,7 @@ class BackwardPass:
         self._lo = np.empty((N, nu))        # bounds on the step k, lower - us and upper - us
         self._hi = np.empty((N, nu))
         self._kernels = None
+        self._inputs = None                # (input buffers, their C-contiguous forms) of the last compiled pass
 
     def reset(self) -> None:
         for a in (self.K, self.k, self.Qu, self.Quuk, self.Vx, self.Vxx):
@@ -83,10 +86,18 @@ class BackwardPass:
         C, T = (dyn.C, dyn.T) if curvature else (_NO_C, _NO_T)
         lo = np.subtract(lower, us, out=self._lo) if box else _NO_BOUNDS
         hi = np.subtract(upper, us, out=self._hi) if box else _NO_BOUNDS
-        status, t = kern.backward_pass_kernel(
-            _c(dyn.Fx), _c(dyn.Fu), _c(run.lx), _c(run.lu), _c(run.lxx), _c(run.lxu), _c(run.luu),
-            _c(d.terminal.lx[0]), _c(d.terminal.lxx[0]), _c(C), _c(T), _c(_NO_GAPS if gaps is None else gaps),
-            float(mu), box, _c(lo), _c(hi), _c(self.k), self.K, self.k, self.Qu, self.Quuk, self.Vx, self.Vxx)
+        src = (dyn.Fx, dyn.Fu, run.lx, run.lu, run.lxx, run.lxu, run.luu, d.terminal.lx, d.terminal.lxx, C, T,
+               _NO_GAPS if gaps is None else gaps, lo, hi)
+        cached = self._inputs
+        if cached is not None and all(map(operator.is_, src, cached[0])):
+            args = cached[1]            # the same buffers as last time (a solver's workspace): no re-checks
+        else:
+            views = src[:7] + (src[7][0], src[8][0]) + src[9:]     # the terminal row of the terminal cost
+            args = tuple(_c(a) for a in views)
+            # kept only when nothing was copied (contents of the same buffers may change, copies would not)
+            self._inputs = (src, args) if all(map(operator.is_, args, views)) else None
+        status, t = kern.backward_pass_kernel(*args[:12], float(mu), box, *args[12:], self.k, self.K, self.k, self.Qu,
+                                              self.Quuk, self.Vx, self.Vxx)
         if status == kern.OK:
             return None
         return kern.MESSAGES[status].format(t=t)

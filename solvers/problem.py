@@ -21,6 +21,7 @@ from dynamics.inputs import sum_is_finite
 
 from .action_model import ActionModel, ContactDynamics, FreeDynamics, ImpulseDynamics
 from .costs import CostContext, CostDerivatives, CostSum, as_cost, gravity_compensation
+from .costs.compiled import CompiledCosts
 from .discrete_dynamics import DiscreteDynamics, DynamicsDerivatives
 from .problem_data import ProblemData
 from .state_space import StateSpace
@@ -442,7 +443,6 @@ class ShootingProblem:
         backend, or no supported term."""
         if not self.compile_costs:
             return None
-        from .costs.compiled import CompiledCosts
         sig = CompiledCosts.signature_of(self)
         cc = self._cc
         if isinstance(cc, tuple):

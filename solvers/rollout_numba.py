@@ -29,6 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
+from dynamics.worker_threads import use_threads
+
 aba_range = None                         # bound from the backend's CompiledForwardDynamics on compilation
 prange = range                           # numba.prange once numba is imported (first compilation)
 integrate_q = None
@@ -282,10 +284,8 @@ class CompiledRollout:
             vt = np.empty((2, S * _PAD, self.nv))
             scratch = self._scratch[S] = (q, vt, _ro(q), _ro(vt))
         q, vt, q_ro, vt_ro = scratch
-        import numba
         nt = max(1, min(S, self.fd.threads()))
-        if numba.get_num_threads() != nt:   # numba's setting is per calling thread; 1: no worker woken
-            numba.set_num_threads(nt)
+        use_threads(nt)                     # 1: no worker woken
         _kernel(self.fd)(self.fd.model_args, self.fd.no_fext, *self._dyn_args, arr["dts"], arr["x0"], alphas, arr["xs"],
                          us, arr["k"], arr["K"], arr["u_lower"], arr["u_upper"], bool(clip),
                          arr.get("gaps", self._no_gaps), X, U, ok, q, vt, q_ro, vt_ro, nt)

@@ -212,6 +212,31 @@ def test_failed_solve_keeps_the_previous_plan():
     assert not ctrl.records[-1].fallback and p2.t0 == 0.04
 
 
+
+@pytest.mark.parametrize("bad", ["xs", "us", "K"])
+def test_non_finite_solve_result_keeps_the_previous_plan(bad):
+    """A solve that ran its iterations but returned non-finite states, controls or gains: the plan
+    in use stays (the plan's own finiteness check decides; no second scan in the controller)."""
+    from solvers import SolverResult
+
+    task = _task(n_targets=1)
+    ctrl = MPC(task, solver="ilqr", horizon=8, dt=0.02)
+    x = task.initial_state()
+    first = ctrl.start(0.0, x)
+    arrays = {"xs": first.xs.copy(), "us": first.us.copy(), "K": first.K.copy()}
+    arrays[bad].flat[3] = np.nan
+
+    def nan_solve(xs_init=None, us_init=None, max_iter=1, tol=1e-6):
+        return SolverResult(xs=arrays["xs"], us=arrays["us"], K=arrays["K"], k=np.zeros_like(first.us), cost=1.0,
+                            cost_history=[1.0], iterations=1, converged=False, reason="max iterations",
+                            timings={"total": 1e-4})
+
+    ctrl.solver.solve = nan_solve
+    p = ctrl.update(0.02, x)
+    assert ctrl.records[-1].fallback and p.t0 == first.t0
+    np.testing.assert_array_equal(p.us, first.us)
+
+
 def test_solver_settings_reach_the_problem_and_solver():
     """The options the CLI exposes land in the problem and the solver; the default backend is
     dynamics.default_backend_name(); the plan saturates at the problem's bounds."""

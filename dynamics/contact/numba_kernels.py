@@ -20,6 +20,7 @@ from numba import njit, prange
 
 from ..numba_backend import _f64
 from ..kernel_cache import files_hash, stamp_sources
+from ..worker_threads import use_threads
 from ..numba_backend import jit as _nbjit
 from ..numba_backend.joints import all_placements, world_placements
 from ..numba_backend.kinematics import frame_world
@@ -256,9 +257,7 @@ def frame_motion_derivatives(backend, model, q, v, a, contacts) -> FrameMotionDe
     if nt <= 1 or B <= 1 or B * depth * _COST_US < backend.parallel_threshold_us:
         fmd_range(*args, 0, B)
     else:
-        import numba
-        if numba.get_num_threads() != nt:
-            numba.set_num_threads(nt)
+        use_threads(nt)
         fmd_parallel(*args, min(nt, B))
     return FrameMotionDerivatives(ov, oa, d[0], d[1], d[2], d[3], oRf, opf)
 
@@ -674,9 +673,7 @@ def contact_dynamics_fused(backend, model, q, v, tau, contacts, derivs: bool, ou
     if nt <= 1 or B <= 1 or B * cost < backend.parallel_threshold_us:
         contact_range(*args, 0, B)
     else:
-        import numba
-        if numba.get_num_threads() != nt:
-            numba.set_num_threads(nt)
+        use_threads(nt)
         contact_parallel(*args, min(nt, B))
     return a, lam, flag, (da if derivs else None), (dl if derivs else None)
 

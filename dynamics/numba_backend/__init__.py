@@ -31,6 +31,7 @@ import numpy as np
 from ..backend import Backend, _check_out
 from ..inputs import sum_is_finite
 from ..model import RobotModel
+from ..worker_threads import use_threads
 from .packing import _cache as _packed_cache
 from .packing import frame_arrays, packed
 
@@ -126,9 +127,7 @@ class NumbaBackend(Backend):
         if nt <= 1 or B <= 1 or B * pm.nlinks * _COST_PER_LINK_US[kind] < self.parallel_threshold_us:
             serial(*args, 0, B)
             return
-        numba = _k().numba
-        if numba.get_num_threads() != nt:  # numba's setting is per calling thread: set it here
-            numba.set_num_threads(nt)
+        use_threads(nt)
         parallel(*args, min(nt, B))
 
     def _variant(self, kind: str, model: RobotModel, B: int) -> str:

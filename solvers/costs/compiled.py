@@ -33,6 +33,8 @@ from pathlib import Path
 
 import numpy as np
 
+from dynamics.worker_threads import use_threads
+
 from .base import CostSum, _plain, per_knot
 from .frame import FramePositionCost
 from .limits import JointLimitCost
@@ -340,7 +342,7 @@ class CompiledCosts:
         """What the layout depends on: the knot structure and each group's term objects."""
         groups = [g.item for g in problem.cost_groups] + [problem.terminal_cost]
         return (problem.revision, problem.horizon,
-                tuple((id(c), tuple((n, id(t)) for n, t, _ in _terms(c)) if c is not None else ()) for c in groups))
+                tuple([(id(c), tuple([(n, id(t)) for n, t, _ in _terms(c)]) if c is not None else ()) for c in groups]))
 
     @property
     def empty(self) -> bool:
@@ -361,9 +363,13 @@ class CompiledCosts:
             else:
                 tw = p.terminal_cost.terms[tm.name][1] if tm.name is not None else None
             ref = getattr(c, "_target" if tm.kind == FRAME_POSITION else "_reference", None)
-            src = (tw, c._weights, ref, scales if tm.group >= 0 else None)
-            if len(tm.packed_from) == len(src) and all(a is b for a, b in zip(tm.packed_from, src)):
+            sc = scales if tm.group >= 0 else None
+            pf = tm.packed_from
+            # identity of what the rows were packed from (explicit: this runs for every term twice
+            # per MPC update)
+            if pf and pf[0] is tw and pf[1] is c._weights and pf[2] is ref and pf[3] is sc:
                 continue
+            src = (tw, c._weights, ref, sc)
             rows, knots = tm.rows, tm.knots
             label = f"weight of '{tm.name}'"
             s = np.ones(knots.size) if tw is None else per_knot(label, tw, knots, ())
@@ -415,9 +421,7 @@ class CompiledCosts:
         kin, m = self.kin, self.model
         S, N1 = X.shape[0], X.shape[1]
         nt = max(1, min(kin.threads(), S if S > 1 else N1 // self.MIN_KNOTS_PER_THREAD))
-        import numba
-        if numba.get_num_threads() != nt:   # numba's setting is per calling thread; 1: no worker woken
-            numba.set_num_threads(nt)
+        use_threads(nt)                     # 1: no worker woken
         Jc = self._Jc.get((nt, S))
         if Jc is None:
             Jc = self._Jc[(nt, S)] = np.empty((nt, S))
