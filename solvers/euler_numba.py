@@ -1,7 +1,8 @@
 """Compiled semi-implicit Euler step Jacobians for hinge/slide robots: the numpy assembly of
 :meth:`solvers.discrete_dynamics.DiscreteDynamics._euler_derivatives` (about a dozen whole-array
 numpy operations, ≈ 30 µs of a 32-knot iiwa MPC update) as two numba calls around the backend's
-batched ``aba_derivatives``.
+batched ``aba_derivatives`` (:func:`euler_inputs`, :func:`euler_jacobians`), and for DDP the
+acceleration Hessian with the passive-force and actuation chain rule (:func:`acceleration_hessian`).
 
 With ``τ = B u - D v - K_s (q - q_spring)``, ``a = ABA(q, v, τ)``, ``v⁺ = v + dt a``,
 ``q⁺ = q + dt v⁺`` (Euclidean configuration: hinge and slide joints only)::
