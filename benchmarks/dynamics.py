@@ -572,8 +572,9 @@ def dispatch_overhead(st: Settings, pin) -> list[dict[str, Any]]:
     public function on one state ``(n,)`` vs its serial kernel called through numba's dispatcher
     on preallocated, already prepared arrays (what no Python wrapper can go below), and one
     Pinocchio call. ``overhead_s`` = public - kernel: argument checks, allocation and dispatch."""
-    from dynamics.numba_backend import _f64, _k
-    from dynamics.numba_backend.packing import packed
+    from dynamics.numba_backend import _k
+    from dynamics.kernels.packing import as_kernel_input as _f64
+    from dynamics.kernels.packing import packed
     be = dynamics.get_backend("numba")
     k = _k()
     out = []

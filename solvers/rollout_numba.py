@@ -16,7 +16,7 @@ marks it failed and is replaced by ``x̂_t`` (the batch stays finite), as in the
 
 ABA and the SO(3)/SE(3) operations ``q ⊕ w``, ``x1 ⊖ x0`` come from the backend
 (:class:`dynamics.backend.CompiledForwardDynamics`: for numba, ``aba_range`` and
-:mod:`dynamics.numba_backend.lie`), so this module holds no dynamics or Lie-group code of its own and
+:mod:`dynamics.kernels.lie`), so this module holds no dynamics or Lie-group code of its own and
 the result agrees with the Python path to rounding.
 
 Importing this module imports neither numba nor any kernel; the kernel is compiled (or loaded from

@@ -18,14 +18,14 @@ from pathlib import Path
 import numpy as np
 from numba import njit, prange
 
-from ..numba_backend import _f64
+from ..kernels.packing import as_kernel_input as _f64
 from ..kernel_cache import files_hash, stamp_sources
 from ..worker_threads import use_threads
-from ..numba_backend import jit as _nbjit
-from ..numba_backend.joints import all_placements, world_placements
-from ..numba_backend.kinematics import frame_world
-from ..numba_backend.packing import LF_ST, LI_DOFADR, LI_NSUP, LI_NV, LI_PARENT, LI_SUP, packed
-from ..numba_backend.spatial import mot_cross, mot_to_child
+from ..kernels import jit as _nbjit
+from ..kernels.joints import all_placements, world_placements
+from ..kernels.kinematics import frame_world
+from ..kernels.packing import LF_ST, LI_DOFADR, LI_NSUP, LI_NV, LI_PARENT, LI_SUP, packed
+from ..kernels.spatial import mot_cross, mot_to_child
 from .kinematics_derivatives import FrameMotionDerivatives
 
 _THIS = Path(__file__).resolve()
@@ -269,9 +269,9 @@ def frame_motion_derivatives(backend, model, q, v, a, contacts) -> FrameMotionDe
 # frame motion derivatives and the Schur-complement assembly (docstring of .constrained_dynamics).
 # Same math as the generic path; used when the contact set has no damping and no 6-D kp term.
 
-from ..numba_backend.minv import minv_range  # noqa: E402
-from ..numba_backend.rnea import rnea_range  # noqa: E402
-from ..numba_backend.rnea_derivatives import rnea_derivatives_range  # noqa: E402
+from ..kernels.minv import minv_range  # noqa: E402
+from ..kernels.rnea import rnea_range  # noqa: E402
+from ..kernels.rnea_derivatives import rnea_derivatives_range  # noqa: E402
 
 PIVOT_RTOL = 1e-11  # as .schur.PIVOT_RTOL
 

@@ -37,7 +37,7 @@ import numpy as np
 
 from ..backend import Backend, BackendUnavailableError
 from ..model import RobotModel
-from ..numba_backend.packing import frame_arrays, packed
+from ..kernels.packing import frame_arrays, packed
 from .runtime import INSTALL_HINT, Compiler, Runtime, make_runtime
 
 __all__ = ["GpuBackend", "GpuTiming", "PARTITIONS", "FLOAT32_RTOL", "BackendUnavailableError", "INSTALL_HINT"]
@@ -156,7 +156,7 @@ class GpuBackend(Backend):
     def _md(self, model: RobotModel) -> _ModelData:
         md = self._models.get(model)
         if md is None:
-            from ..numba_backend.rnea_second_derivatives import _NMATS, _NVECS
+            from ..kernels.rnea_second_derivatives import _NMATS, _NVECS
             pm = packed(model)
             consts = dict(DT=self.dtype.type, NL=max(pm.nlinks, 1), NV=max(pm.nv, 1), NMATS=_NMATS, NVECS=_NVECS)
             dev = self.rt.to_device
@@ -373,7 +373,7 @@ class GpuBackend(Backend):
         md = self._md(model)
         B, nv = q.shape[0], md.pm.nv
         fe, has = self._fext(md, fext, keep)
-        from ..numba_backend.rnea_second_derivatives import _NMATS, _NVECS
+        from ..kernels.rnea_second_derivatives import _NMATS, _NVECS
 
         def launch(i, o):
             mats, vecs = self._empty((B, _NMATS, 6, 6)), self._empty((B, _NVECS, 6))

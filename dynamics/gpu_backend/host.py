@@ -18,9 +18,9 @@ import numpy as np
 from numba import njit, prange
 
 from ..kernel_cache import stamp_sources
-from ..numba_backend.jit import package_source_hash
-from ..numba_backend.rnea import link_external_forces
-from ..numba_backend.world import world_accelerations, world_inertias, world_kinematics
+from ..kernels.jit import package_source_hash
+from ..kernels.rnea import link_external_forces
+from ..kernels.world import world_accelerations, world_inertias, world_kinematics
 
 _THIS_FILE = Path(__file__).resolve()
 

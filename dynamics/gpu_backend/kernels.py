@@ -39,17 +39,17 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
-from ..numba_backend.aba import aba_acceleration_pass, aba_bias_pass, articulated_inertias, bias_forces
-from ..numba_backend.crba import crba_pass
-from ..numba_backend.joints import link_placement
-from ..numba_backend.kinematics import frame_jacobian_knot, frame_world
-from ..numba_backend.packing import LF_COM, LF_MASS, LF_ST, LI_DOFADR, LI_NV, LI_PARENT, LI_SUBEND
-from ..numba_backend.rnea import link_external_forces, rnea_backward, rnea_forward
-from ..numba_backend.rnea_derivatives import _doY_mul, _inertia_rate
-from ..numba_backend.rnea_second_derivatives import second_order_backward, second_order_forward
-from ..numba_backend.spatial import (force_cross_add, force_to_parent, inertia_mul, inertia_to_parent_add, mot_cross,
+from ..kernels.aba import aba_acceleration_pass, aba_bias_pass, articulated_inertias, bias_forces
+from ..kernels.crba import crba_pass
+from ..kernels.joints import link_placement
+from ..kernels.kinematics import frame_jacobian_knot, frame_world
+from ..kernels.packing import LF_COM, LF_MASS, LF_ST, LI_DOFADR, LI_NV, LI_PARENT, LI_SUBEND
+from ..kernels.rnea import link_external_forces, rnea_backward, rnea_forward
+from ..kernels.rnea_derivatives import _doY_mul, _inertia_rate
+from ..kernels.rnea_second_derivatives import second_order_backward, second_order_forward
+from ..kernels.spatial import (force_cross_add, force_to_parent, inertia_mul, inertia_to_parent_add, mot_cross,
                                      mot_to_parent)
-from ..numba_backend.world import world_accelerations
+from ..kernels.world import world_accelerations
 from .runtime import device
 
 # compile-time constants, replaced per model by the Compiler (these values are never used)
@@ -93,7 +93,7 @@ def par_world_placements(tid, nt, li, levl, levs, nlev, R, p, oR, op):
 
 @device
 def par_world_kinematics(tid, nt, li, lf, levl, levs, nlev, dl, v, with_v, oR, op, J, oY, ov, vJ):
-    """Step 3: origin moved to link 0 (as :func:`dynamics.numba_backend.world.world_kinematics`),
+    """Step 3: origin moved to link 0 (as :func:`dynamics.kernels.world.world_kinematics`),
     world columns ``J`` (threads over dofs), world inertias ``oY`` (threads over links) and, if
     ``with_v``, joint and world velocities ``vJ``, ``ov`` (links, then one step per depth)."""
     L = li.shape[0]
@@ -162,7 +162,7 @@ def par_copy2(tid, nt, src, dst):
 
 @device
 def par_minv(tid, nt, li, levl, levs, nlev, J, U, UD, Dinv, F, P, Mi):
-    """Analytical M⁻¹ (the unit-torque sweeps of :mod:`dynamics.numba_backend.minv`) with threads over
+    """Analytical M⁻¹ (the unit-torque sweeps of :mod:`dynamics.kernels.minv`) with threads over
     (link, column) pairs and one step per tree depth: the links of one depth are independent, and
     each column of a sweep is independent of the others (sibling subtrees own disjoint column
     ranges, so the accumulation into the parent's ``F`` never collides)."""
@@ -245,7 +245,7 @@ def par_minv(tid, nt, li, levl, levs, nlev, J, U, UD, Dinv, F, P, Mi):
 @device
 def par_rnea_derivatives_pass(tid, nt, li, dl, gv, J, ov, oa, oY, has_fext, fl, oR, op, ws, dY, cols, dtau_dq,
                               dtau_dv):
-    """∇RNEA (:func:`dynamics.numba_backend.rnea_derivatives.rnea_derivatives_pass`) regrouped into
+    """∇RNEA (:func:`dynamics.kernels.rnea_derivatives.rnea_derivatives_pass`) regrouped into
     parallel steps (seed 000 Algorithm 4): momenta, net forces and inertia rates (threads over
     links), the per-dof columns ∂v/∂q, ∂a/∂q, ∂a/∂v (threads over dofs), then the backward sweep
     over links, each link's step split into four parallel steps over its dofs, the (row, column)

@@ -17,7 +17,7 @@ Retargeting
     sweeps, ∇RNEA, IDSVA-SO) is plain Python compiled by ``numba.njit``. :func:`device_function`
     re-binds such a function's globals — callees become device functions, ``np.empty(6)`` scratch
     becomes ``cuda.local.array(6, DT)`` — and compiles it with ``cuda.jit(device=True)``: one source
-    for the CPU and GPU backends, on the same packed model layout (:mod:`dynamics.numba_backend.packing`).
+    for the CPU and GPU backends, on the same packed model layout (:mod:`dynamics.kernels.packing`).
 """
 
 from __future__ import annotations

@@ -32,8 +32,9 @@ from ..backend import Backend, _check_out
 from ..inputs import sum_is_finite
 from ..model import RobotModel
 from ..worker_threads import use_threads
-from .packing import _cache as _packed_cache
-from .packing import frame_arrays, packed
+from ..kernels.packing import _cache as _packed_cache
+from ..kernels.packing import as_kernel_input as _f64
+from ..kernels.packing import frame_arrays, packed
 
 if importlib.util.find_spec("numba") is None:  # reported by dynamics.available_backends()
     raise ModuleNotFoundError("the numba backend needs the 'numba' package (pip install numba)")
@@ -52,28 +53,13 @@ def _k() -> SimpleNamespace:
     if _kernels is None:
         import numba
 
-        from . import (aba, aba_derivatives, aba_second_derivatives, crba, kinematics, minv, rnea,
+        from ..kernels import (aba, aba_derivatives, aba_second_derivatives, crba, kinematics, minv, rnea,
                        rnea_derivatives, rnea_second_derivatives)
         _kernels = SimpleNamespace(numba=numba, rnea=rnea, crba=crba, minv=minv, aba=aba,
                                    rnea_derivatives=rnea_derivatives, aba_derivatives=aba_derivatives,
                                    rnea_second_derivatives=rnea_second_derivatives,
                                    aba_second_derivatives=aba_second_derivatives, kinematics=kinematics)
     return _kernels
-
-
-def _f64(x: np.ndarray) -> np.ndarray:
-    """``x`` as a read-only float64 C-contiguous array: the one input type the kernels are compiled
-    for (numba compiles writeable and read-only arrays separately; inputs coming out of
-    ``np.broadcast_to`` are read-only, so every input is passed read-only, as a view)."""
-    if x.dtype != np.float64 or not x.flags.c_contiguous:
-        if x.dtype.kind == "c":
-            raise TypeError("numba backend: complex inputs (complex-step differentiation) are not supported; "
-                            "use the 'numpy' backend for complex-step derivatives")
-        x = np.ascontiguousarray(x, dtype=np.float64)
-    if x.flags.writeable:
-        x = x.view()
-        x.flags.writeable = False
-    return x
 
 
 # Serial cost of one state per link [us], measured on a 2.6 GHz Zen 4 core (rounded up); used only
@@ -166,8 +152,8 @@ class NumbaBackend(Backend):
         """:class:`~dynamics.backend.CompiledForwardDynamics` for the solvers' compiled rollout:
         this backend's serial ``aba_range`` and the packed model arrays it takes."""
         from ..backend import CompiledForwardDynamics
-        from . import lie
-        from .jit import package_source_hash
+        from ..kernels import lie
+        from ..kernels.jit import package_source_hash
         pm = packed(model)
         rows = lie.joint_rows(model)
         rows.setflags(write=False)
@@ -179,7 +165,7 @@ class NumbaBackend(Backend):
         """:class:`~dynamics.backend.CompiledKinematics` for the solvers' compiled cost terms: this
         backend's single-state frame kinematics (:func:`.kinematics.frames_knot`)."""
         from ..backend import CompiledKinematics
-        from .jit import package_source_hash
+        from ..kernels.jit import package_source_hash
         pm = packed(model)
 
         def frame_table(names):
@@ -190,7 +176,7 @@ class NumbaBackend(Backend):
             ff.setflags(write=False)
             return flink, ff
 
-        from . import lie
+        from ..kernels import lie
         rows = lie.joint_rows(model)
         rows.setflags(write=False)
         k = _k().kinematics

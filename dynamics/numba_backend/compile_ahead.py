@@ -56,7 +56,7 @@ def cache_is_cold() -> bool:
     version): compiles (or loads) a one-line probe kernel stamped like every kernel of the package
     and reports whether numba had to compile it."""
     from ..kernel_cache import report_compiles
-    from .jit import jit
+    from ..kernels.jit import jit
 
     compiled: list[str] = []
     with report_compiles(compiled.append):

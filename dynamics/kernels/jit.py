@@ -34,7 +34,7 @@ def package_source_hash() -> str:
 
 
 # the kernels of this package: numba's stamp of the file plus the hash of the whole package
-stamp_sources("dynamics.numba_backend", lambda path: path.parent == _PACKAGE_DIR, package_source_hash)
+stamp_sources("dynamics.kernels", lambda path: path.parent == _PACKAGE_DIR, package_source_hash)
 
 
 #: decorator of every serial kernel: cached on disk, FMA contraction allowed, numpy error model

@@ -73,7 +73,7 @@ class PackedModel:
 
 
 def _readonly(x: np.ndarray) -> np.ndarray:
-    """Kernel inputs are passed read-only (one compiled signature); see ``numba_backend._f64``."""
+    """Kernel inputs are passed read-only (one compiled signature); see :func:`as_kernel_input`."""
     x.flags.writeable = False
     return x
 
@@ -173,3 +173,18 @@ def frame_arrays(model: RobotModel, pm: PackedModel, frame: str) -> tuple[np.nda
         hit = (np.array([link], dtype=np.int64), _frame_row(R, p)[None, :])
         pm.frames[frame] = hit
     return hit
+
+
+def as_kernel_input(x: np.ndarray) -> np.ndarray:
+    """``x`` as a read-only float64 C-contiguous array: the one input type the kernels are compiled
+    for (numba compiles writeable and read-only arrays separately; inputs coming out of
+    ``np.broadcast_to`` are read-only, so every input is passed read-only, as a view)."""
+    if x.dtype != np.float64 or not x.flags.c_contiguous:
+        if x.dtype.kind == "c":
+            raise TypeError("kernels: complex inputs (complex-step differentiation) are not supported; "
+                            "use the 'numpy' backend for complex-step derivatives")
+        x = np.ascontiguousarray(x, dtype=np.float64)
+    if x.flags.writeable:
+        x = x.view()
+        x.flags.writeable = False
+    return x
