@@ -34,6 +34,8 @@ if __name__ == "__main__":
 import numpy as np  # noqa: E402
 
 import dynamics  # noqa: E402
+
+dynamics.worker_wait.configure_worker_wait()  # before Pinocchio/Crocoddyl load libgomp (dynamics.worker_wait)
 from dynamics.contact import constraint_rows, forces, kinematics_derivatives, schur  # noqa: E402
 
 try:
@@ -139,7 +141,7 @@ def stage_breakdown(be, model, contacts, q, v, tau, repeats: int) -> dict[str, f
     it inlines (minv, rnea, rnea_derivatives, frame motion derivatives) cost on their own."""
     z = np.zeros_like(v)
     st: dict[str, Callable[[], Any]] = {}
-    if getattr(be, "name", "") == "numba":
+    if be.compiled_contact_dynamics(model, contacts) is not None:   # a backend with fused contact kernels
         from dynamics.contact import numba_kernels
         if numba_kernels.supports_fused(contacts, q, v, tau):
             st["fused: values (whole kernel)"] = lambda: numba_kernels.contact_dynamics_fused(
@@ -147,10 +149,10 @@ def stage_breakdown(be, model, contacts, q, v, tau, repeats: int) -> dict[str, f
             st["fused: values + derivatives (whole kernel)"] = lambda: numba_kernels.contact_dynamics_fused(
                 be, model, q, v, tau, contacts, True)
     st["contact_rows (frame Jacobians, dJ, placements)"] = lambda: constraint_rows.contact_rows(be, model, q, v, contacts)
-    st["minv"] = lambda: be._minv(model, q)
-    st["bias (rnea)"] = lambda: be._rnea(model, q, v, z, None)
+    st["minv"] = lambda: be.minv(model, q)
+    st["bias (rnea)"] = lambda: be.bias_forces(model, q, v)
     J, gamma, R, _ = constraint_rows.contact_rows(be, model, q, v, contacts)
-    Mi = be._minv(model, q)
+    Mi = be.minv(model, q)
     MiJt = Mi @ np.swapaxes(J, -1, -2)
 
     def solve_values():
@@ -164,8 +166,8 @@ def stage_breakdown(be, model, contacts, q, v, tau, repeats: int) -> dict[str, f
     st["constraint derivative rows"] = lambda: constraint_rows.acceleration_derivatives(fm, contacts)
     st["contact fext"] = lambda: forces.contact_fext(model, contacts, lam, fm.R)
     fext = forces.contact_fext(model, contacts, lam, fm.R)
-    st["rnea_derivatives (fext)"] = lambda: be._rnea_derivatives(model, q, v, a, fext)
-    dq, dv = be._rnea_derivatives(model, q, v, a, fext)
+    st["rnea_derivatives (fext)"] = lambda: be.rnea_derivatives(model, q, v, a, fext)
+    dq, dv = be.rnea_derivatives(model, q, v, a, fext)
     sol = schur.SchurSolver(J @ MiJt, contacts, "bench")
     JMi = np.swapaxes(MiJt, -1, -2)
 

@@ -5,7 +5,7 @@ and, in the same run, Pinocchio called in a Python loop over the same N states (
 Speed is quoted only as ``ratio = ours / pinocchio_loop`` (below 1: we are faster); raw seconds
 are kept in the JSON for completeness. Second-order functions are also compared with the
 numerical provider ``dynamics.second_order_numerical.aba_second_derivatives_numerical``
-(central differences, and complex step for numpy), as seed 004's Finite-Diff-2 baseline.
+(central differences, and complex step for numpy), as Singh, Russell & Wensing 2022's Finite-Diff-2 baseline.
 
 Run ``python benchmarks/dynamics.py --help`` for the options; see benchmarks/README.md.
 """
@@ -34,6 +34,8 @@ if __name__ == "__main__":
 import numpy as np  # noqa: E402
 
 import dynamics  # noqa: E402
+
+dynamics.worker_wait.configure_worker_wait()  # before Pinocchio/Crocoddyl load libgomp (dynamics.worker_wait)
 from dynamics.second_order_numerical import aba_second_derivatives_numerical  # noqa: E402
 
 try:  # the timing helper lives next to this file

@@ -1,7 +1,7 @@
-"""Accuracy of the fpga-sim fixed-point datapath against float64 (issue 14, seed 000 §IV-C).
+"""Accuracy of the fpga-sim fixed-point datapath against float64 (issue 14, Plancher et al. 2021 §IV-C).
 
 1. Gradient error vs format: for each robot and each format ``Qm.n`` of the sweep, random states
-   (seeded) through the completely fused ΔiFD (seed 000 Algorithm 3: host q̈ and M⁻¹, fixed-point
+   (seeded) through the completely fused ΔiFD (Plancher et al. 2021 Algorithm 3: host q̈ and M⁻¹, fixed-point
    RNEA, ∇RNEA and ``-M⁻¹ ·``); max and RMS relative error of ``∂q̈/∂q`` and ``∂q̈/∂q̇`` against the
    numpy float64 reference, the rigorous bound the backend derives, and saturation counts.
 2. Optimisation with fixed-point derivatives: the iiwa reaching problem (``iiwa-reach``, horizon 32,

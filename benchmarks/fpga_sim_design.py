@@ -1,11 +1,11 @@
-"""Design space of the simulated accelerator (issue 14; seed 000 Fig. 3 style comparison).
+"""Design space of the simulated accelerator (issue 14; Plancher et al. 2021 Fig. 3 style comparison).
 
 For iiwa, HyQ and Atlas (floating-base robots in the three base treatments: ``fixed`` = limbs
 only as published, ``link`` = base as one 6-column link, ``six`` = six 1-DoF links as GRiD) it
 enumerates every (forward PEs, backward PEs, block size) of :class:`AcceleratorDesign`, reports the
 latency of one ΔiFD knot (cycles and µs at 55.6 MHz), the DSP proxy and the Pareto points; then,
 for N ∈ {16, 32, 64, 128} knots, the *simulated* end-to-end time of the fastest design (latency
-mode, as seed 000's FPGA, and pipelined, as Dadu-RBD) next to the *measured* wall time of the
+mode, as Plancher et al. 2021's FPGA, and pipelined, as Dadu-RBD) next to the *measured* wall time of the
 numpy and numba backends' ``aba_derivatives`` on N states in the same run (and the measured host
 time the emulation itself takes). Prints JSON (``--out`` also writes it).
 """

@@ -1,12 +1,12 @@
 """∇FD (``aba_derivatives``) on the ``gpu`` backend, per CPU/GPU partition, next to the ``numba`` CPU
-backend measured in the same run (seed 000 §V-C, Fig. 2 and Fig. 3).
+backend measured in the same run (Plancher et al. 2021 §V-C, Fig. 2 and Fig. 3).
 
 For each robot and batch size N: the numba backend's ``aba_derivatives`` (the anchor; all its
 threads), and for each partition (split, fused, completely fused) of the gpu backend the median
 over ``--repeats`` calls of the end-to-end time (one ``aba_derivatives`` call: host work,
 host↔device copies of the input/output blocks and kernels) and of its parts from
 ``backend.last_timing`` (compute-only = device time; transfer; host). JSON on stdout or ``--out``;
-a stacked-bar plot (``--plot``) in the style of seed 000 Fig. 2/3.
+a stacked-bar plot (``--plot``) in the style of Plancher et al. 2021 Fig. 2/3.
 
 Examples::
 
@@ -142,7 +142,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def plot(result: dict[str, Any], path: Path) -> None:
-    """Stacked bars per robot and N (seed 000 Fig. 2/3): for each partition host CPU work,
+    """Stacked bars per robot and N (Plancher et al. 2021 Fig. 2/3): for each partition host CPU work,
     host↔device transfer and device compute; the numba backend ([C]PU) as a single bar."""
     try:
         import matplotlib

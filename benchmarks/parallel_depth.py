@@ -1,6 +1,6 @@
 """Parallel-in-depth vs recursive dynamics: time vs number of links and vs number of problems.
 
-Mirrors seed 002 Figs. 2 and 3 (and seed 003 Figs. 1–3) on the backends present here:
+Mirrors Yang, Wu & Pan 2016 Figs. 2 and 3 (and Yang, Wu & Pan 2017 Figs. 1–3) on the backends present here:
 
 * ``vs_links``: one problem (one random state) on random serial chains of 2 … 512 links;
 * ``vs_problems``: N independent problems (N random states, one batched call) on a 10-link and a
@@ -204,7 +204,7 @@ def summarize(links: list[Record], problems: list[Record]) -> tuple[list[str], l
 
 # ------------------------------------------------------------------------------ plots
 def plot(links: list[Record], problems: list[Record], folder: Path) -> list[str]:
-    """Seed 002 Fig. 2 (time vs links) and Fig. 3 (time vs problems, 10 and 200 links) analogues."""
+    """Yang, Wu & Pan 2016 Fig. 2 (time vs links) and Fig. 3 (time vs problems, 10 and 200 links) analogues."""
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -228,7 +228,7 @@ def plot(links: list[Record], problems: list[Record], folder: Path) -> list[str]
     for ax, kind, title in zip(axes, ("FD", "ID"), ("forward dynamics", "inverse dynamics")):
         lines(ax, links, "nlinks", kind)
         ax.set_xlabel("number of links (one problem)")
-        ax.set_title(f"{title} vs link number (cf. seed 002 Fig. 2)")
+        ax.set_title(f"{title} vs link number (cf. Yang, Wu & Pan 2016 Fig. 2)")
         ax.legend(fontsize=7)
     fig.tight_layout()
     p = folder / "parallel_depth_links.png"
@@ -243,7 +243,7 @@ def plot(links: list[Record], problems: list[Record], folder: Path) -> list[str]
             ax = axes[i, j]
             lines(ax, sub, "problems", kind)
             ax.set_xlabel("number of independent problems (one batched call)")
-            ax.set_title(f"{title}, {n}-link chain (cf. seed 002 Fig. 3)")
+            ax.set_title(f"{title}, {n}-link chain (cf. Yang, Wu & Pan 2016 Fig. 3)")
             ax.legend(fontsize=7)
     fig.tight_layout()
     p = folder / "parallel_depth_problems.png"

@@ -1,10 +1,10 @@
 """DDP with analytical vs numerical second-order dynamics tensors: time per DDP iteration and of the
 derivative stage, for each provider of ``∂²a`` (``ShootingProblem(second_order=...)``):
 
-* ``analytical`` — the backend's ``aba_second_derivatives`` (FDSVA-SO, seed 004 eq. 46), one
+* ``analytical`` — the backend's ``aba_second_derivatives`` (FDSVA-SO, Singh, Russell & Wensing 2022 eq. 46), one
   batched call over the N knots;
 * ``fd`` — ``dynamics.second_order_numerical`` with central differences of the analytical
-  first-order derivatives (seed 004's "Finite-Diff-2"), also one batched call;
+  first-order derivatives (Singh, Russell & Wensing 2022's "Finite-Diff-2"), also one batched call;
 * ``complex`` — the same with complex step (numpy backend only).
 
 Problems: the iiwa reaching task (``tasks.get_task("iiwa-reach")``, default options) for horizons
@@ -153,7 +153,7 @@ def hyq_problem(N: int, dt: float, second_order: str) -> ShootingProblem:
                        "u": (ControlCost(m), 1e-4),
                        "com": (ComPositionCost(m, [0.0, 0.0, 0.6]), 1.0)})
     terminal = CostSum({"x": (StateCost(m, x_ref, np.full(2 * m.nv, 10.0)), 1.0)})
-    return ShootingProblem(m, x0, N, dt, running, terminal, backend="numpy", second_order=second_order)
+    return ShootingProblem.uniform(m, x0, N, dt, running, terminal, backend="numpy", second_order=second_order)
 
 
 PROBLEMS: dict[str, Callable[[int, float, str], ShootingProblem]] = {"iiwa": iiwa_problem, "hyq": hyq_problem}
@@ -187,8 +187,9 @@ def time_provider(problem: ShootingProblem, provider: str, K: int, repeats: int,
     t_0 = measure(lambda: solve(0), repeats=repeats, min_time=0.0)
     stage = {s: (statistics.median(r[s] for r in runs[K]) - statistics.median(r[s] for r in runs[0])) / K
              for s in STAGES}
-    t_d2 = measure(lambda: problem.derivatives(xs0, us0, second_order=True), repeats=repeats)
-    t_d1 = measure(lambda: problem.derivatives(xs0, us0, second_order=False), repeats=repeats)
+    data = problem.create_data(second_order=True)
+    t_d2 = measure(lambda: problem.derivatives(xs0, us0, second_order=True, data=data), repeats=repeats)
+    t_d1 = measure(lambda: problem.derivatives(xs0, us0, second_order=False, data=data), repeats=repeats)
     t_t = measure(tensor_call(problem, provider, xs0, us0), repeats=repeats)
     last = runs[K][-1]
     return {"per_iteration_s": (t_k.seconds - t_0.seconds) / K, "per_iteration_stage_s": stage,

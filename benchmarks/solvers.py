@@ -41,6 +41,8 @@ if __name__ == "__main__":
 import numpy as np  # noqa: E402
 
 import dynamics  # noqa: E402
+
+dynamics.worker_wait.configure_worker_wait()  # before Pinocchio/Crocoddyl load libgomp (dynamics.worker_wait)
 import tasks  # noqa: E402
 from solvers import DDP, ILQR  # noqa: E402
 

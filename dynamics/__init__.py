@@ -6,15 +6,12 @@
 >>> tau = be.rnea(model, q, v, a)            # (..., nv)
 """
 
-from .worker_wait import configure_worker_wait
-
-configure_worker_wait()   # before numba (or anything else) loads libgomp: see dynamics.worker_wait
-
 from .backend import (Backend, BackendUnavailableError, available_backends, default_backend_name, get_backend,
                       register_backend)
 from .contact import ContactSet
 from .joints import JointType
 from .model import BUNDLED_ROBOTS, RobotModel, UnsupportedModelError, from_mujoco, load_model
+from . import worker_wait  # noqa: F401  (no side effect: applied when numba's workers start)
 
 __all__ = [
     "Backend", "BackendUnavailableError", "available_backends", "default_backend_name", "get_backend", "register_backend", "JointType",

@@ -28,6 +28,33 @@ def _check_out(function: str, name: str, buf, shape: tuple) -> None:
         raise ValueError(f"{function}: {name} must be a writeable C-contiguous float64 array of shape {shape}, "
                          f"got {got}")
 
+def batch_args(func: str, model: RobotModel, fext=None, **arrays) -> tuple[tuple[int, ...], list]:
+    """Check and flatten the arguments of the Backend API function ``func``: ``arrays`` given as
+    ``name=(x, "nq"|"nv")`` (the model attribute giving the trailing size), fext (..., nbody, 6) or
+    None. Returns ``(batch, [(B, n) arrays..., (B, nbody, 6) fext or None])`` with the leading batch
+    dimensions broadcast and flattened to B; a wrong type, shape or a non-finite value raises an
+    error naming ``func`` and the argument."""
+    if fext is None and type(model) is RobotModel:
+        # the common case without the broadcasting machinery (tens of µs per call otherwise,
+        # several times a single-state kernel; the solvers call the backend once per knot)
+        fast = fast_flat({k: (x, model.nq if n == "nq" else model.nv) for k, (x, n) in arrays.items()})
+        if fast is not None:
+            fast[1].append(None)
+            return fast
+    if not isinstance(model, RobotModel):
+        raise TypeError(f"{func}: expected a RobotModel (from dynamics.load_model) as first argument, "
+                        f"got {type(model).__name__}")
+    checked = {}
+    for k, (x, n) in arrays.items():
+        checked[k] = (as_array(k, x, (getattr(model, n),), func), 1)
+    if fext is not None:
+        checked["fext"] = (as_array("fext", fext, (model.nbody, 6), func), 2)
+    batch, flat = broadcast_batch(func, checked)
+    if fext is None:
+        flat.append(None)
+    return batch, flat
+
+
 class BackendUnavailableError(RuntimeError):
     """A known backend cannot run on this machine (missing dependency or hardware)."""
 
@@ -131,7 +158,9 @@ class CompiledKinematics:
 
 
 class Backend:
-    """Batched rigid-body dynamics. Subclasses implement the underscore kernels on (B, …) arrays.
+    """Batched rigid-body dynamics. Subclasses implement the underscore kernels on (B, …) arrays; a
+    subclass with a faster way to compute a public function (the numba backend's fused contact
+    kernels) overrides that method and calls ``super()`` for the inputs its kernel does not cover.
 
     Capabilities a solver may ask for (and must not infer from the backend's name):
     :attr:`prefers_compiled_solver`, :meth:`compiled_forward_dynamics`,
@@ -147,9 +176,6 @@ class Backend:
     #: time by its model) and ``emulation_wall_s_total`` (what the host spent emulating); the MPC
     #: runner's real-time mode charges the first instead of the second (fpga-sim)
     simulated_time: bool = False
-    #: the backend computes on the numba backend's packed model arrays, so the fused compiled
-    #: contact kernels of :mod:`dynamics.contact.numba_kernels` apply to it
-    numba_packed_model: bool = False
     #: the backend compiles each kernel (and its serial/parallel variant) on its first call and
     #: caches it on disk, so running a computation once warms up exactly the kernels it needs:
     #: the MPC controller then warms up by running one solver iteration rather than
@@ -180,27 +206,7 @@ class Backend:
         return None
 
     # ---------------------------------------------------------------- argument handling
-    def _args(self, func: str, model: RobotModel, fext=None, **arrays):
-        """Check and flatten arguments; sizes are given by model attribute name (``"nq"``/``"nv"``)."""
-        if fext is None and type(model) is RobotModel:
-            # the common case without the broadcasting machinery (tens of µs per call otherwise,
-            # several times a single-state kernel; the solvers call the backend once per knot)
-            fast = fast_flat({k: (x, model.nq if n == "nq" else model.nv) for k, (x, n) in arrays.items()})
-            if fast is not None:
-                fast[1].append(None)
-                return fast
-        if not isinstance(model, RobotModel):
-            raise TypeError(f"{func}: expected a RobotModel (from dynamics.load_model) as first argument, "
-                            f"got {type(model).__name__}")
-        checked = {}
-        for k, (x, n) in arrays.items():
-            checked[k] = (as_array(k, x, (getattr(model, n),), func), 1)
-        if fext is not None:
-            checked["fext"] = (as_array("fext", fext, (model.nbody, 6), func), 2)
-        batch, flat = broadcast_batch(func, checked)
-        if fext is None:
-            flat.append(None)
-        return batch, flat
+    _args = staticmethod(batch_args)   # the subclasses' spelling (no extra call on the hot path)
 
     # ---------------------------------------------------------------- public API
     def rnea(self, model: RobotModel, q, v, a, fext=None, algorithm: str = "recursive") -> np.ndarray:
@@ -208,7 +214,7 @@ class Backend:
 
         fext: (..., nbody, 6) spatial force (force, torque) on each MuJoCo body in its body frame,
         at the body origin; row 0 (world) is ignored.
-        algorithm: ``"recursive"`` (RNEA, O(n) depth) or ``"scan"`` (prefix-sum RNEA, seed 003,
+        algorithm: ``"recursive"`` (RNEA, O(n) depth) or ``"scan"`` (prefix-sum RNEA, Yang, Wu & Pan 2017,
         O(log n) depth; see :mod:`dynamics.parallel_depth`)."""
         if algorithm != "recursive":
             from . import parallel_depth
@@ -244,7 +250,7 @@ class Backend:
 
     def forward_dynamics(self, model: RobotModel, q, v, tau, fext=None, method: str = "aba") -> np.ndarray:
         """Forward dynamics by ``method="aba"``, ``"minv"`` (``M^-1 (tau - c)`` with the analytical
-        M^-1) or one of the parallel-in-depth methods of :mod:`dynamics.parallel_depth` (seed 002:
+        M^-1) or one of the parallel-in-depth methods of :mod:`dynamics.parallel_depth` (Yang, Wu & Pan 2016:
         ``"jsiia"``, ``"abia"``, ``"oee"``)."""
         if method == "aba":
             return self.aba(model, q, v, tau, fext)
@@ -264,7 +270,7 @@ class Backend:
 
     def aba_derivatives(self, model: RobotModel, q, v, tau, fext=None, minv=None, return_acceleration: bool = False,
                         out: np.ndarray | None = None, acceleration_out: np.ndarray | None = None):
-        """``(da_dq, da_dv, da_dtau)``, each (..., nv, nv) (seed 000 Algorithm 3).
+        """``(da_dq, da_dv, da_dtau)``, each (..., nv, nv) (Plancher et al. 2021 Algorithm 3).
 
         minv: optional precomputed ``M^-1`` (..., nv, nv) to reuse (Dadu-RBD's ΔiFD).
         return_acceleration: also return the acceleration ``a`` (..., nv) that the algorithm
@@ -410,17 +416,17 @@ class Backend:
         batch, (q, _) = self._args("com_jacobian", model, None, q=(q, "nq"))
         return unflatten(batch, self._com_jacobian(model, q)[0])
 
-    # second-order derivatives (seed 004)
+    # second-order derivatives (Singh, Russell & Wensing 2022)
     def rnea_second_derivatives(self, model: RobotModel, q, v, a, fext=None):
         """``(d2tau_dq2, d2tau_dv2, d2tau_dqdv, dM_dq)``, each (..., nv, nv, nv), index order
-        [output, first variable, second variable] (IDSVA-SO, seed 004 Algorithm 1)."""
+        [output, first variable, second variable] (IDSVA-SO, Singh, Russell & Wensing 2022 Algorithm 1)."""
         self._require("rnea_second_derivatives")
         batch, (q, v, a, fe) = self._args("rnea_second_derivatives", model, fext, q=(q, "nq"),
                                           v=(v, "nv"), a=(a, "nv"))
         return tuple(unflatten(batch, x) for x in self._rnea_second_derivatives(model, q, v, a, fe))
 
     def aba_second_derivatives(self, model: RobotModel, q, v, tau, fext=None, out: np.ndarray | None = None):
-        """``(d2a_dq2, d2a_dv2, d2a_dqdv, d2a_dqdtau)``, each (..., nv, nv, nv) (FDSVA-SO, seed 004
+        """``(d2a_dq2, d2a_dv2, d2a_dqdv, d2a_dqdtau)``, each (..., nv, nv, nv) (FDSVA-SO, Singh, Russell & Wensing 2022
         eq. 46); ``∂²a/∂τ²`` and ``∂²a/∂v∂τ`` vanish.
 
         out: optional float64 C-contiguous (4, ..., nv, nv, nv) array receiving the four tensors
@@ -443,7 +449,21 @@ class Backend:
         when this backend cannot (the caller then copies)."""
         return False
 
-    # contact dynamics (rigid contacts; see dynamics.contact and docs/conventions.md)
+    # contact dynamics (rigid contacts; see dynamics.contact and docs/conventions.md). The generic
+    # implementations of dynamics.contact use only this class's public methods; a backend with its
+    # own (fused) kernels overrides these methods.
+    def frame_motion_derivatives(self, model: RobotModel, q, v, a, contacts):
+        """Velocity and acceleration (gravity not included) of every frame of ``contacts`` and their
+        partial derivatives w.r.t. q (along ``q ⊕ δ``) and v at fixed a: a
+        :class:`~dynamics.contact.FrameMotionDerivatives` whose fields have the inputs' batch dims,
+        ``v``, ``a`` (..., k, 6), ``dv_dq``, ``dv_dv``, ``da_dq``, ``da_dv`` (..., k, 6, nv), ``R``
+        (..., k, 3, 3), ``p`` (..., k, 3) [m]."""
+        from .contact.common import flat_args
+        from .contact.kinematics_derivatives import frame_motion_derivatives_numpy, unflatten_motion
+        batch, (q, v, a) = flat_args("frame_motion_derivatives", model, contacts, q=(q, "nq"), v=(v, "nv"),
+                                     a=(a, "nv"))
+        return unflatten_motion(batch, frame_motion_derivatives_numpy(model, q, v, a, contacts))
+
     def contact_dynamics(self, model: RobotModel, q, v, tau, contacts):
         """``(a, lam)``: constrained forward dynamics (..., nv) and contact forces (..., nc)."""
         from . import contact

@@ -11,11 +11,13 @@ still refer to MuJoCo bodies.
 from __future__ import annotations
 
 import os
+import sys
+import warnings
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from types import ModuleType
 
-import mujoco
 import numpy as np
 
 from . import joints as _joints
@@ -23,6 +25,56 @@ from . import lie
 from .inputs import as_array, broadcast_batch, fast_flat, unflatten
 from .joints import JOINT_NQ, JOINT_NV, JointType
 from .spatial import compose, spatial_inertia
+
+#: why MuJoCo's OpenGL back-end named by ``MUJOCO_GL`` could not be loaded in this process (MuJoCo
+#: was then loaded without it), or None
+MUJOCO_GL_ERROR: str | None = None
+
+
+def import_mujoco() -> ModuleType:
+    """The ``mujoco`` module, loaded even when the OpenGL back-end that ``MUJOCO_GL`` names cannot be.
+
+    ``import mujoco`` also loads its classic renderer, which loads the back-end ``MUJOCO_GL`` names
+    (``osmesa``, ``egl``, ``glfw``); on a machine without that library PyOpenGL raises (for
+    OSMesa: ``AttributeError: 'NoneType' object has no attribute 'glGetError'``) and takes every
+    command down, rendering or not. Then MuJoCo is loaded again with ``MUJOCO_GL=disable`` for
+    this import only (the variable is restored, so a renderer started later in a child process,
+    :mod:`sim.video`, still gets the user's choice), a :class:`RuntimeWarning` says so and
+    :data:`MUJOCO_GL_ERROR` keeps the reason. Import MuJoCo through this function (or import
+    :mod:`dynamics` first) wherever a process may not render."""
+    global MUJOCO_GL_ERROR
+    platform = os.environ.get("PYOPENGL_PLATFORM")
+    try:
+        import mujoco
+        return mujoco
+    except Exception as e:  # noqa: BLE001 - PyOpenGL raises AttributeError/OSError/RuntimeError, not ImportError
+        gl = os.environ.get("MUJOCO_GL")
+        if not gl or gl.strip().lower() in ("disable", "disabled", "off", "false", "0"):
+            raise
+        err = f"{type(e).__name__}: {e}"
+    # the failed attempt chose PyOpenGL's platform for the back-end (mujoco.osmesa sets it): undo
+    # that, so that the environment a child renderer inherits is the user's
+    if platform is None:
+        os.environ.pop("PYOPENGL_PLATFORM", None)
+    else:
+        os.environ["PYOPENGL_PLATFORM"] = platform
+    # the modules that failed are out of sys.modules (the bindings that loaded stay and are
+    # reused); OpenGL's half-initialised platform must not be picked up by the retry
+    for name in [n for n in sys.modules if n == "OpenGL" or n.startswith("OpenGL.")]:
+        del sys.modules[name]
+    os.environ["MUJOCO_GL"] = "disable"
+    try:
+        import mujoco
+    finally:
+        os.environ["MUJOCO_GL"] = gl
+    MUJOCO_GL_ERROR = f"MUJOCO_GL={gl}: {err}"
+    warnings.warn(f"MuJoCo's OpenGL back-end MUJOCO_GL={gl} could not be loaded ({err}); MuJoCo was loaded "
+                  f"without rendering, which only commands that render need. Install that back-end's library "
+                  f"(osmesa: libosmesa6, egl: libegl1) or unset MUJOCO_GL", RuntimeWarning, stacklevel=2)
+    return mujoco
+
+
+mujoco = import_mujoco()
 
 ROBOTS_DIR = Path(__file__).resolve().parent / "robots"
 BUNDLED_ROBOTS = {"iiwa": "iiwa.xml", "hyq": "hyq.xml", "atlas": "atlas.xml"}

@@ -3,8 +3,8 @@ consumes them: for a batch of co-states ``λ`` (..., nv) the (..., nv, nv) Hessi
 scalar ``λᵀ f``.
 
 The analytical functions contract **inside** the algorithms and never form an nv³ tensor:
-IDSVA-SO (seed 004 Alg. 1) accumulates ``Σ_i μ_i ∂²τ_i`` directly in its backward pass, and the
-forward-dynamics blocks follow from seed 004 eq. 46 with ``μ = M⁻¹ λ``::
+IDSVA-SO (Singh, Russell & Wensing 2022 Alg. 1) accumulates ``Σ_i μ_i ∂²τ_i`` directly in its backward pass, and the
+forward-dynamics blocks follow from Singh, Russell & Wensing 2022 eq. 46 with ``μ = M⁻¹ λ``::
 
     λᵀ ∂²a/∂q_j∂q_k = −(μᵀ∂²τ/∂q_j∂q_k + D[:, j]·∂a/∂q_k + D[:, k]·∂a/∂q_j)
     λᵀ ∂²a/∂v_j∂v_k = −μᵀ∂²τ/∂v_j∂v_k
@@ -86,7 +86,7 @@ def _inputs(func: str, model: RobotModel, fext, lam, **arrays):
 
 def rnea_second_order_contraction(model: RobotModel, q, v, a, lam, fext=None) -> RNEASecondOrderContraction:
     """``λᵀ ∂²τ`` blocks at ``(q, v, a)`` for co-states ``lam`` (..., nv), contracted inside
-    IDSVA-SO (seed 004 Alg. 1); batch dimensions of all arguments broadcast."""
+    IDSVA-SO (Singh, Russell & Wensing 2022 Alg. 1); batch dimensions of all arguments broadcast."""
     from .numpy_backend.rnea_second_derivatives import rnea_second_derivatives_contracted
     batch, (q, v, a, lam, fe) = _inputs("rnea_second_order_contraction", model, fext, lam, q=q, v=v, a=a)
     qq, vv, qv, dM = rnea_second_derivatives_contracted(model, q, v, a, lam, fe)
@@ -96,7 +96,7 @@ def rnea_second_order_contraction(model: RobotModel, q, v, a, lam, fext=None) ->
 
 def aba_second_order_contraction(model: RobotModel, q, v, tau, lam, fext=None) -> ABASecondOrderContraction:
     """``λᵀ ∂²a`` blocks of forward dynamics at ``(q, v, tau)`` for co-states ``lam`` (..., nv)
-    (FDSVA-SO, seed 004 eq. 46, with the ID tensors contracted inside IDSVA-SO)."""
+    (FDSVA-SO, Singh, Russell & Wensing 2022 eq. 46, with the ID tensors contracted inside IDSVA-SO)."""
     from .numpy_backend.aba import aba
     from .numpy_backend.minv import minv
     from .numpy_backend.rnea_derivatives import rnea_derivatives

@@ -1,6 +1,6 @@
 """Second-order forward-dynamics partials by differentiating the analytical first-order ones.
 
-This is seed 004's "Finite-Diff-2" baseline (and its complex-step variant): the tensors are the
+This is Singh, Russell & Wensing 2022's "Finite-Diff-2" baseline (and its complex-step variant): the tensors are the
 central differences (or complex-step derivatives) of ``aba_derivatives`` along the tangent
 perturbations of docs/conventions.md, evaluated for all perturbations in one batched call. It is
 the fallback provider of DDP's second-order terms and the comparison point for the analytical

@@ -7,12 +7,15 @@ small to be worth waking the pool, the backend's count otherwise), five times pe
 remembers, per calling thread, what it last set and calls ``numba.set_num_threads`` only when
 the count changes. The kernels split their work into the slices they are given whatever numba's
 count is, so a count changed behind this module's back (a direct ``numba.set_num_threads``) costs
-speed only, never results. Importing this module does not import numba.
+speed only, never results. Importing this module does not import numba; its first call, which
+may start numba's thread pool, applies :mod:`dynamics.worker_wait` first.
 """
 
 from __future__ import annotations
 
 import threading
+
+from .worker_wait import configure_before_workers_start
 
 _local = threading.local()
 _numba = None
@@ -25,6 +28,9 @@ def use_threads(n: int) -> None:
         return
     global _numba
     if _numba is None:
+        # numba.set_num_threads starts the thread pool (loads libgomp), which reads its wait
+        # policy once, now
+        configure_before_workers_start()
         import numba
         _numba = numba
     _numba.set_num_threads(n)

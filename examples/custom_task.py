@@ -119,8 +119,8 @@ class IiwaCircle(tasks.Task):
         })
         terminal = CostSum({"ee": (FramePositionCost(m, "ee", self.point(0.0)), 2e4),
                             "table": (TableClearance(m, self.table_height), 10.0)})
-        problem = ShootingProblem(m, self.check_state(x0, "x0"), horizon, dt, running, terminal,
-                                  backend=self.backend, **solver_opts)
+        problem = ShootingProblem.uniform(m, self.check_state(x0, "x0"), horizon, dt, running, terminal,
+                                          backend=self.backend, **solver_opts)
         self.update_problem(problem, 0.0)
         return problem
 

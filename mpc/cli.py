@@ -18,12 +18,27 @@ and plots.
 from __future__ import annotations
 
 import argparse
-import ast
 import inspect
-import math
+import json
 import sys
 import traceback
 from pathlib import Path
+
+import numpy as np
+
+import tasks
+from dynamics import available_backends, default_backend_name, get_backend
+from sim import plots, report
+from sim.progress import make_progress
+from sim.runner import MODES, simulate
+from sim.video import render_video, sample_frames, video_unavailable
+from sim.viewer import PassiveViewer, ViewerUnavailable, check_display
+
+from .args import (latency_arg, nonnegative_float, nonnegative_int, positive_float, positive_int, push_arg,
+                   task_arg)
+from .controller import INTEGRATORS, LINE_SEARCHES, MPC, SECOND_ORDER, SOLVERS
+from .study import ConfigError, StudyConfig, build_config, load_config, plan_runs, run_study, store
+from .study.runner import write_outputs
 
 EPILOG_MAIN = """\
 examples:
@@ -66,62 +81,8 @@ examples:
 
 class _Parser(argparse.ArgumentParser):
     """argparse with a one-line error message (and exit code 2) instead of usage + error."""
-
     def error(self, message: str):
         self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
-
-
-def _positive_int(s: str) -> int:
-    try:
-        v = int(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got '{s}'") from None
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {v}")
-    return v
-
-
-def _positive_float(s: str) -> float:
-    try:
-        v = float(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got '{s}'") from None
-    if not math.isfinite(v) or v <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive finite number, got {s}")
-    return v
-
-
-def _nonnegative_float(s: str) -> float:
-    try:
-        v = float(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got '{s}'") from None
-    if not math.isfinite(v) or v < 0:
-        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {s}")
-    return v
-
-
-def _task_arg(s: str) -> tuple[str, object]:
-    key, eq, raw = s.partition("=")
-    if not eq or not key.strip().isidentifier():
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE with a Python identifier as KEY, got '{s}'")
-    low = raw.strip().lower()
-    if low in ("true", "false"):
-        return key.strip(), low == "true"
-    try:
-        return key.strip(), ast.literal_eval(raw)
-    except (ValueError, SyntaxError):
-        return key.strip(), raw  # a plain string
-
-
-def _nonnegative_int(s: str) -> int:
-    try:
-        v = int(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got '{s}'") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {v}")
-    return v
 
 
 #: the seeded initial-state noise of ``run --seed N`` (N > 0): σ of the hinge/slide joint positions
@@ -135,8 +96,6 @@ def perturbed_initial_state(model, x0, seed: int):
     """``x0`` (nq+nv,) with seeded noise on the hinge/slide joints (see :data:`SEED_SIGMA_Q`,
     :data:`SEED_SIGMA_V`); seed 0 returns ``x0`` unchanged. A free base keeps its pose and velocity
     (moving it would put a legged robot's feet into or above the ground)."""
-    import numpy as np
-
     x = np.array(x0, dtype=float)
     if seed == 0:
         return x
@@ -148,43 +107,7 @@ def perturbed_initial_state(model, x0, seed: int):
     return x
 
 
-def _latency_arg(s: str) -> float | None:
-    """``measured`` -> None; ``fixed:20ms`` / ``fixed:0.02s`` / ``fixed:0.02`` -> seconds."""
-    if s == "measured":
-        return None
-    kind, sep, val = s.partition(":")
-    try:
-        if kind != "fixed" or not sep:
-            raise ValueError
-        v = val.strip().lower()
-        sec = float(v[:-2]) / 1e3 if v.endswith("ms") else float(v[:-1] if v.endswith("s") else v)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected 'measured' or 'fixed:<time>' (e.g. fixed:20ms), got '{s}'") from None
-    if not (math.isfinite(sec) and sec >= 0):
-        raise argparse.ArgumentTypeError(f"latency must be a non-negative time, got '{s}'")
-    return sec
-
-
-def _push_arg(s: str) -> tuple:
-    parts = [p.strip() for p in s.split(",")]
-    try:
-        if len(parts) != 6:
-            raise ValueError
-        t, body, fx, fy, fz, dur = float(parts[0]), parts[1], *map(float, parts[2:])
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected T,BODY,FX,FY,FZ,DURATION (e.g. 2.5,trunk,0,200,0,0.2), "
-                                         f"got '{s}'") from None
-    if not body or t < 0 or dur <= 0:
-        raise argparse.ArgumentTypeError(f"push '{s}': need a body name, T >= 0 and DURATION > 0")
-    return (t, body, (fx, fy, fz), dur)
-
-
 def build_parser() -> argparse.ArgumentParser:
-    from dynamics import default_backend_name
-
-    from .controller import INTEGRATORS, LINE_SEARCHES, SECOND_ORDER, SOLVERS
-    from sim.runner import MODES
-
     default_backend = default_backend_name()
 
     p = _Parser(prog="mpc-accel", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG_MAIN,
@@ -196,13 +119,13 @@ def build_parser() -> argparse.ArgumentParser:
                        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG_RUN,
                        description="Simulate a task with the MPC controller in the loop and write a report.")
     r.add_argument("task", help="registered task name (see 'mpc-accel tasks'), 'module:Class' or 'file.py:Class'")
-    r.add_argument("--task-arg", action="append", default=[], metavar="KEY=VALUE", type=_task_arg,
+    r.add_argument("--task-arg", action="append", default=[], metavar="KEY=VALUE", type=task_arg,
                    help="keyword argument for the task's constructor (repeatable), e.g. --task-arg reach_time=1.0")
     r.add_argument("--robot", default=None, metavar="NAME_OR_MJCF",
                    help="robot of a task that takes one (e.g. quadruped-stand): a bundled name or an MJCF path")
     r.add_argument("--feet", default=None, metavar="F1,F2,...",
                    help="contact frames (sites or bodies) of a legged task, comma-separated")
-    r.add_argument("--push", action="append", default=[], metavar="T,BODY,FX,FY,FZ,DURATION", type=_push_arg,
+    r.add_argument("--push", action="append", default=[], metavar="T,BODY,FX,FY,FZ,DURATION", type=push_arg,
                    help="push a body in the simulator (repeatable): at T s, force (FX, FY, FZ) N in world axes "
                         "for DURATION s, for tasks that take pushes (e.g. --push 2.5,trunk,0,200,0,0.2)")
     g = r.add_argument_group("controller")
@@ -210,16 +133,16 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--backend", default=default_backend,
                    help=f"dynamics backend (see 'mpc-accel backends'; default here: {default_backend} — numba, "
                         f"compiled, when numba imports, else numpy, the slow reference)")
-    g.add_argument("--horizon", type=_positive_int, default=32, help="number of knots N (default: 32)")
-    g.add_argument("--dt", type=_positive_float, default=0.01, help="knot spacing in seconds (default: 0.01)")
-    g.add_argument("--iterations", "--max-iter", dest="iterations", type=_positive_int, default=1,
+    g.add_argument("--horizon", type=positive_int, default=32, help="number of knots N (default: 32)")
+    g.add_argument("--dt", type=positive_float, default=0.01, help="knot spacing in seconds (default: 0.01)")
+    g.add_argument("--iterations", "--max-iter", dest="iterations", type=positive_int, default=1,
                    help="solver iterations per update: the most a solve runs (it stops earlier when --tol is "
                         "met; the maximum with --time-budget; default: 1)")
-    g.add_argument("--time-budget", type=_positive_float, default=None, metavar="SECONDS",
+    g.add_argument("--time-budget", type=positive_float, default=None, metavar="SECONDS",
                    help="wall-clock budget per update; stop iterating when the next iteration would exceed it")
-    g.add_argument("--initial-iterations", type=_positive_int, default=50,
+    g.add_argument("--initial-iterations", type=positive_int, default=50,
                    help="iterations of the first solve, before the clock starts (default: 50)")
-    g.add_argument("--tol", type=_nonnegative_float, default=1e-6,
+    g.add_argument("--tol", type=nonnegative_float, default=1e-6,
                    help="a solve stops when the projected gradient norm of the cost is below this (0: always "
                         "run every iteration; default: 1e-6)")
     g.add_argument("--no-feedback", action="store_true",
@@ -246,14 +169,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--no-latency-compensation", action="store_true",
                    help="realtime mode: plan from the measured state as is (default: predict the state at "
                         "the time the plan will be applied, with the model, and plan from there)")
-    s.add_argument("--latency", type=_latency_arg, default=None, metavar="measured|fixed:20ms",
+    s.add_argument("--latency", type=latency_arg, default=None, metavar="measured|fixed:20ms",
                    help="realtime mode: charge each update its measured compute time (default), or a fixed one "
                         "(fixed:20ms, fixed:0.05s) to ask 'what if an update took X' on any machine")
-    s.add_argument("--update-every", type=_positive_int, default=None, metavar="STEPS",
+    s.add_argument("--update-every", type=positive_int, default=None, metavar="STEPS",
                    help="physics steps between controller updates (default: one knot, dt / physics step)")
-    s.add_argument("--duration", type=_positive_float, default=None, metavar="SECONDS",
+    s.add_argument("--duration", type=positive_float, default=None, metavar="SECONDS",
                    help="simulated seconds (default: the task's duration)")
-    s.add_argument("--seed", type=_nonnegative_int, default=0, metavar="N",
+    s.add_argument("--seed", type=nonnegative_int, default=0, metavar="N",
                    help="perturb the initial state: seed 0 (default) is the task's own initial state; seed N "
                         f"> 0 adds seeded normal noise to the hinge/slide joints (positions σ = {SEED_SIGMA_Q:g} "
                         f"rad or m, clipped to the joint limits; velocities σ = {SEED_SIGMA_V:g} rad/s or m/s; "
@@ -262,7 +185,7 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--out", type=Path, default=None, metavar="DIR", help="output folder (default: runs/<task>)")
     o.add_argument("--plot", action="store_true", help="write PNG plots (needs matplotlib)")
     o.add_argument("--video", action="store_true", help="render an MP4/GIF offscreen (needs OpenGL: EGL/OSMesa)")
-    o.add_argument("--fps", type=_positive_float, default=30.0, help="video frame rate (default: 30)")
+    o.add_argument("--fps", type=positive_float, default=30.0, help="video frame rate (default: 30)")
     o.add_argument("--viewer", action="store_true", help="show the simulation in MuJoCo's viewer (needs a display)")
     o.add_argument("--json", action="store_true", help="print the JSON summary instead of the table")
     o.add_argument("--quiet", action="store_true", help="no progress display")
@@ -350,8 +273,6 @@ def _add_study_parser(sub) -> None:
 
 
 def cmd_study(a: argparse.Namespace) -> int:
-    from .study import ConfigError, load_config, run_study
-
     flags = {k: getattr(a, k) for k in ("tasks", "backends", "horizons", "solvers", "latency", "seeds", "mode",
                                         "duration", "dt", "iterations", "initial_iterations", "out", "jobs",
                                         "threads", "executor", "address", "plots")}
@@ -385,18 +306,12 @@ def cmd_study(a: argparse.Namespace) -> int:
 
 
 def cmd_report(a: argparse.Namespace) -> int:
-    import json
-
     path = a.path
     if (path / "summary.json").is_file():
-        from sim import report
         print(report.format_summary(json.loads((path / "summary.json").read_text())))
         return 0
-    from .study import store
     if not store.is_study_dir(path):
         return _fail(f"'{path}' holds neither a run (summary.json) nor a study (study.json, runs/)")
-    from .study import StudyConfig, build_config, plan_runs
-    from .study.runner import write_outputs
     config, skipped, specs = None, {}, None
     if (path / "study.json").is_file():
         meta = json.loads((path / "study.json").read_text())
@@ -421,8 +336,6 @@ def _fail(message: str, code: int = 2) -> int:
 
 
 def cmd_tasks() -> int:
-    import tasks
-
     for name, desc in tasks.list_tasks().items():
         print(f"{name:<16} {desc}")
     print("\nuser tasks: mpc-accel run module:Class  or  mpc-accel run path/to/file.py:Class "
@@ -431,8 +344,6 @@ def cmd_tasks() -> int:
 
 
 def cmd_backends() -> int:
-    from dynamics import available_backends, default_backend_name
-
     default = default_backend_name()
     for name, (ok, why) in available_backends().items():
         mark = "*" if name == default else " "
@@ -446,8 +357,6 @@ def _load_task(spec: str, kwargs: dict | None = None):
     """Build the task. A spec that names nothing usable, or --task-arg keys the constructor does
     not take, raise :class:`_ArgError` (one line); what the task's own code raises (importing its
     module, its constructor) propagates as :class:`_UserCodeError` with the original traceback."""
-    import tasks
-
     kwargs = kwargs or {}
     try:
         cls = tasks.resolve_task(spec)
@@ -486,8 +395,6 @@ class _ArgError(Exception):
 
 
 def _check_backend(name: str):
-    from dynamics import available_backends, get_backend
-
     table = available_backends()
     if name not in table:
         raise _ArgError(f"unknown backend '{name}'; known backends: {', '.join(table)}")
@@ -502,11 +409,6 @@ def cmd_run(a: argparse.Namespace, on_result=None) -> int:
     """``mpc-accel run``. on_result: optional ``f(result, summary)`` called with the
     :class:`sim.runner.SimResult` and the summary dict before the summary is written (the study's
     worker adds its columns there)."""
-    from .controller import MPC
-    from sim import report
-    from sim.progress import make_progress
-    from sim.runner import simulate
-
     try:
         backend = _check_backend(a.backend)
         task_args = dict(a.task_arg)
@@ -527,7 +429,6 @@ def cmd_run(a: argparse.Namespace, on_result=None) -> int:
             raise _ArgError(f"--second-order analytical: backend '{backend.name}' has no analytical second "
                             f"derivatives; use --second-order auto or fd")
         if a.viewer:
-            from sim.viewer import ViewerUnavailable, check_display
             try:
                 check_display()
             except ViewerUnavailable as e:
@@ -560,6 +461,9 @@ def cmd_run(a: argparse.Namespace, on_result=None) -> int:
     except Exception as e:  # noqa: BLE001 — the task's build_problem, its costs or the solver set-up
         return _report_user_error(e, f"setting up the controller for task '{task.name}' failed")
     show = not (a.quiet or a.json)
+    video_missing = video_unavailable() if a.video else None
+    if video_missing is not None:
+        say(f"mpc-accel: --video: no video will be made ({video_missing}); the run goes on without it")
     if backend.prefers_compiled_solver and show:   # a compiled backend: its kernels compile on the first run
         say("mpc-accel: loading the compiled kernels (the first run on a machine compiles them: "
             "only the kernels this run uses, one to two minutes on 2 cores; cached on disk afterwards)")
@@ -585,7 +489,6 @@ def cmd_run(a: argparse.Namespace, on_result=None) -> int:
     viewer = None
     try:
         if a.viewer:
-            from sim.viewer import PassiveViewer
             viewer = PassiveViewer(model.mj_model)
             callbacks.append(viewer)
         x0 = perturbed_initial_state(model, task.initial_state(), a.seed)
@@ -608,7 +511,6 @@ def cmd_run(a: argparse.Namespace, on_result=None) -> int:
              report.write_trajectory(result, out / "trajectory.npz", metrics)]
     notes = []
     if a.plot:
-        from sim import plots
         try:
             events = list(task.events(result.sim_time) or [])
             files.append(plots.plot_metrics(result, metrics, out / "tracking.png", info=report.metric_info(task),
@@ -618,10 +520,10 @@ def cmd_run(a: argparse.Namespace, on_result=None) -> int:
         except plots.PlotsUnavailable as e:
             notes.append(f"no plots: {e}")
     if a.video:
-        from sim.video import render_video, sample_frames
         idx, _ = sample_frames(result.t, result.x, a.fps)
         markers = task.markers(result.t[idx])
-        say("mpc-accel: rendering video ...")
+        if video_missing is None:
+            say("mpc-accel: rendering video ...")
         outcome = render_video(model.mj_model, result.x[idx, :model.nq], out / "video", fps=a.fps, markers=markers)
         if outcome.path is not None:
             files.append(outcome.path)
@@ -633,7 +535,6 @@ def cmd_run(a: argparse.Namespace, on_result=None) -> int:
         on_result(result, summary)
     report.write_summary(summary, out / "summary.json")
     if a.json:
-        import json
         print(json.dumps(summary, indent=2))
     else:
         print(report.format_summary(summary))

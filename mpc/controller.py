@@ -19,6 +19,8 @@ import numpy as np
 
 from dynamics.backend import default_backend_name, get_backend
 from dynamics.inputs import sum_is_finite
+from solvers import ILQR
+from solvers import SOLVERS as SOLVER_CLASSES
 
 from .plan import Plan
 
@@ -60,12 +62,11 @@ class UpdateRecord:
         return d
 
 
-def _solver_class(name: str):
+def _solver_class(name: str) -> type[ILQR]:
     key = str(name).lower()
     if key not in SOLVERS:
         raise ValueError(f"unknown solver '{name}'; choose one of {', '.join(SOLVERS)}")
-    import solvers  # imported late: the dynamics/sim layers must not need the solver package
-    return getattr(solvers, SOLVERS[key])
+    return SOLVER_CLASSES[key]
 
 
 def _positive(name: str, value, integer: bool = False):
@@ -148,127 +149,29 @@ class MPC:
         self.initial_record: UpdateRecord | None = None
         self.plan: Plan | None = None
         # the warm start of every update is written here (the solver copies it into its own arrays)
-        self._warm = (np.empty((self.horizon + 1, self.problem.nx)), np.empty((self.horizon, self.problem.nu)))
+        nx, nu = self.problem.nx, self.problem.nu
+        self._warm = (np.empty((self.horizon + 1, nx)), np.empty((self.horizon, nu)))
 
     # ----------------------------------------------------------------- control loop
     def warmup(self, progress=None) -> float:
         """Compile (first run on this machine) or load from numba's on-disk cache every kernel the
         control loop uses — the backend's dynamics kernels and, with the ``numba`` backend, the
-        solver's compiled backward pass and rollout — so that no update pays for compilation.
+        solver's compiled backward pass, rollout and cost terms, and (with latency compensation)
+        the state predictor's step — so that no update pays for compilation
+        (:meth:`solvers.ILQR.warmup`, :mod:`solvers.warmup`).
 
-        A backend that compiles on first use (``warmup_by_use``, the ``numba`` backend) is warmed
-        up by one throw-away solver iteration from the initial state (and one predicted step when
-        latency compensation is on): it runs exactly the kernels, variants (serial on one state,
-        parallel on the horizon's batch) and argument types that the updates run, and nothing
-        else (a first run compiles about a third of the backend's kernels). Other backends run
-        their own :meth:`~dynamics.backend.Backend.warmup`.
+        progress: optional ``progress(label, done, total)``: for a backend compiled on first use
+        (numba) called with each kernel numba starts compiling (``total`` None: not known in
+        advance; not called when every kernel loads from the cache), else before each step of the
+        backend's warm-up. Returns the seconds it took. Leaves no state behind (the first plan is
+        still made by :meth:`start`)."""
+        def predict_one_step() -> None:
+            p = self.problem
+            x0, u = np.asarray(p.x0, float), p.clip_controls(p.default_controls())
+            self._predictor(self.dt).step(x0, u)
 
-        progress: optional ``progress(label, done, total)``: for a ``warmup_by_use`` backend called
-        with each kernel numba starts compiling (``total`` None: not known in advance; not called
-        when every kernel loads from the cache), else before each step of the backend's warm-up.
-        On a fresh machine (numba's cache cold) the backend may compile its costliest batched
-        derivative kernel in a second process meanwhile (:meth:`~dynamics.backend.Backend.compile_ahead`:
-        two cores compile at once); this one then compiles the solver's kernels and the other
-        derivative kernels on dummy data, waits for it, and loads its kernel from the cache.
-        Returns the seconds it took. Leaves no state behind (the first plan is still made by
-        :meth:`start`)."""
-        w0 = time.perf_counter()
-        compiled = getattr(self.solver, "compiled", False)
-        if getattr(self.backend, "warmup_by_use", False):
-            from contextlib import nullcontext
-            reporter = nullcontext()
-            if progress is not None:
-                from dynamics.kernel_cache import report_compiles
-                count = [0]
-
-                def on_compile(name: str) -> None:
-                    count[0] += 1
-                    progress(name, count[0], None)
-                reporter = report_compiles(on_compile)
-            # whether a batch is worth the thread pool depends on its size (trial step sizes,
-            # ...), which one iteration need not show: a second iteration sends every batch to
-            # the parallel variant, so both variants of each batched kernel are ready
-            be = self.backend
-            saved = getattr(be, "parallel_threshold_us", None)
-            try:
-                with reporter:
-                    # on a fresh machine, a child process compiles the backend's batched derivative
-                    # kernels (the largest) while this one compiles the solver's own
-                    calls = self._batched_calls()
-                    job = be.compile_ahead(self.model, calls)
-                    if job is not None:
-                        if progress is not None:
-                            names = " and ".join(dict.fromkeys(f for f, _ in job.calls))
-                            on_compile(f"{names} (in a second process, alongside)")
-                        try:
-                            self._warm_solver_kernels([c for c in calls if c not in job.calls])
-                        finally:
-                            job.wait()
-                    res = self.solver.solve(max_iter=1)
-                    if saved is not None:
-                        be.parallel_threshold_us = 0.0
-                        self.solver.solve(max_iter=1)
-                    if self.latency_compensation is not None and len(res.us):
-                        x0, u0 = np.asarray(self.problem.x0, float), np.asarray(res.us[0], float)
-                        self._predictor(self.dt).step(x0, u0)
-            finally:
-                if saved is not None:
-                    be.parallel_threshold_us = saved
-            return time.perf_counter() - w0
-        total = [0]
-
-        def dyn_progress(label, done, n):
-            total[0] = n + int(compiled)
-            progress(label, done, total[0])
-
-        self.backend.warmup(self.model, progress=None if progress is None else dyn_progress)
-        if compiled:
-            if progress is not None:
-                progress("solver kernels", max(total[0] - 1, 0), max(total[0], 1))
-            # one throw-away iteration from the initial state runs every compiled solver kernel
-            self.solver.solve(max_iter=1)
-        return time.perf_counter() - w0
-
-    def _batched_calls(self) -> list[tuple[str, int]]:
-        """The backend's batched derivative calls an update makes, (function, batch size) pairs."""
-        calls = []
-        for g in self.problem.dynamics_groups:
-            d = g.item
-            if d.contacts is None and d.integrator == "euler":
-                calls.append(("aba_derivatives", int(g.knots.size)))
-                if getattr(self.solver, "uses_second_order", False) and d.second_order_source.startswith("analytical"):
-                    calls.append(("aba_second_derivatives", int(g.knots.size)))
-        return calls
-
-    def _warm_solver_kernels(self, calls: list[tuple[str, int]]) -> None:
-        """Compile (or load) the solver's compiled rollout, backward pass and cost terms, and the
-        backend's batched ``calls`` ((function, batch size) pairs), on dummy data; leaves no state
-        behind."""
-        p, s, be, m = self.problem, self.solver, self.backend, self.model
-        for f, B in calls:
-            q = np.tile(m.neutral(), (B, 1))
-            z = np.zeros((B, m.nv))
-            if f == "aba_derivatives":
-                be.aba_derivatives(m, q, z, z, return_acceleration=True)
-            else:
-                getattr(be, f)(m, q, z, z)
-        N = p.horizon
-        xs = np.tile(p.x0, (N + 1, 1))
-        us = np.zeros((N, p.nu))
-        p.cost(xs, us)
-        forward = getattr(s, "forward", None)
-        rollout = forward._compiled_rollout() if forward is not None else None
-        if rollout is not None and hasattr(rollout, "warmup"):
-            rollout.warmup()
-        backward = getattr(s, "backward", None)
-        if backward is not None and backward.compiled:
-            d = p.create_data()
-            for a in d.arrays().values():
-                a.fill(0.0)
-            box = getattr(s, "box", False) and p.has_bounds
-            backward.run(d.derivatives(), 1.0, us, p.u_lower if box else None, p.u_upper if box else None, None,
-                         False)
-            backward.reset()
+        extra = predict_one_step if self.latency_compensation is not None else None
+        return self.solver.warmup(progress=progress, extra=extra).seconds
 
     def start(self, t: float, x) -> Plan:
         """First plan from state ``x`` at time ``t``: ``initial_iterations`` iterations from the
@@ -324,16 +227,13 @@ class MPC:
         return x
 
     def _predictor(self, h: float):
-        """The model's discrete dynamics with step ``h`` [s] (knot 0's integrator, passive forces
-        and contacts), built once per step size."""
-        from solvers.discrete_dynamics import DiscreteDynamics
+        """The model's discrete dynamics with step ``h`` [s]: knot 0's dynamics (integrator, passive
+        forces, contacts) integrated over h, built once per step size."""
         key = round(h, 12)
         dyn = self._predictors.get(key)
         if dyn is None:
-            d0 = self.problem.knot_dynamics(0)
-            dyn = self._predictors[key] = DiscreteDynamics(self.model, self.problem.backend, h, d0.integrator,
-                                                           passive_forces=bool(d0._has_passive),
-                                                           contacts=d0.contacts)
+            description = self.problem.running_models[0].dynamics
+            dyn = self._predictors[key] = description.integrated(self.model, self.backend, h)
         return dyn
 
     # ----------------------------------------------------------------- internals

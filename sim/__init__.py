@@ -5,8 +5,12 @@ run reports (JSON summary, trajectory), plots, offscreen video and the interacti
 >>> result = simulate(model, controller, x0, duration=8.0, mode="lockstep", update_every=10)
 """
 
+# dynamics first: it loads MuJoCo even when the OpenGL back-end that MUJOCO_GL names is missing
+# (rendering is optional), which the plain ``import mujoco`` of the modules below would not
+import dynamics  # noqa: F401
+
 from .runner import MODES, Controller, ControlLaw, SimResult, UpdateLog, simulate
-from .state import ActuatorMap, read_state, write_state
+from dynamics.mujoco_state import ActuatorMap, read_state, write_state
 
 __all__ = ["MODES", "Controller", "ControlLaw", "SimResult", "UpdateLog", "simulate", "ActuatorMap",
            "read_state", "write_state"]

@@ -20,7 +20,8 @@ class PlotsUnavailable(RuntimeError):
     """matplotlib is not installed."""
 
 
-def _pyplot():
+def pyplot():
+    """matplotlib's ``pyplot`` on the file-only Agg back-end; :class:`PlotsUnavailable` without matplotlib."""
     try:
         import matplotlib
         matplotlib.use("Agg")  # files only; never needs a display
@@ -45,7 +46,7 @@ def plot_metrics(result: SimResult, metrics: dict[str, np.ndarray], path: Path, 
     """Each metric trace ``metrics[name]`` (T,) over time, one panel per metric; ``info``:
     name -> :class:`tasks.MetricInfo` (unit, threshold line, log scale, ``plot=False`` to skip);
     ``events``: :class:`tasks.Event` list drawn as labelled vertical lines."""
-    plt = _pyplot()
+    plt = pyplot()
     info = info or {}
     names = [k for k in metrics if getattr(info.get(k), "plot", True)]
     t_end = float(result.t[-1]) if len(result.t) else 1.0
@@ -85,7 +86,7 @@ def plot_metrics(result: SimResult, metrics: dict[str, np.ndarray], path: Path, 
 def plot_torques(result: SimResult, path: Path, events=()) -> Path:
     """Applied actuator forces (and the controller's commands, dotted) with the limits, one panel
     per actuator; ``events`` (:class:`tasks.Event`) drawn as vertical lines."""
-    plt = _pyplot()
+    plt = pyplot()
     m = result.model
     nu = m.nu
     cols = 2 if nu > 3 else 1
@@ -116,7 +117,7 @@ def plot_torques(result: SimResult, path: Path, events=()) -> Path:
 
 def plot_latency(result: SimResult, path: Path) -> Path:
     """Per-update wall time split by solver stage (stacked), in ms, against the update's sim time."""
-    plt = _pyplot()
+    plt = pyplot()
     ups = result.updates
     fig, ax = plt.subplots(figsize=(8, 3.5), constrained_layout=True)
     if ups:

@@ -21,7 +21,7 @@ class Progress:
         self._t0 = time.perf_counter()
         self._desc = desc
         try:
-            from tqdm import tqdm
+            from tqdm import tqdm     # optional: without it, a plain line rewritten in place
             self._bar = tqdm(total=round(self.total, 3), desc=desc, unit="sim-s", file=stream, leave=False,
                              bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.2f}/{total:.2f} sim-s [{elapsed}<{remaining}]")
         except ImportError:

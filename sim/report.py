@@ -31,19 +31,21 @@ from pathlib import Path
 
 import numpy as np
 
+from tasks.base import Evaluation, check_evaluation
+
 from .runner import SimResult
 
 STAGES = ("derivatives", "backward", "forward", "cost")
 
 
-def _jsonable(v):
+def jsonable(v):
     """numpy → Python, non-finite floats → None (strict JSON)."""
     if isinstance(v, dict):
-        return {str(k): _jsonable(x) for k, x in v.items()}
+        return {str(k): jsonable(x) for k, x in v.items()}
     if isinstance(v, (list, tuple)):
-        return [_jsonable(x) for x in v]
+        return [jsonable(x) for x in v]
     if isinstance(v, np.ndarray):
-        return _jsonable(v.tolist())
+        return jsonable(v.tolist())
     if isinstance(v, (np.bool_, bool)):
         return bool(v)
     if isinstance(v, (np.integer,)):
@@ -152,8 +154,6 @@ def metric_info(task) -> dict:
 def summarize(result: SimResult, task=None, metrics: dict | None = None, config: dict | None = None,
               warmup_s: float | None = None) -> dict:
     """The JSON-ready summary of a run (see the module docstring for the fields)."""
-    from tasks.base import Evaluation, check_evaluation
-
     out: dict = {"task": getattr(task, "name", None), "config": dict(config or {}), "mode": result.mode,
                  "physics_dt_s": result.physics_dt, "update_every_steps": result.update_every,
                  "completed": result.completed, "aborted": result.aborted}
@@ -170,7 +170,7 @@ def summarize(result: SimResult, task=None, metrics: dict | None = None, config:
             else Evaluation()
         out["evaluation"] = evaluation.to_dict()
     out["success"] = bool(result.completed and evaluation.success) if evaluation is not None else None
-    return _jsonable(out)
+    return jsonable(out)
 
 
 def _atomic(path: Path, write) -> Path:

@@ -33,8 +33,8 @@ import numpy as np
 
 from dynamics.inputs import sum_is_finite
 from dynamics.model import RobotModel
+from dynamics.mujoco_state import ActuatorMap, read_state, write_state
 
-from .state import ActuatorMap, read_state, write_state
 
 MODES = ("lockstep", "realtime")
 

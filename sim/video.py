@@ -4,8 +4,11 @@ Rendering needs an OpenGL context. On a headless Linux machine that means EGL or
 the ``MUJOCO_GL`` environment variable *before* MuJoCo is imported; since this process has already
 imported MuJoCo, frames are rendered in a child process (``python -m sim.video``) that tries each
 candidate in turn (``$MUJOCO_GL`` if set; else ``glfw`` when a display is available, then ``egl``,
-then ``osmesa``). A crash or failure there never affects the run: :func:`render_video` returns a
-:class:`VideoOutcome` saying what happened.
+then ``osmesa``). A candidate whose library is not installed (:func:`gl_unavailable`) is not
+tried: the outcome names what is missing and the fix. A crash or failure there never affects the
+run: :func:`render_video` returns a :class:`VideoOutcome` saying what happened. (A ``MUJOCO_GL``
+naming a missing library does not stop MuJoCo from loading either: :mod:`dynamics` loads it
+without rendering then, so every command that does not render works.)
 
 Camera: a 3/4 view framed on the first configuration; for a floating-base robot (a free joint) the
 view translates with the base body so that a walking or drifting robot stays in frame
@@ -18,6 +21,9 @@ otherwise an animated GIF through Pillow; otherwise no video (neither is a depen
 from __future__ import annotations
 
 import argparse
+import ctypes
+import ctypes.util
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -26,6 +32,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+import mujoco
 import numpy as np
 
 
@@ -60,6 +67,69 @@ def gl_candidates(env: dict | None = None) -> list[str | None]:
     return [None]
 
 
+#: what each OpenGL back-end needs on Linux, and how to get it (the fix a failed video names)
+GL_NEEDS = {
+    "osmesa": ("the OSMesa software renderer (libOSMesa)",
+               "install it (Debian/Ubuntu: apt install libosmesa6; Fedora: dnf install mesa-libOSMesa; conda: "
+               "conda install -c conda-forge mesalib) or use MUJOCO_GL=egl (a GPU driver with EGL)"),
+    "egl": ("EGL (libEGL) with a GPU driver",
+            "install it (Debian/Ubuntu: apt install libegl1) or use MUJOCO_GL=osmesa (software rendering, "
+            "apt install libosmesa6)"),
+    "glfw": ("a display (DISPLAY or WAYLAND_DISPLAY) for a GLFW window",
+             "run it where a display is available, or use MUJOCO_GL=egl or MUJOCO_GL=osmesa on a headless machine"),
+}
+_GL_LIBRARIES = {"osmesa": "OSMesa", "egl": "EGL"}
+#: MUJOCO_GL values that switch MuJoCo's rendering off, and those it accepts on Linux
+_GL_OFF = ("disable", "disabled", "off", "false", "0")
+_GL_LINUX = ("enable", "enabled", "on", "true", "1", "glfw", "glx", "egl", "osmesa")
+
+
+def _library_loads(name: str) -> bool:
+    """Whether the shared library ``lib<name>`` can be loaded (as PyOpenGL loads it: the plain name,
+    then versioned names, honouring LD_LIBRARY_PATH)."""
+    found = ctypes.util.find_library(name)
+    for candidate in ([found] if found else []) + [f"lib{name}.so"] + [f"lib{name}.so.{v}" for v in range(12, -1, -1)]:
+        try:
+            ctypes.CDLL(candidate)
+            return True
+        except OSError:
+            continue
+    return False
+
+
+def gl_unavailable(gl: str | None, env: dict | None = None) -> str | None:
+    """Why MuJoCo's OpenGL back-end ``gl`` (a ``MUJOCO_GL`` value; None: the platform default)
+    cannot render here, naming what is missing and the fix; None when it may work (only a render
+    tells for sure: a library can load and still find no device). Linux only: elsewhere None."""
+    env = os.environ if env is None else env
+    if gl is None or not sys.platform.startswith("linux"):
+        return None
+    key = gl.strip().lower()
+    if key in _GL_OFF:
+        return f"MUJOCO_GL={gl} switches MuJoCo's rendering off; unset it or use MUJOCO_GL=egl or MUJOCO_GL=osmesa"
+    if key not in _GL_LINUX:
+        return (f"MUJOCO_GL={gl} is not an OpenGL back-end MuJoCo knows (on Linux: egl, osmesa, glfw); "
+                f"use MUJOCO_GL=egl or MUJOCO_GL=osmesa, or unset it to try each")
+    if key in ("glfw", "glx") and not (env.get("DISPLAY") or env.get("WAYLAND_DISPLAY")):
+        what, fix = GL_NEEDS["glfw"]
+        return f"MUJOCO_GL={gl} needs {what}, and none is set: {fix}"
+    lib = _GL_LIBRARIES.get(key)
+    if lib is not None:
+        what, fix = GL_NEEDS[key]
+        if not _library_loads(lib):
+            return f"MUJOCO_GL={gl} needs {what}, which is not installed here (lib{lib}.so not found): {fix}"
+        if importlib.util.find_spec("OpenGL") is None:
+            return f"MUJOCO_GL={gl} needs PyOpenGL, which is not installed: pip install PyOpenGL"
+    return None
+
+
+def video_unavailable(env: dict | None = None) -> str | None:
+    """Why none of the back-ends :func:`render_video` would try can render here (what each one
+    lacks, and the fix), or None when one may."""
+    problems = [gl_unavailable(gl, env) for gl in gl_candidates(env)]
+    return "; ".join(problems) if all(problems) else None
+
+
 @dataclass
 class CameraPath:
     """Where MuJoCo's free camera looks in each video frame.
@@ -76,8 +146,6 @@ class CameraPath:
 
     def camera(self, frame: int):
         """A ``mujoco.MjvCamera`` (free camera) for frame ``frame``."""
-        import mujoco
-
         cam = mujoco.MjvCamera()
         cam.type = mujoco.mjtCamera.mjCAMERA_FREE
         cam.lookat[:] = self.lookat[frame]
@@ -88,8 +156,6 @@ class CameraPath:
 def floating_base_body(mj_model) -> int | None:
     """The body the camera should follow: the free-joint body carrying the most mass (the robot's
     trunk rather than a loose object), or None when no body has a free joint."""
-    import mujoco
-
     free = [int(mj_model.jnt_bodyid[j]) for j in range(mj_model.njnt)
             if mj_model.jnt_type[j] == mujoco.mjtJoint.mjJNT_FREE]
     if not free:
@@ -107,8 +173,6 @@ def camera_path(mj_model, qpos: np.ndarray, azimuth: float = 135.0, elevation: f
     looks at ``centre_0 + (p_base(f) − p_base(0))`` — the view translates with the robot and keeps
     its orientation and distance (no rotation with the trunk, which would make the floor swing).
     ``track=False`` keeps the first frame's view throughout."""
-    import mujoco
-
     qpos = np.asarray(qpos, float)
     if qpos.ndim != 2 or qpos.shape[1] != mj_model.nq:
         raise ValueError(f"camera_path: qpos must have shape (frames, nq={mj_model.nq}), got {qpos.shape}")
@@ -143,8 +207,6 @@ def render_frames(mj_model, qpos: np.ndarray, width: int = 640, height: int = 48
     """Render one RGB frame (height, width, 3) uint8 per configuration in ``qpos`` (F, nq), in this
     process (needs a working OpenGL context), with the camera of :func:`camera_path` (it follows a
     floating base). markers: optional (F, 3) world points drawn as green spheres (the current target)."""
-    import mujoco
-
     width = min(width, int(mj_model.vis.global_.offwidth))
     height = min(height, int(mj_model.vis.global_.offheight))
     d = mujoco.MjData(mj_model)
@@ -170,7 +232,7 @@ def write_frames(frames: list[np.ndarray], fps: float, stem: Path) -> Path:
     """Encode frames to ``stem.mp4`` (imageio or ffmpeg) or else ``stem.gif`` (Pillow)."""
     stem = Path(stem)
     try:
-        import imageio.v2 as imageio
+        import imageio.v2 as imageio      # optional encoder (MP4)
         path = stem.with_suffix(".mp4")
         imageio.mimsave(path, frames, fps=fps)
         return path
@@ -187,7 +249,7 @@ def write_frames(frames: list[np.ndarray], fps: float, stem: Path) -> Path:
         if proc.returncode == 0:
             return path
     try:
-        from PIL import Image
+        from PIL import Image             # optional encoder (GIF)
     except ImportError as e:
         raise RuntimeError("no video encoder: install imageio[ffmpeg] (MP4), ffmpeg, or Pillow (GIF)") from e
     path = stem.with_suffix(".gif")
@@ -201,8 +263,6 @@ def render_video(mj_model, qpos: np.ndarray, stem: Path, fps: float = 30.0, mark
     """Render ``qpos`` (F, nq) to ``stem.mp4``/``stem.gif`` in a child process, trying each OpenGL
     back-end of :func:`gl_candidates`; the camera follows a floating base unless ``track=False``
     (:func:`camera_path`). Never raises for a missing OpenGL/encoder: the outcome says."""
-    import mujoco
-
     stem = Path(stem)
     stem.parent.mkdir(parents=True, exist_ok=True)
     errors = []
@@ -214,6 +274,10 @@ def render_video(mj_model, qpos: np.ndarray, stem: Path, fps: float = 30.0, mark
                  markers=np.full((len(qpos), 3), np.nan) if markers is None else np.asarray(markers, float))
         pkg_root = str(Path(__file__).resolve().parents[1])
         for gl in gl_candidates():
+            missing = gl_unavailable(gl)
+            if missing is not None:         # would fail in the child: say what is missing instead
+                errors.append(missing)
+                continue
             env = dict(os.environ)
             if gl is not None:
                 env["MUJOCO_GL"] = gl
@@ -236,6 +300,8 @@ def render_video(mj_model, qpos: np.ndarray, stem: Path, fps: float = 30.0, mark
                     return VideoOutcome(path, f"video written with MUJOCO_GL={gl or 'default'}: {path}", gl)
             last = (proc.stderr.strip().splitlines() or ["exit code %d" % proc.returncode])[-1]
             errors.append(f"{gl or 'default'}: {last[:200]}")
+    if len(errors) == 1 and os.environ.get("MUJOCO_GL"):      # the user's choice, and what it lacks
+        return VideoOutcome(None, f"no video: {errors[0]}; the run itself is unaffected.")
     return VideoOutcome(None, "no video: no OpenGL context could be created for offscreen rendering (tried "
                         + "; ".join(errors) + "). On a headless Linux machine install EGL (libegl1) or OSMesa "
                         "(libosmesa6) and/or set MUJOCO_GL=egl or MUJOCO_GL=osmesa; the run itself is unaffected.")
@@ -251,8 +317,6 @@ def _main(argv=None) -> int:
     p.add_argument("--height", type=int, default=480)
     p.add_argument("--no-track", action="store_true", help="keep the first frame's view (no floating-base tracking)")
     a = p.parse_args(argv)
-    import mujoco
-
     m = mujoco.MjModel.from_binary_path(a.mjb)
     data = np.load(a.frames)
     markers = data["markers"]

@@ -6,8 +6,6 @@ import os
 import sys
 import time
 
-import mujoco
-
 
 class ViewerUnavailable(RuntimeError):
     """No display (or no windowing support) for the interactive viewer."""
@@ -36,7 +34,7 @@ class PassiveViewer:
     def __call__(self, step: int, t: float, data) -> None:
         if self._handle is None:
             try:
-                import mujoco.viewer
+                import mujoco.viewer     # loads GLFW: only when a window is opened
                 self._handle = mujoco.viewer.launch_passive(self._m, data)
             except Exception as e:  # e.g. GLFW cannot open a window, or macOS without mjpython
                 raise ViewerUnavailable(f"could not open the MuJoCo viewer: {type(e).__name__}: {e}") from e

@@ -17,14 +17,18 @@ from .ddp import DDP
 from .discrete_dynamics import DiscreteDynamics, DynamicsDerivatives
 from .fddp import FDDP
 from .ilqr import ILQR
+from .integrators import EulerModel, ImpulseModel, IntegratedModel, RK4Model
 from .problem import ProblemDerivatives, ShootingProblem
+from .problem_data import ProblemData
 from .result import SolverResult
 from .state_space import StateSpace
 
 SOLVERS = {"ilqr": ILQR, "ddp": DDP, "fddp": FDDP}
 
-__all__ = ["ActionModel", "ContactDynamics", "FreeDynamics", "ImpulseDynamics", "ShootingProblem", "ILQR", "DDP", "FDDP", "SolverResult", "SOLVERS", "ProblemDerivatives",
-           "DiscreteDynamics", "DynamicsDerivatives", "StateSpace", "box_qp", "BoxQPResult",
+__all__ = ["ActionModel", "ContactDynamics", "FreeDynamics", "ImpulseDynamics", "ShootingProblem", "ILQR", "DDP",
+           "FDDP", "SolverResult", "SOLVERS", "ProblemDerivatives", "ProblemData", "DiscreteDynamics",
+           "DynamicsDerivatives", "IntegratedModel", "EulerModel", "RK4Model", "ImpulseModel", "StateSpace", "box_qp",
+           "BoxQPResult",
            "Cost", "CostSum", "ResidualCost", "CustomCost", "as_cost", "StateCost", "ControlCost",
            "FramePositionCost", "FrameRotationCost", "FramePlacementCost", "ComPositionCost", "JointLimitCost",
            "gravity_compensation"]

@@ -1,10 +1,12 @@
 """Action models: the immutable description of one knot of a shooting problem.
 
-An action model says what happens over one interval of the horizon: which dynamics (free
-dynamics with an integrator; contact dynamics later), which cost, and how long the interval is.
-It holds no workspace and never changes once built (Crocoddyl's ``ActionModelAbstract``; the
-workspace, Crocoddyl's ``ActionData``, lives in the :class:`solvers.ShootingProblem` that
-groups knots of equal structure and evaluates each group with one batched backend call).
+An action model says what happens over one interval of the horizon: which dynamics (free or
+contact dynamics with an integrator, or an impact), which cost, and how long the interval is. It
+holds no workspace and never changes once built (Crocoddyl's ``ActionModelAbstract``). Its
+dynamics description builds the integrated model that evaluates it (``integrated(model, backend,
+dt)``, :mod:`solvers.integrators`); the :class:`solvers.ShootingProblem` groups knots of equal
+structure and evaluates each group with one batched backend call, into the data of
+:meth:`~solvers.ShootingProblem.create_data` (Crocoddyl's ``ActionData``).
 
 >>> from solvers import ActionModel, FreeDynamics, ShootingProblem
 >>> walk = ActionModel(model, cost_a, dt=0.01)
@@ -19,17 +21,20 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from dynamics import RobotModel
+from dynamics.backend import Backend
 
 from .costs import Cost, as_cost
+from .integrators import ContactAcceleration, EulerModel, FreeAcceleration, ImpulseModel, IntegratedModel, RK4Model
 
 INTEGRATORS = ("euler", "rk4")
+_INTEGRATOR_CLASSES = {"euler": EulerModel, "rk4": RK4Model}
 
 
 @dataclass(frozen=True)
 class FreeDynamics:
     """Unconstrained robot dynamics ``a = ABA(q, v, B u + τ_passive(q, v))`` integrated over the
     knot's dt by ``integrator`` (``"euler"``: semi-implicit Euler, ``"rk4"``: Runge–Kutta on the
-    tangent space; see :mod:`solvers.discrete_dynamics`). passive_forces: joint damping and
+    tangent space; see :mod:`solvers.integrators`). passive_forces: joint damping and
     hinge/slide springs of the model."""
 
     integrator: str = "euler"
@@ -39,9 +44,12 @@ class FreeDynamics:
         if self.integrator not in INTEGRATORS:
             raise ValueError(f"unknown integrator '{self.integrator}'; use one of {', '.join(INTEGRATORS)}")
 
-    @property
-    def kind(self) -> str:
-        return "free"
+    def integrated(self, model: RobotModel, backend: Backend, dt: float,
+                   second_order: str = "auto") -> IntegratedModel:
+        """The :class:`~solvers.integrators.IntegratedModel` of these dynamics over ``dt`` seconds;
+        second_order: the source of DDP's ``∂²a`` (see :class:`solvers.ShootingProblem`)."""
+        acc = FreeAcceleration(model, backend, second_order)
+        return _INTEGRATOR_CLASSES[self.integrator](model, backend, dt, acc, second_order, self.passive_forces)
 
 
 @dataclass(frozen=True, eq=False)
@@ -67,9 +75,11 @@ class ContactDynamics:
         if self.integrator not in INTEGRATORS:
             raise ValueError(f"unknown integrator '{self.integrator}'; use one of {', '.join(INTEGRATORS)}")
 
-    @property
-    def kind(self) -> str:
-        return "contact"
+    def integrated(self, model: RobotModel, backend: Backend, dt: float,
+                   second_order: str = "auto") -> IntegratedModel:
+        """The integrator of ``integrator`` with the contact solve as its acceleration."""
+        acc = ContactAcceleration(model, backend, self.contacts, second_order)
+        return _INTEGRATOR_CLASSES[self.integrator](model, backend, dt, acc, second_order, self.passive_forces)
 
 
 @dataclass(frozen=True, eq=False)
@@ -93,12 +103,10 @@ class ImpulseDynamics:
         if not 0.0 <= float(self.restitution) <= 1.0:
             raise ValueError(f"ImpulseDynamics: restitution must be in [0, 1], got {self.restitution}")
 
-    @property
-    def kind(self) -> str:
-        return "impulse"
-
-    integrator = "impulse"
-    passive_forces = False
+    def integrated(self, model: RobotModel, backend: Backend, dt: float = 0.0,
+                   second_order: str = "auto") -> IntegratedModel:
+        """The :class:`~solvers.integrators.ImpulseModel` of this impact (dt is not used)."""
+        return ImpulseModel(model, backend, self.contacts, self.restitution, second_order)
 
 
 @dataclass(frozen=True, eq=False)

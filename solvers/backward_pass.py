@@ -25,6 +25,8 @@ import operator
 import numpy as np
 import scipy.linalg as sla
 
+from dynamics.inputs import sum_is_finite
+
 from .box_qp import box_qp
 from .problem import ProblemDerivatives
 
@@ -38,6 +40,21 @@ _NO_BOUNDS = np.zeros((1, 1))
 def _c(a: np.ndarray) -> np.ndarray:
     """float64 C-contiguous (what the compiled kernels are specialised for)."""
     return np.ascontiguousarray(a, dtype=np.float64)
+
+
+def non_finite_derivatives(d: ProblemDerivatives) -> str | None:
+    """Which derivative array of ``d`` has a non-finite entry and at which knot, in words; None when
+    all are finite (what a failed backward pass is explained with)."""
+    for name, arr in (("running cost derivatives", d.running.lxx), ("terminal cost derivatives", d.terminal.lxx),
+                      ("dynamics Jacobians", d.dynamics.Fx), ("dynamics Jacobians", d.dynamics.Fu),
+                      ("cost gradient", d.running.lx), ("cost gradient", d.running.lu),
+                      ("terminal cost gradient", d.terminal.lx)):
+        if not sum_is_finite(arr):
+            t = int(np.argwhere(~np.isfinite(arr))[0][0])
+            return f"non-finite {name} at knot {t} of the current trajectory"
+    if d.dynamics.has_second_order and not (sum_is_finite(d.dynamics.T) and sum_is_finite(d.dynamics.C)):
+        return "non-finite second-order dynamics derivatives on the current trajectory"
+    return None
 
 
 class BackwardPass:

@@ -1,7 +1,7 @@
 """Compiled forward pass for problems with contact and impulse knots: the whole batched closed-loop
 rollout (S step sizes × N knots) of :class:`solvers.forward_pass.ForwardPass` in one numba call,
-on a backend that offers its forward dynamics and its rigid-contact / impulse dynamics as compiled
-functions (:meth:`dynamics.Backend.compiled_forward_dynamics` and
+on a backend that hands its packed model and contact sets to compiled solver loops
+(:meth:`dynamics.Backend.compiled_forward_dynamics` and
 :meth:`dynamics.Backend.compiled_contact_dynamics`: the ``numba`` backend).
 
 For each candidate ``s`` (step size ``α_s``) and knot ``t``, as the Python loop of the forward pass::
@@ -17,200 +17,142 @@ For each candidate ``s`` (step size ``α_s``) and knot ``t``, as the Python loop
 A non-finite ``u`` marks the candidate failed and is replaced by ``us_t``; a non-finite ``x⁺``, or a
 contact / impact whose contact Jacobian is rank deficient at that candidate's state (a leg stretched
 straight), marks it failed and ``x⁺`` is replaced by ``x̂_t`` so the batch stays finite — the same
-outcome as the Python path, where :mod:`solvers.contact_rows` turns those rows into NaN.
+outcome as the Python path, where :mod:`solvers.contact_or_nan` turns those rows into NaN.
 
-All dynamics and Lie-group code comes from the backend (its ``aba_range``, ``contact_range``,
-``impulse_range``, ``integrate_q``, ``difference_x``: the same compiled functions its
-``aba`` / ``contact_dynamics`` / ``impulse_dynamics`` run), so this module holds none of its own and
-the result agrees with the Python path to rounding (tests/test_contact_rollout.py).
+Every piece of physics is the kernel library's and the contact kernels' (the functions the
+backend's ``aba`` / ``contact_dynamics`` / ``impulse_dynamics`` run: :func:`dynamics.kernels.aba.aba_range`,
+:func:`dynamics.contact.numba_kernels.contact_range` and ``impulse_range``, the torque and the Euler
+step of :mod:`dynamics.kernels.passive` and :mod:`dynamics.kernels.integrators`), and the policy is
+:mod:`solvers.rollout_numba`'s; this module holds the knot loop only, binds no backend, and its
+result agrees with the Python path to rounding (tests/test_contact_rollout.py). The candidates are
+split into one contiguous slice per worker thread, as in :mod:`solvers.rollout_numba`.
 
-Importing this module imports neither numba nor any kernel; the kernel is compiled (or loaded from
+Importing this module imports numba and the kernel library; the kernel is compiled (or loaded from
 numba's on-disk cache) on the first :meth:`CompiledContactRollout.run` or by
 :meth:`CompiledContactRollout.warmup`.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
+from numba import prange
 
-aba_range = None                   # bound from the backend's compiled functions on compilation
-integrate_q = None
-difference_x = None
-contact_range = None
-impulse_range = None
+from dynamics.contact.numba_kernels import contact_range, impulse_range
+from dynamics.kernels.aba import aba_range
+from dynamics.kernels.integrators import all_finite, euler_step
+from dynamics.kernels.jit import jit_inline, jit_parallel
+from dynamics.kernels.passive import joint_torques
+from dynamics.worker_threads import use_threads
+
+from .rollout_numba import feedback_control, input_rows, passive_args, read_only, runs_kernel_library, slice_rows, \
+    start_state
 
 FREE, CONTACT, IMPULSE = 0, 1, 2   # knot kinds of the kernel's `kind` table
 
 
-# ---------------------------------------------------------------- kernel sources (jitted lazily)
-def _start_state(joints, nq, xn, alpha, gaps, t, d, out):
-    """``x̂ = xn`` (no gaps) or ``xn ⊕ (α - 1) gaps[t]`` into ``out`` (nx,)."""
-    if gaps.shape[0] == 0:
-        for i in range(xn.shape[0]):
-            out[i] = xn[i]
-        return
-    nv = gaps.shape[1] // 2
-    for i in range(2 * nv):
-        d[i] = (alpha - 1.0) * gaps[t, i]
-    integrate_q(joints, xn, d, out)
-    for i in range(nv):
-        out[nq + i] = xn[nq + i] + d[nv + i]
+# ---------------------------------------------------------------- kernels
+@jit_inline
+def _contact_rollout_slice(margs, no_fext, joints, passive, knots, sets, x0, alphas, xs, us, k, K, lo, hi, clip, gaps,
+                           X, U, ok, work, s0, s1, r0):
+    """The batched rollout (module docstring) of candidates ``s0 <= s < s1`` into X (S, N+1, nx),
+    U (S, N, nu), ok (S,).
 
-
-def _all_finite(x):
-    for i in range(x.shape[0]):
-        if not np.isfinite(x[i]):
-            return False
-    return True
-
-
-def _contact_rollout_kernel(margs, no_fext, joints, springs, B, damping, stiffness, qspring, has_passive,
-                            kind, cset, dts, rest, soff, spoint, skp, skd, flink, ff, fbody, fbR, fbp, pref,
-                            pivot_rtol, no, x0, alphas, xs, us, k, K, lo, hi, clip, gaps, X, U, ok,
-                            q, vt, q_ro, vt_ro, zero, acc, Mi, bias, fext, rd, lam, flag, da, dl, good):
-    """The batched rollout (module docstring) into X (S, N+1, nx), U (S, N, nu), ok (S,).
-
-    margs / no_fext: the backend's packed model and "no external force" array; kind, cset (N,)
-    int64: each knot's kind (FREE, CONTACT, IMPULSE) and contact set (row of soff..skd; -1 on free
-    knots); dts, rest (N,): time step and restitution of each knot. Contact set c: frames
-    ``soff[c]:soff[c+1]`` of the stacked per-frame arrays flink, ff, fbody, fbR, fbp, pref;
-    spoint[c], skp[c], skd[c] its kind and Baumgarte gains. no: False (the ``derivs`` argument of
-    the contact kernel). q (S, nq), vt (2, S, nv): scratch for (q, v, τ) with read-only views q_ro,
-    vt_ro (passed to the backend's kernels so that they run their own compiled specialisation);
-    zero (S, nv) read-only zeros; acc, Mi, bias, fext, rd, lam, flag, da, dl: the backend
-    kernels' outputs and scratch; good (S,) scratch."""
-    S, N, nu = alphas.shape[0], us.shape[0], us.shape[1]
+    margs / no_fext: the backend's packed model and "no external force" array; passive: the torque's
+    terms (:func:`solvers.rollout_numba.passive_args`). knots = (kind, cset, dts, rest): each knot's
+    kind (FREE, CONTACT, IMPULSE) and contact set (row of the sets' arrays; -1 on free knots), (N,)
+    int64, and its time step and restitution (N,). sets = (soff, spoint, skp, skd, flink, ff,
+    fbody, fbR, fbp, pref, pivot_rtol, no): contact set c has the frames ``soff[c]:soff[c+1]`` of the
+    stacked per-frame arrays flink .. pref, the kind spoint[c] and the Baumgarte gains skp[c],
+    skd[c]; no: False (the ``derivs`` argument of the contact kernel). work = (q, vt, q_ro, vt_ro,
+    zero, acc, Mi, bias, fext, rd, lam, flag, da, dl), per-candidate rows (candidate s in row
+    ``r0 + s - s0``, :func:`solvers.rollout_numba.input_rows`): q (R, nq), vt (2, R, nv) the
+    dynamics' inputs (q, v, τ) with read-only views q_ro, vt_ro (passed to the kernels so that they
+    run the backend's own compiled specialisation); zero (R, nv) read-only zeros; acc, Mi, bias,
+    lam, flag: the kernels' outputs and scratch; fext, rd, da, dl: their empty derivative arguments.
+    (Grouped in tuples: a call of more than 30 arguments is passed as *args, which numba's inlining
+    does not take.)"""
+    li, lf, gv, bl, bf = margs          # the packed model (dynamics.kernels.packing)
+    B, b_identity, damping, damped, springs, stiffness, qspring = passive
+    kind, cset, dts, rest = knots
+    soff, spoint, skp, skd, flink, ff, fbody, fbR, fbp, pref, pivot_rtol, no = sets
+    q, vt, q_ro, vt_ro, zero, acc, Mi, bias, fext, rd, lam, flag, da, dl = work
+    N = us.shape[0]
     nq, nv = qspring.shape[0], damping.shape[0]
     v = vt[0]
     tau = vt[1]
-    xn = np.empty((S, nq + nv))
+    r1 = r0 + s1 - s0
+    xn = np.empty((alphas.shape[0], nq + nv))
+    good = np.empty(alphas.shape[0], dtype=np.bool_)
     d = np.empty(2 * nv)
-    u = np.empty(nu)
-    for s in range(S):
+    w = np.empty(nv)
+    u = np.empty(us.shape[1])
+    for s in range(s0, s1):
         ok[s] = True
         for i in range(nq + nv):
             xn[s, i] = x0[i]
     for t in range(N + 1):
-        for s in range(S):
-            _start_state(joints, nq, xn[s], alphas[s], gaps, t, d, X[s, t])
+        for s in range(s0, s1):
+            start_state(joints, nq, xn[s], alphas[s], gaps, t, d, X[s, t])
         if t == N:
             break
-        for s in range(S):
+        for s in range(s0, s1):
             x = X[s, t]
-            difference_x(joints, nq, xs[t], x, d)
-            for i in range(nu):
-                fb = 0.0
-                for j in range(2 * nv):
-                    fb += K[t, i, j] * d[j]
-                ui = us[t, i] + alphas[s] * k[t, i] + fb
-                if clip:
-                    ui = lo[i] if ui < lo[i] else ui
-                    ui = hi[i] if ui > hi[i] else ui
-                u[i] = ui
-            if not _all_finite(u):
+            if not feedback_control(joints, nq, x, xs[t], us[t], k[t], K[t], alphas[s], clip, lo, hi, d, u):
                 ok[s] = False
-                for i in range(nu):
-                    u[i] = us[t, i]
-            for i in range(nu):
+            for i in range(u.shape[0]):
                 U[s, t, i] = u[i]
+            r = r0 + s - s0
             for i in range(nq):
-                q[s, i] = x[i]
+                q[r, i] = x[i]
             for i in range(nv):
-                v[s, i] = x[nq + i]
-            for i in range(nv):
-                ti = 0.0
-                for j in range(nu):
-                    ti += u[j] * B[i, j]
-                if has_passive:
-                    ti = ti - damping[i] * v[s, i]
-                tau[s, i] = ti
-            for r in range(springs.shape[0]):
-                qa, va = springs[r, 0], springs[r, 1]
-                tau[s, va] -= stiffness[va] * (q[s, qa] - qspring[qa])
-            good[s] = _all_finite(tau[s])
+                v[r, i] = x[nq + i]
+            joint_torques(u, B, b_identity, damping, damped, springs, stiffness, qspring, q[r], v[r], tau[r])
+            good[s] = all_finite(tau[r])
         kt = kind[t]
         if kt == FREE:
-            aba_range(*margs, q_ro, vt_ro[0], vt_ro[1], no_fext, acc, S - S, S)   # S - S: an int64 0 (a
-            # literal 0 would compile another specialisation of the backend's kernel)
+            aba_range(li, lf, gv, bl, bf, q_ro, vt_ro[0], vt_ro[1], no_fext, acc, r0, r1)
         else:
             c = cset[t]
             o0, o1 = soff[c], soff[c + 1]
             if kt == CONTACT:
-                contact_range(*margs, q_ro, vt_ro[0], vt_ro[1], flink[o0:o1], ff[o0:o1], fbody[o0:o1], fbR[o0:o1],
-                              fbp[o0:o1], spoint[c], skp[c], skd[c], pref[o0:o1], no, Mi, bias, zero, no_fext, fext,
-                              rd, acc, lam, flag, da, dl, S - S, S)
+                contact_range(li, lf, gv, bl, bf, q_ro, vt_ro[0], vt_ro[1], flink[o0:o1], ff[o0:o1], fbody[o0:o1],
+                              fbR[o0:o1], fbp[o0:o1], spoint[c], skp[c], skd[c], pref[o0:o1], no, Mi, bias, zero,
+                              no_fext, fext, rd, acc, lam, flag, da, dl, r0, r1)
             else:
-                impulse_range(*margs, q_ro, vt_ro[0], flink[o0:o1], ff[o0:o1], fbody[o0:o1], fbR[o0:o1],
+                impulse_range(li, lf, gv, bl, bf, q_ro, vt_ro[0], flink[o0:o1], ff[o0:o1], fbody[o0:o1], fbR[o0:o1],
                               fbp[o0:o1], spoint[c], skp[c], skd[c], pref[o0:o1], rest[t], Mi, zero, acc, lam,
-                              flag, S - S, S)
-            for s in range(S):   # a rank-deficient contact Jacobian: the kernel left this row unwritten
-                if not flag[s] > pivot_rtol:
+                              flag, r0, r1)
+            for s in range(s0, s1):   # a rank-deficient contact Jacobian: the kernel left this row unwritten
+                if not flag[r0 + s - s0] > pivot_rtol:
                     good[s] = False
-        dt = dts[t]
-        for s in range(S):
+        for s in range(s0, s1):
             x = X[s, t]
+            a = acc[r0 + s - s0]
             if good[s]:
                 if kt == IMPULSE:
                     for i in range(nq):
                         xn[s, i] = x[i]
                     for i in range(nv):
-                        xn[s, nq + i] = acc[s, i]
-                    good[s] = _all_finite(xn[s])
+                        xn[s, nq + i] = a[i]
+                    good[s] = all_finite(xn[s])
                 else:
-                    for i in range(nv):
-                        vn = v[s, i] + dt * acc[s, i]
-                        xn[s, nq + i] = vn
-                        d[i] = dt * vn
-                    good[s] = _all_finite(d[:nv])
-                    if good[s]:
-                        integrate_q(joints, x, d, xn[s])
-                        good[s] = _all_finite(xn[s])
+                    good[s] = euler_step(joints, nq, x, a, dts[t], w, xn[s])
             if not good[s]:    # diverged or singular contacts: mark failed, keep the batch finite
                 ok[s] = False
                 for i in range(nq + nv):
                     xn[s, i] = x[i]
 
 
-_JITTED = ("_start_state", "_all_finite", "_contact_rollout_kernel")
-_compiled = None
-_bound: tuple | None = None
-
-
-def _jit(fn):
-    """numba's njit with the on-disk cache and the numerics of the dynamics kernels (FMA
-    contraction only, numpy's floating-point error model)."""
-    from numba import njit
-    return njit(cache=True, fastmath={"contract"}, error_model="numpy")(fn)
-
-
-def _kernel(fd, cd):
-    """The compiled rollout kernel calling the backend's functions of ``fd`` (a
-    :class:`dynamics.backend.CompiledForwardDynamics`) and ``cd`` (a
-    :class:`dynamics.backend.CompiledContactDynamics`). numba imported, functions jitted and the cache
-    locator registered on the first call; the cached kernel contains compiled copies of the backend's
-    functions, so its stamp includes their source hashes. One process binds one backend's functions
-    (every compiled backend so far is the numba backend)."""
-    global _compiled, aba_range, integrate_q, difference_x, contact_range, impulse_range, _bound
-    funcs = (fd.aba_range, fd.integrate_q, fd.difference_x, cd.contact_range, cd.impulse_range)
-    if _compiled is not None:
-        if _bound != (fd.source_hash, cd.source_hash) or funcs != (aba_range, integrate_q, difference_x,
-                                                                    contact_range, impulse_range):
-            raise RuntimeError("the compiled contact rollout is already bound to another backend's dynamics in this "
-                               "process; run the solver with compiled=False for the second backend")
-        return _compiled
-    from dynamics.kernel_cache import stamp_sources
-    here = Path(__file__).resolve()
-    # the cached kernel contains compiled copies of the backend's functions: stamp with their hashes
-    stamp_sources("solvers.contact_rollout_numba", lambda path: path == here, lambda: _bound)
-    g = globals()
-    aba_range, integrate_q, difference_x, contact_range, impulse_range = funcs
-    _bound = (fd.source_hash, cd.source_hash)
-    for name in _JITTED:
-        g[name] = _jit(g[name])
-    _compiled = g["_contact_rollout_kernel"]
-    return _compiled
+@jit_parallel
+def _contact_rollout_parallel(margs, no_fext, joints, passive, knots, sets, x0, alphas, xs, us, k, K, lo, hi, clip,
+                              gaps, X, U, ok, work, nt):
+    """:func:`_contact_rollout_slice` with the candidates in ``nt`` contiguous slices on the worker
+    threads (candidates are independent)."""
+    S = alphas.shape[0]
+    for c in prange(nt):
+        s0, s1, r0 = slice_rows(S, nt, c)
+        _contact_rollout_slice(margs, no_fext, joints, passive, knots, sets, x0, alphas, xs, us, k, K, lo, hi, clip,
+                               gaps, X, U, ok, work, s0, s1, r0)
 
 
 # ---------------------------------------------------------------- Python side
@@ -227,9 +169,10 @@ def _contact_sets(problem) -> list:
 def compiled_contact_rollout_available(problem) -> bool:
     """Whether :class:`CompiledContactRollout` implements ``problem``'s dynamics: some contact or
     impulse knots; every other knot free; semi-implicit Euler on every free and contact knot, one
-    passive-force setting among them; a backend offering
+    passive-force setting among them; a backend whose
     :meth:`~dynamics.backend.Backend.compiled_forward_dynamics` and, for every contact set,
-    :meth:`~dynamics.backend.Backend.compiled_contact_dynamics`."""
+    :meth:`~dynamics.backend.Backend.compiled_contact_dynamics` are the kernel library's and
+    :mod:`dynamics.contact.numba_kernels`'."""
     groups = problem.dynamics_groups
     if all(g.item.contacts is None for g in groups):
         return False                  # free dynamics only: solvers.rollout_numba
@@ -239,18 +182,13 @@ def compiled_contact_rollout_available(problem) -> bool:
     if len({(d._has_passive, d.damping.tobytes(), d.stiffness.tobytes()) for d in timed}) > 1:
         return False
     be, m = problem.backend, problem.model
-    if be.compiled_forward_dynamics(m) is None:
+    if not runs_kernel_library(be.compiled_forward_dynamics(m)):
         return False
-    return all(be.compiled_contact_dynamics(m, c) is not None for c in _contact_sets(problem))
-
-
-def _ro(x, dtype=np.float64) -> np.ndarray:
-    """``x`` as a read-only C-contiguous array (one compiled signature for every call)."""
-    x = np.ascontiguousarray(x, dtype=dtype)
-    if x.flags.writeable:
-        x = x.view()
-        x.flags.writeable = False
-    return x
+    for c in _contact_sets(problem):
+        cd = be.compiled_contact_dynamics(m, c)
+        if cd is None or cd.contact_range is not contact_range or cd.impulse_range is not impulse_range:
+            return False
+    return True
 
 
 class CompiledContactRollout:
@@ -276,11 +214,7 @@ class CompiledContactRollout:
         # passive forces of the timed (free and contact) knots; impulse knots take no torque
         timed = [g.item for g in problem.dynamics_groups if g.item.integrator != "impulse"]
         dyn = timed[0] if timed else problem.dynamics_groups[0].item
-        sl = np.asarray(dyn._spring_links, dtype=np.int64)
-        springs = np.stack([np.asarray(m.link_qadr)[sl], np.asarray(m.link_dofadr)[sl]], axis=-1).astype(np.int64)
-        self._dyn_args = (_ro(self.fd.joint_rows, np.int64), _ro(springs.reshape(-1, 2), np.int64),
-                          _ro(np.asarray(dyn.B, float).reshape(m.nv, m.nu)), _ro(dyn.damping), _ro(dyn.stiffness),
-                          _ro(m.qpos_spring), bool(dyn._has_passive))
+        self._dyn_args = (read_only(self.fd.joint_rows, np.int64), passive_args(m, dyn))
         # per-knot tables
         N = problem.horizon
         kind = np.zeros(N, dtype=np.int64)
@@ -295,26 +229,27 @@ class CompiledContactRollout:
             rest[g.knots] = d.restitution
         # the contact sets' arrays stacked frame by frame (one kernel signature for any number of sets)
         soff = np.cumsum([0] + [cd.contact_args[0].shape[0] for cd in cds]).astype(np.int64)
-        stacked = [_ro(np.concatenate([cd.contact_args[i] for cd in cds]), cds[0].contact_args[i].dtype)
+        stacked = [read_only(np.concatenate([cd.contact_args[i] for cd in cds]), cds[0].contact_args[i].dtype)
                    for i in range(5)]
-        self._set_args = (_ro(kind, np.int64), _ro(cset, np.int64), _ro(problem.dts), _ro(rest), _ro(soff, np.int64),
-                          _ro(np.array([cd.point for cd in cds], dtype=np.bool_), np.bool_),
-                          _ro([cd.kp for cd in cds]), _ro([cd.kd for cd in cds]), *stacked,
-                          _ro(np.concatenate([cd.pref for cd in cds])), float(self.cd.pivot_rtol), False)
-        self._no_gaps = _ro(np.zeros((0, self.ndx)))
+        self._knots = (read_only(kind, np.int64), read_only(cset, np.int64), read_only(problem.dts), read_only(rest))
+        self._sets = (read_only(soff, np.int64), read_only(np.array([cd.point for cd in cds]), np.bool_),
+                      read_only([cd.kp for cd in cds]), read_only([cd.kd for cd in cds]), *stacked,
+                      read_only(np.concatenate([cd.pref for cd in cds])), float(self.cd.pivot_rtol), False)
+        self._no_gaps = read_only(np.zeros((0, self.ndx)))
+        self._problem = problem
         self._scratch: dict = {}
 
     def _work(self, S: int) -> tuple:
-        """Scratch arrays for S candidates, made once per S (the line search uses one or two sizes)."""
+        """The kernel's ``work`` tuple for S candidates (rows: :func:`solvers.rollout_numba.input_rows`),
+        made once per S (the line search uses one or two sizes)."""
         w = self._scratch.get(S)
         if w is None:
-            nq, nv = self.nq, self.nv
-            q = np.empty((S, nq))
-            vt = np.empty((2, S, nv))
-            w = (q, vt, _ro(q), _ro(vt), _ro(np.zeros((S, nv))), np.empty((S, nv)), np.empty((S, nv, nv)),
-                 np.empty((S, nv)), np.zeros((0, self.nbody, 6)), np.empty((2, 0, nv, nv)),
-                 np.empty((S, self.ncmax)), np.empty(S), np.empty((3, 0, nv, nv)), np.empty((3, 0, self.ncmax, nv)),
-                 np.empty(S, dtype=np.bool_))
+            nq, nv, R = self.nq, self.nv, input_rows(S)
+            q = np.empty((R, nq))
+            vt = np.empty((2, R, nv))
+            w = (q, vt, read_only(q), read_only(vt), read_only(np.zeros((R, nv))), np.empty((R, nv)),
+                 np.empty((R, nv, nv)), np.empty((R, nv)), np.zeros((0, self.nbody, 6)), np.empty((2, 0, nv, nv)),
+                 np.empty((R, self.ncmax)), np.empty(R), np.empty((3, 0, nv, nv)), np.empty((3, 0, self.ncmax, nv)))
             if len(self._scratch) > 8:
                 self._scratch.clear()
             self._scratch[S] = w
@@ -329,9 +264,9 @@ class CompiledContactRollout:
         ok (S,) bool)``; ``ok`` is False for candidates whose controls or states went non-finite or
         whose contact Jacobian lost rank. out: buffers with ``X``, ``U``, ``ok`` of those shapes to
         write into (:meth:`solvers.problem_data.ProblemData.rollout`)."""
-        alphas = _ro(alphas)
-        us = _ro(us)
-        N = self._set_args[0].shape[0]
+        alphas = read_only(alphas)
+        us = read_only(us)
+        N = self._knots[0].shape[0]
         if alphas.ndim != 1 or us.shape != (N, self.nu):
             raise ValueError(f"CompiledContactRollout.run: alphas must be (S,) and us ({N}, {self.nu}), got "
                              f"{alphas.shape} and {us.shape}")
@@ -343,7 +278,7 @@ class CompiledContactRollout:
             args["gaps"] = (gaps, (N + 1, ndx))
         arr = {}
         for name, (a, shape) in args.items():
-            arr[name] = _ro(a)
+            arr[name] = read_only(a)
             if arr[name].shape != shape:
                 raise ValueError(f"CompiledContactRollout.run: {name} has shape {arr[name].shape}, expected {shape}")
         if out is None:
@@ -352,16 +287,20 @@ class CompiledContactRollout:
             X, U, ok = out.X, out.U, out.ok
             if X.shape != (S, N + 1, nx) or U.shape != (S, N, nu) or ok.shape != (S,):
                 raise ValueError(f"CompiledContactRollout.run: out buffers are for {ok.shape[0]} candidates, not {S}")
-        _kernel(self.fd, self.cd)(self.cd.model_args, self.cd.no_fext, *self._dyn_args, *self._set_args,
-                                  arr["x0"], alphas, arr["xs"], us, arr["k"], arr["K"], arr["u_lower"],
-                                  arr["u_upper"], bool(clip), arr.get("gaps", self._no_gaps), X, U, ok,
-                                  *self._work(S))
+        nt = max(1, min(S, self.fd.threads()))
+        use_threads(nt)                     # 1: no worker woken
+        _contact_rollout_parallel(self.cd.model_args, self.cd.no_fext, *self._dyn_args, self._knots, self._sets,
+                                  arr["x0"], alphas, arr["xs"], us, arr["k"], arr["K"], arr["u_lower"], arr["u_upper"],
+                                  bool(clip), arr.get("gaps", self._no_gaps), X, U, ok, self._work(S), nt)
         return X, U, ok
 
-    def warmup(self, x0) -> None:
+    def warmup(self, x0=None) -> None:
         """Compile the kernel (first run on this machine) or load it from numba's on-disk cache, by
-        one rollout of the horizon from ``x0`` with zero gains."""
-        N = self._set_args[0].shape[0]
+        one rollout of the horizon from ``x0`` (default: the problem's initial state) with zero
+        gains."""
+        if x0 is None:
+            x0 = self._problem.x0
+        N = self._knots[0].shape[0]
         xs = np.repeat(np.asarray(x0, float)[None], N + 1, axis=0)
         z = np.zeros((N, self.nu))
         self.run(x0, np.ones(1), xs, z, z, np.zeros((N, self.nu, self.ndx)), z[0], z[0], True,

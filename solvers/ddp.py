@@ -8,8 +8,8 @@ Mayne 1966 / Jacobson & Mayne 1970; in the notation of Tassa, Erez & Todorov 201
 
 iLQR (:mod:`solvers.ilqr`) drops the last column; that is what Crocoddyl and MuJoCo MPC do. Here
 ``V'_x · f_zz`` is the second-order tensor ``F2`` of the discrete dynamics on the state manifold
-(:mod:`solvers.discrete_dynamics`: second-order forward-dynamics partials from the backend — seed
-004, FDSVA-SO — plus the SO(3)/SE(3) integration terms) contracted with the gradient of the
+(:mod:`solvers.integrators`: second-order forward-dynamics partials from the backend — FDSVA-SO,
+Singh, Russell & Wensing 2022 — plus the SO(3)/SE(3) integration terms) contracted with the gradient of the
 value function at the next knot. The tensors for all N knots are computed in one batched call
 before the backward pass; only the cheap contraction happens inside the recursion. Everything
 else (box QP, regularisation, line search) is shared with iLQR. Near a minimum with small μ the

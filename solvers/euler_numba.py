@@ -1,6 +1,6 @@
 """Compiled semi-implicit Euler step Jacobians for hinge/slide robots: the numpy assembly of
-:meth:`solvers.discrete_dynamics.DiscreteDynamics._euler_derivatives` (about a dozen whole-array
-numpy operations, ≈ 30 µs of a 32-knot iiwa MPC update) as two numba calls around the backend's
+:class:`solvers.integrators.euler.EulerModel`'s first-order derivatives (about a dozen whole-array
+numpy operations) as two numba calls around the backend's
 batched ``aba_derivatives`` (:func:`euler_inputs`, :func:`euler_jacobians`), and for DDP the
 acceleration Hessian with the passive-force and actuation chain rule (:func:`acceleration_hessian`).
 
@@ -11,16 +11,19 @@ With ``τ = B u - D v - K_s (q - q_spring)``, ``a = ABA(q, v, τ)``, ``v⁺ = v 
     ∂v⁺/∂(q, v, u) = dt [∂a/∂q, ∂a/∂v, ∂a/∂u] + [0, I, 0]
     ∂q⁺/∂(q, v, u) = dt² [∂a/∂q, ∂a/∂v, ∂a/∂u] + [I, dt I, 0]
 
-(``D``, ``K_s`` diagonal.) The numpy path stays the reference (``tests/test_euler_numba.py``
-compares both). Importing this module imports numba; the kernels compile on first use.
+(``D``, ``K_s`` diagonal.) The torque and the step are the kernel library's one compiled definition
+(:func:`dynamics.kernels.passive.joint_torques`, :func:`dynamics.kernels.integrators.euler_velocity`).
+The numpy path stays the reference (``tests/test_euler_numba.py`` compares both). Importing this
+module imports numba; the kernels compile on first use.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
-jit = njit(cache=True, fastmath={"contract"}, error_model="numpy")
+from dynamics.kernels.integrators import euler_velocity
+from dynamics.kernels.jit import jit
+from dynamics.kernels.passive import joint_torques
 
 
 @jit
@@ -29,23 +32,15 @@ def euler_inputs(x, u, B, b_identity, damping, springs, stiffness, qspring, q, v
     into tau (N, nv). springs (n, 2): (q address, dof address) of the links with a spring."""
     N, nq = q.shape
     nv = v.shape[1]
-    nu = u.shape[1]
+    damped = False
+    for i in range(nv):
+        damped = damped or damping[i] != 0.0
     for n in range(N):
         for i in range(nq):
             q[n, i] = x[n, i]
         for i in range(nv):
             v[n, i] = x[n, nq + i]
-        for i in range(nv):
-            if b_identity:
-                t = u[n, i]
-            else:
-                t = 0.0
-                for j in range(nu):
-                    t += B[i, j] * u[n, j]
-            tau[n, i] = t - damping[i] * v[n, i]
-        for r in range(springs.shape[0]):
-            qa, va = springs[r, 0], springs[r, 1]
-            tau[n, va] -= stiffness[va] * (q[n, qa] - qspring[qa])
+        joint_torques(u[n], B, b_identity, damping, damped, springs, stiffness, qspring, q[n], v[n], tau[n])
 
 
 @jit
@@ -55,11 +50,13 @@ def euler_jacobians(q, v, a, Aq, Av, Minv, B, b_identity, damping, stiffness, dt
     N, nv = v.shape
     nu = Fu.shape[2]
     dt2 = dt * dt
+    w = np.empty(nv)
     for n in range(N):
+        # the Euler step; q ⊕ w = q + w on a Euclidean configuration
+        euler_velocity(v[n], a[n], dt, xn[n, nv:], w)
         for i in range(nv):
-            vn = v[n, i] + dt * a[n, i]
-            xn[n, nv + i] = vn
-            xn[n, i] = q[n, i] + dt * vn
+            xn[n, i] = q[n, i] + w[i]
+        for i in range(nv):
             for j in range(nv):
                 mq = Aq[n, i, j] - Minv[n, i, j] * stiffness[j]
                 mv = Av[n, i, j] - Minv[n, i, j] * damping[j]
@@ -85,8 +82,8 @@ def euler_jacobians(q, v, a, Aq, Av, Minv, B, b_identity, damping, stiffness, dt
 def acceleration_hessian(A2, B, b_identity, damping, stiffness, H):
     """The Hessian of ``a(q, v, τ(q, v, u))`` over z = (q, v, u) into H (N, nv, nz, nz), from the
     backend's second-order tensors A2 = (∂²a/∂q², ∂²a/∂v², ∂²a/∂q∂v, ∂²a/∂q∂τ) (4, N, nv, nv, nv):
-    the numpy assembly of :meth:`solvers.discrete_dynamics.DiscreteDynamics._acceleration_hessian`
-    (≈ 100 µs of strided numpy for 32 iiwa knots). τ = B u - D v - K_s (q - q_spring) is linear
+    the numpy assembly of :meth:`solvers.integrators.actuated.ActuatedModel._acceleration_hessian`
+    in one call. τ = B u - D v - K_s (q - q_spring) is linear
     with diagonal ∂τ/∂q = -K_s, ∂τ/∂v = -D, and ∂²a/∂τ², ∂²a/∂v∂τ vanish::
 
         H_qq = sym(∂²a/∂q²) + k + kᵀ,  k = -∂²a/∂q∂τ K_s     H_qv = ∂²a/∂q∂v - ∂²a/∂q∂τ D

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .ilqr import ILQR
+from .ilqr import ILQR, initial_controls, initial_states
 from .line_search import line_search
 from .problem import ShootingProblem
 
@@ -44,17 +44,8 @@ class FDDP(ILQR):
         p = self.problem
         if xs_init is None:
             return super()._initial_trajectory(None, us_init)
-        xs = p.state.check(xs_init, "xs_init", "solve")   # copied by _take
-        if xs.shape != (p.horizon + 1, p.nx):
-            raise ValueError(f"xs_init must have shape ({p.horizon + 1}, {p.nx}) (horizon+1, nx), got {xs.shape}")
-        if us_init is None:
-            us = np.tile(p.default_controls(), (p.horizon, 1))
-        else:
-            us = np.array(us_init, dtype=float)
-            if us.shape != (p.horizon, p.nu) or not np.all(np.isfinite(us)):
-                raise ValueError(f"us_init must be a finite ({p.horizon}, {p.nu}) array, got shape {us.shape}")
-        if self.box:
-            us = p.clip_controls(us)
+        xs = initial_states(p, xs_init)          # copied by _take
+        us = initial_controls(p, us_init, self.box, clip_default=False)
         self.feasible = False
         return xs, us
 

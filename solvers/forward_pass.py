@@ -39,6 +39,7 @@ class ForwardPass:
             # the knots were re-phased (ShootingProblem.set_running_models): rebuild for the new structure
             self._kernel, self._revision = None, self.problem.revision
         if self._kernel is None:
+            # the compiled rollouts import numba: only a compiled solver loads them
             from .contact_rollout_numba import CompiledContactRollout, compiled_contact_rollout_available
             from .rollout_numba import CompiledRollout, compiled_rollout_available
             p = self.problem
@@ -53,6 +54,13 @@ class ForwardPass:
     @property
     def uses_compiled_rollout(self) -> bool:
         return self._compiled_rollout() is not None
+
+    def warmup(self) -> None:
+        """Compile (first run on this machine) or load from numba's on-disk cache the compiled
+        rollout this pass runs; nothing to do for the Python rollout."""
+        kernel = self._compiled_rollout()
+        if kernel is not None:
+            kernel.warmup()
 
     def run(self, alphas: np.ndarray, xs, us, k, K, clip: bool, gaps: np.ndarray | None = None, out=None):
         """Roll out the policy for step sizes alphas (S,) around xs (N+1, nx), us (N, nu) with gains

@@ -27,18 +27,20 @@ its own acceptance test) change only what their papers change.
 from __future__ import annotations
 
 import time
+from typing import Callable
 
 import numpy as np
 
 from dynamics.inputs import sum_is_finite
 
-from .backward_pass import BackwardPass
+from .backward_pass import BackwardPass, non_finite_derivatives
 from .forward_pass import ForwardPass
-from .line_search import LINE_SEARCHES, Candidates, LineSearchResult, default_alphas, line_search
+from .line_search import LINE_SEARCHES, Candidates, default_alphas, line_search, warm_start_step
 from .problem import ProblemDerivatives, ShootingProblem
 from .regularization import Regularization
 from .result import TIMING_KEYS, SolverResult
 from .stopping import projected_gradient_norm
+from .warmup import Progress, WarmupResult, warm_up
 
 
 class _StageTimer:
@@ -60,6 +62,29 @@ class _StageTimer:
 
 class SolverFailure(RuntimeError):
     """Raised internally when a solve cannot continue; reported in ``SolverResult.reason``."""
+
+
+def initial_controls(p: ShootingProblem, us_init, box: bool, clip_default: bool = True) -> np.ndarray:
+    """The controls (N, nu) a solve starts from: ``us_init`` checked (finite, (N, nu)) or the
+    problem's default controls at every knot (clipped to the bounds when ``clip_default``); clipped
+    to the bounds when ``box``."""
+    if us_init is None:
+        u = p.default_controls()
+        us = np.tile(p.clip_controls(u) if clip_default else u, (p.horizon, 1))
+    else:
+        us = np.array(us_init, dtype=float)
+        if us.shape != (p.horizon, p.nu) or not sum_is_finite(us):
+            raise ValueError(f"us_init must be a finite ({p.horizon}, {p.nu}) array (horizon, nu), "
+                             f"got shape {us.shape}")
+    return p.clip_controls(us) if box else us
+
+
+def initial_states(p: ShootingProblem, xs_init) -> np.ndarray:
+    """``xs_init`` checked as a (N+1, nx) state trajectory of ``p`` (not copied: the solver copies it)."""
+    xs = p.state.check(xs_init, "xs_init", "solve")
+    if xs.shape != (p.horizon + 1, p.nx):
+        raise ValueError(f"xs_init must have shape ({p.horizon + 1}, {p.nx}) (horizon+1, nx), got {xs.shape}")
+    return xs
 
 
 class ILQR:
@@ -110,7 +135,7 @@ class ILQR:
         self.forward = ForwardPass(problem, self.compiled)
         # the workspace every iteration writes into (derivatives, rollouts), and the iterate's own
         # arrays: nothing per-knot is allocated by a warm solve of a few iterations
-        self.data = problem.create_data()
+        self.data = problem.create_data(second_order=False, max_candidates=max(2, self.alphas.size))
         N, nx, nu, ndx = problem.horizon, problem.nx, problem.nu, problem.ndx
         self._xs_buf, self._us_buf = np.empty((N + 1, nx)), np.empty((N, nu))
         self.gaps = np.zeros((N + 1, ndx))
@@ -125,6 +150,14 @@ class ILQR:
     Vxx = property(lambda self: self.backward.Vxx, doc="value Hessians (N+1, ndx, ndx)")
 
     # ------------------------------------------------------------ public API
+    def warmup(self, progress: Progress | None = None, extra: Callable[[], None] | None = None) -> WarmupResult:
+        """Compile (first run on this machine) or load from numba's on-disk cache every kernel a
+        solve runs — the backend's and, when compiled, the solver's own — so no timed solve pays for
+        compilation; kernels compile in parallel where they can. progress: optional
+        ``progress(label, done, total)`` per kernel compiled or warm-up step; extra: more work to
+        warm under the same reporting. See :mod:`solvers.warmup`. Leaves no state behind."""
+        return warm_up(self, progress, extra)
+
     def solve(self, xs_init=None, us_init=None, max_iter: int = 50, tol: float = 1e-6) -> SolverResult:
         """Optimise from an initial guess (default: gravity-compensation controls rolled out from
         x0). ILQR/DDP: with ``us_init`` only, the guess is its open-loop rollout from x0; with
@@ -140,8 +173,9 @@ class ILQR:
             raise ValueError(f"tol must be >= 0, got {tol}")
         self.timings = dict.fromkeys(TIMING_KEYS, 0.0)
         t_start = time.perf_counter()
-        N, ndx = p.horizon, p.ndx
         self.backward.reset()
+        if self.uses_second_order:
+            self.data.enable_second_order()     # allocates once, on the first second-order solve
         self.gaps[:] = 0.0
         self.feasible = True
         self.fallbacks = 0
@@ -230,23 +264,12 @@ class ILQR:
     # ------------------------------------------------------------ hooks (FDDP / DDP override)
     def _initial_trajectory(self, xs_init, us_init):
         p = self.problem
-        if us_init is None:
-            us = np.tile(p.clip_controls(p.default_controls()), (p.horizon, 1))
-        else:
-            us = np.array(us_init, dtype=float)
-            if us.shape != (p.horizon, p.nu) or not sum_is_finite(us):
-                raise ValueError(f"us_init must be a finite ({p.horizon}, {p.nu}) array (horizon, nu), "
-                                 f"got shape {us.shape}")
-        if self.box:
-            us = p.clip_controls(us)
+        us = initial_controls(p, us_init, self.box)
         if xs_init is not None:
-            xs = p.state.check(xs_init, "xs_init", "solve")   # copied by _take
-            if xs.shape != (p.horizon + 1, p.nx):
-                raise ValueError(f"xs_init must have shape ({p.horizon + 1}, {p.nx}) (horizon+1, nx), got {xs.shape}")
             # warm start: linearise around the (possibly infeasible) guess; the first forward pass
             # rolls out from x0 with feedback around it, which closes every gap at once
             self.feasible = False
-            return xs, us
+            return initial_states(p, xs_init), us
         c = self._rollout_open_loop(us)
         if not c.ok[0]:
             raise SolverFailure("the initial rollout diverged (non-finite states); give a better us_init")
@@ -300,21 +323,9 @@ class ILQR:
             d = self.problem.derivatives(self.xs, self.us, second_order=self.uses_second_order, data=self.data)
         # the derivatives' finiteness is checked where it matters, by the backward pass: a
         # non-finite entry makes Q_uu or the value function non-finite, which it reports; only
-        # then are they searched (_check_derivatives), to name what went non-finite and where
+        # then are they searched (non_finite_derivatives), to name what went non-finite and where
         self._after_derivatives(d)
         return d
-
-    def _check_derivatives(self, d: ProblemDerivatives) -> None:
-        """Raise SolverFailure naming the first non-finite derivative array and its knot."""
-        for name, arr in (("running cost derivatives", d.running.lxx), ("terminal cost derivatives", d.terminal.lxx),
-                          ("dynamics Jacobians", d.dynamics.Fx), ("dynamics Jacobians", d.dynamics.Fu),
-                          ("cost gradient", d.running.lx), ("cost gradient", d.running.lu),
-                          ("terminal cost gradient", d.terminal.lx)):
-            if not sum_is_finite(arr):
-                t = int(np.argwhere(~np.isfinite(arr))[0][0])
-                raise SolverFailure(f"non-finite {name} at knot {t} of the current trajectory")
-        if d.dynamics.has_second_order and not (sum_is_finite(d.dynamics.T) and sum_is_finite(d.dynamics.C)):
-            raise SolverFailure("non-finite second-order dynamics derivatives on the current trajectory")
 
     def _gradient_norm(self, d: ProblemDerivatives) -> float:
         p = self.problem
@@ -334,11 +345,10 @@ class ILQR:
                 failure = self._backward_pass(d, self.reg.mu)
                 if failure is not None and not checked:
                     checked = True
-                    try:
-                        self._check_derivatives(d)  # non-finite derivatives: say which, not "not PD"
-                    except SolverFailure:
-                        self.backward.reset()       # no gains from a pass over non-finite derivatives
-                        raise
+                    bad = non_finite_derivatives(d)     # non-finite derivatives: say which, not "not PD"
+                    if bad is not None:
+                        self.backward.reset()           # no gains from a pass over non-finite derivatives
+                        raise SolverFailure(bad)
                 if failure is not None and self.uses_second_order and self.gauss_newton_fallback:
                     self._with_curvature = False
                     if self._backward_pass(d, self.reg.mu) is None:
@@ -361,28 +371,8 @@ class ILQR:
     # ------------------------------------------------------------ forward pass
     def _line_search(self):
         if not self.feasible:
-            return self._warm_start_step()
+            return warm_start_step(self._rollout, self.alphas)
         return line_search(self._rollout, self._accept_candidate, self.alphas, self.line_search)
-
-    def _warm_start_step(self) -> LineSearchResult:
-        """First step from an infeasible warm start: roll out from x0 with the feedback policy
-        around the guess. The full step is taken when it costs no more than α = 0 (pure tracking
-        of the guess) — the usual case in MPC, two rollouts; otherwise every other step size is
-        rolled out too (one batch) and the cheapest of all is kept. The iterate is feasible from
-        then on."""
-        first = np.array([self.alphas[0], 0.0])
-        c = self._rollout(first)
-        if c.ok[0] and (not c.ok[1] or c.cost[0] <= c.cost[1]):
-            return LineSearchResult(True, float(first[0]), c.xs[0], c.us[0], float(c.cost[0]), 2)
-        rest = self._rollout(self.alphas[1:]) if self.alphas.size > 1 else None
-        alphas = first if rest is None else np.concatenate([first, self.alphas[1:]])
-        ok = c.ok if rest is None else np.concatenate([c.ok, rest.ok])
-        if not ok.any():
-            return LineSearchResult(False, 0.0, None, None, np.inf, alphas.size)
-        cost = c.cost if rest is None else np.concatenate([c.cost, rest.cost])
-        s = int(np.argmin(np.where(ok, cost, np.inf)))
-        src, j = (c, s) if s < 2 else (rest, s - 2)
-        return LineSearchResult(True, float(alphas[s]), src.xs[j], src.us[j], float(cost[s]), alphas.size)
 
     def _accept_candidate(self, alpha: float, cost_try: float) -> bool:
         return self._accept(alpha, cost_try, self._last_candidates_xs.get(alpha))

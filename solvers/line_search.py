@@ -60,3 +60,24 @@ def line_search(rollout: Callable[[np.ndarray], Candidates], accept: Callable[[f
         if c.ok[0] and accept(float(a), float(c.cost[0])):
             return LineSearchResult(True, float(a), c.xs[0], c.us[0], float(c.cost[0]), s + 1)
     return LineSearchResult(False, float(alphas[-1]), None, None, np.inf, alphas.size)
+
+
+def warm_start_step(rollout: Callable[[np.ndarray], Candidates], alphas: np.ndarray) -> LineSearchResult:
+    """First step from an infeasible warm start (xs, us given, gaps allowed): roll out from x0 with
+    the feedback policy around the guess. The full step is taken when it costs no more than α = 0
+    (pure tracking of the guess) — the usual case in MPC, two rollouts; otherwise every other step
+    size is rolled out too (one batch) and the cheapest of all is kept. Every candidate is a
+    rollout, so the iterate is feasible from then on."""
+    first = np.array([alphas[0], 0.0])
+    c = rollout(first)
+    if c.ok[0] and (not c.ok[1] or c.cost[0] <= c.cost[1]):
+        return LineSearchResult(True, float(first[0]), c.xs[0], c.us[0], float(c.cost[0]), 2)
+    rest = rollout(alphas[1:]) if alphas.size > 1 else None
+    every = first if rest is None else np.concatenate([first, alphas[1:]])
+    ok = c.ok if rest is None else np.concatenate([c.ok, rest.ok])
+    if not ok.any():
+        return LineSearchResult(False, 0.0, None, None, np.inf, every.size)
+    cost = c.cost if rest is None else np.concatenate([c.cost, rest.cost])
+    s = int(np.argmin(np.where(ok, cost, np.inf)))
+    src, j = (c, s) if s < 2 else (rest, s - 2)
+    return LineSearchResult(True, float(every[s]), src.xs[j], src.us[j], float(cost[s]), every.size)

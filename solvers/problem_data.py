@@ -1,128 +1,54 @@
-"""The workspace of a shooting problem: every per-knot array a solver iteration writes, allocated
-once and reused by every iteration and every MPC update (Crocoddyl's ``ShootingProblem`` datas,
-Pinocchio's ``Data``: the problem is the immutable description, this is its scratch).
+"""The data of a shooting problem: every per-knot array an evaluation or a solver iteration writes,
+allocated when the data is built and reused by every iteration and every MPC update (Crocoddyl's
+``ShootingProblem`` datas, Pinocchio's ``Data``: the problem is the description, this its scratch).
 
-A solver creates one with :meth:`ShootingProblem.create_data` and passes it to
-:meth:`ShootingProblem.derivatives` (``data=``) and to the forward pass; the arrays it holds are
-overwritten by the next call, so results a caller keeps must be copied (the solvers copy the
-trajectory they return). DDP's second-order factors ``C``, ``T`` and the backend's
-second-order tensors are kept here too (allocated on the first second-order call, per dynamics
-group), and so are the contact-dynamics derivative stage's outputs and the fused contact
-kernel's work arrays. What is *not* in the workspace: the RK4 integrator's and the
-floating-base SO(3)/SE(3) second-order terms (fresh arrays), the cost terms evaluated in Python
-(their residuals and Jacobians, at most (N, nr, ndx); the library's compiled terms write into
-the workspace) and numpy's own iteration buffers.
+Built by :meth:`ShootingProblem.create_data`; the results of :meth:`ShootingProblem.derivatives`
+(``data=``) and of the forward pass (:meth:`ProblemData.rollout`) are its buffers, overwritten by
+the next call, so results a caller keeps must be copied (the solvers copy the trajectory they
+return). It holds:
+
+* the cost derivatives of the N running knots and of the terminal knot;
+* per dynamics group, its integrated model's data (:mod:`solvers.integrators`: first-order
+  outputs — rows of the problem's (N, ...) arrays when the group's knots are contiguous — the
+  state, acceleration-partial and contact buffers, and with second order the factors C, T and
+  the backend's second-order tensors), plus the (N, R, ...) factors gathering several groups';
+* the forward pass's rollouts for 1 … S candidates.
+
+Second-order buffers exist from construction with ``second_order=True``, or from one call of
+:meth:`ProblemData.enable_second_order` (a solver's setup). A re-phased problem
+(:meth:`ShootingProblem.set_running_models`) gets data for its new groups on the next evaluation,
+keeping the data of groups that did not change. Not in the data: the RK4 stage chain rule's and
+the floating-base SO(3)/SE(3) terms' intermediates, the second-order differences of RK4 and
+impulse knots, the cost terms evaluated in Python (at most (N, nr, ndx); the library's compiled
+terms write into the data) and numpy's own iteration buffers.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from .costs import CostDerivatives
-from .discrete_dynamics import DynamicsDerivatives
+from .integrators import DynamicsDerivatives, IntegratedData
+from .knots import KnotGroup
 
 
 @dataclass
-class DynamicsBuffers(DynamicsDerivatives):
-    """:class:`DynamicsDerivatives` buffers (xnext (N, nx), Fx (N, ndx, ndx), Fu (N, ndx, nu),
-    C-contiguous) plus the scratch of the backend's first-order call: ``scratch = (a (N, nv),
-    D (4, N, nv, nv))`` (acceleration, ``∂a/∂(q, v, τ)`` in ``D[:3]`` and a temporary in ``D[3]``)."""
+class ProblemDerivatives:
+    """Everything a backward pass needs at a trajectory: running cost derivatives (already scaled
+    by dt) over the N knots, terminal cost derivatives (B = 1), and the dynamics derivatives."""
 
-    scratch: tuple | None = None
-    _group_scratch: dict = field(default_factory=dict, repr=False)
-    _second: dict = field(default_factory=dict, repr=False)
-    _memo: dict = field(default_factory=dict, repr=False)
+    running: CostDerivatives
+    terminal: CostDerivatives
+    dynamics: DynamicsDerivatives
 
-    def second_order_scratch(self, R: int, nz: int) -> tuple:
-        """Buffers ``(A2 (4, n, nv, nv, nv), C (n, R, ndx), T (n, R, nz, nz))`` for the
-        second-order call of these n knots: the backend's ``∂²a`` tensors and the factors of
-        :class:`DynamicsDerivatives` (made on the first request for this R, then reused)."""
-        key = (R, nz)
-        s = self._second.get(key)
-        if s is None:
-            n, ndx = self.Fx.shape[0], self.Fx.shape[1]
-            nv = self.scratch[0].shape[1]
-            if len(self._second) > 8:
-                self._second.clear()
-            s = self._second[key] = (np.empty((4, n, nv, nv, nv)), np.empty((n, R, ndx)), np.empty((n, R, nz, nz)))
-        return s
-
-    def memo(self, key, make):
-        """``make()`` on the first request for ``key``, then the same object: what a dynamics
-        description prepares once per workspace (e.g. a backend call bound to these buffers)."""
-        s = self._memo.get(key)
-        if s is None:
-            if len(self._memo) > 8:
-                self._memo.clear()
-            s = self._memo[key] = make()
-        return s
-
-    def state_scratch(self, nq: int) -> tuple:
-        """``(q (n, nq), V (4, n, nv))``: the configurations of these n knots and their velocity,
-        torque, next velocity and step ``w`` (made on the first request, then reused)."""
-        key = ("state", nq)
-        s = self._second.get(key)
-        if s is None:
-            n, nv = self.Fx.shape[0], self.scratch[0].shape[1]
-            if len(self._second) > 8:
-                self._second.clear()
-            s = self._second[key] = (np.empty((n, nq)), np.empty((4, n, nv)))
-        return s
-
-    def contact_buffers(self, nc: int):
-        """:class:`~dynamics.contact.ContactDynamicsBuffers` for the contact-dynamics derivatives of
-        these n knots with nc contact rows (made on the first request for this nc, then reused)."""
-        key = ("contact", nc)
-        b = self._second.get(key)
-        if b is None:
-            from dynamics.contact import ContactDynamicsBuffers
-            if len(self._second) > 8:
-                self._second.clear()
-            b = self._second[key] = ContactDynamicsBuffers.allocate(self.Fx.shape[0], self.scratch[0].shape[1], nc)
-        return b
-
-    def padded_factors(self, R: int, nz: int) -> tuple:
-        """Zeroed ``(C (N, R, ndx), T (N, R, nz, nz))`` that gather the factors of several
-        dynamics groups (of up to R rows each; unused rows stay zero)."""
-        key = ("padded", R, nz)
-        s = self._second.get(key)
-        N, ndx = self.Fx.shape[0], self.Fx.shape[1]
-        if s is None:
-            if len(self._second) > 8:
-                self._second.clear()
-            s = self._second[key] = (np.empty((N, R, ndx)), np.empty((N, R, nz, nz)))
-        s[0].fill(0.0)
-        s[1].fill(0.0)
-        return s
-
-    def group_scratch(self, rows: slice) -> tuple:
-        """Scratch ``(a, D)`` for the knots ``rows`` of one dynamics group (D must be contiguous
-        per call, so a group of a multi-phase problem gets its own, made once)."""
-        key = (rows.start, rows.stop)
-        s = self._group_scratch.get(key)
-        if s is None:
-            if len(self._group_scratch) > 64:     # re-phased problems (a trot) keep making new ranges
-                self._group_scratch.clear()
-            n, nv = rows.stop - rows.start, self.scratch[0].shape[1]
-            s = self._group_scratch[key] = (self.scratch[0][rows], np.empty((4, n, nv, nv)))
-        return s
-
-    def group_view(self, rows: slice) -> "DynamicsBuffers":
-        """The buffers of the knots ``rows`` (a contiguous dynamics group), with their own scratch
-        and second-order buffers (made once per row range, kept)."""
-        key = ("view", rows.start, rows.stop)
-        view = self._group_scratch.get(key)
-        if view is None:
-            if len(self._group_scratch) > 64:     # re-phased problems (a trot) keep making new ranges
-                self._group_scratch.clear()
-            view = type(self)(self.xnext[rows], self.Fx[rows], self.Fu[rows], scratch=self.group_scratch(rows))
-            self._group_scratch[key] = view
-        return view
+    @property
+    def cost(self) -> float:
+        return float(self.running.l.sum() + self.terminal.l.sum())
 
 
-@dataclass
+@dataclass(eq=False)
 class RolloutBuffers:
     """Forward-pass outputs for S step sizes: X (S, N+1, nx), U (S, N, nu), ok (S,) bool."""
 
@@ -131,60 +57,129 @@ class RolloutBuffers:
     ok: np.ndarray
 
 
-@dataclass
 class ProblemData:
-    """Workspace of one :class:`~solvers.problem.ShootingProblem` (N knots).
+    """Data of one :class:`~solvers.problem.ShootingProblem` (N knots). second_order: allocate
+    the second-order buffers too; max_candidates: rollout buffers for 1 … max_candidates
+    candidates (one set each: a solver may hold two candidate batches at once)."""
 
-    running: cost derivatives of the N knots (already scaled by their dt); terminal: those of the
-    terminal knot (B = 1); dynamics: :class:`DynamicsBuffers`. :meth:`rollout` hands out the
-    forward pass's buffers for S candidates (one set per S, kept)."""
+    def __init__(self, problem, second_order: bool = True, max_candidates: int = 1):
+        if int(max_candidates) != max_candidates or max_candidates < 1:
+            raise ValueError(f"max_candidates must be a positive integer, got {max_candidates}")
+        N, nx, ndx, nu = problem.horizon, problem.nx, problem.ndx, problem.nu
+        self.problem = problem
+        self.horizon, self.nx, self.ndx, self.nu = N, nx, ndx, nu
+        self.running = CostDerivatives.zeros(N, ndx, nu)
+        self.terminal = CostDerivatives.zeros(1, ndx, nu)
+        #: the dynamics derivatives of the N knots (the groups' first-order outputs are its rows)
+        self.horizon_dynamics = DynamicsDerivatives(np.empty((N, nx)), np.empty((N, ndx, ndx)),
+                                                    np.empty((N, ndx, nu)))
+        self.rollouts = tuple(RolloutBuffers(np.empty((S, N + 1, nx)), np.empty((S, N, nu)), np.empty(S, np.bool_))
+                              for S in range(1, int(max_candidates) + 1))
+        self.second_order = bool(second_order)
+        self.groups: tuple[tuple[KnotGroup, IntegratedData], ...] = ()
+        self._factors: tuple[np.ndarray, np.ndarray] | None = None     # (C, T) of several groups, padded
+        self._revision = None
+        self._regroup()
 
-    horizon: int
-    nx: int
-    ndx: int
-    nu: int
-    running: CostDerivatives
-    terminal: CostDerivatives
-    dynamics: DynamicsBuffers
-    _rollouts: dict = field(default_factory=dict, repr=False)
+    # ------------------------------------------------------------ structure
+    def _regroup(self) -> None:
+        """Data for the problem's current dynamics groups (a group's data is kept when its
+        integrated model and knots did not change)."""
+        p = self.problem
+        groups = []
+        for g in p.dynamics_groups:
+            d = next((d for g0, d in self.groups if g0.item is g.item and np.array_equal(g0.knots, g.knots)), None)
+            if d is None:
+                k = self.horizon_dynamics
+                rows = g.rows
+                outputs = (k.xnext[rows], k.Fx[rows], k.Fu[rows]) if g.contiguous else None
+                d = g.item.create_data(g.knots.size, self.second_order, outputs)
+            groups.append((g, d))
+        self.groups = tuple(groups)
+        self._revision = p.revision
+        if self.second_order:
+            self._allocate_factors()
 
-    @classmethod
-    def allocate(cls, horizon: int, nx: int, ndx: int, nu: int, nv: int) -> "ProblemData":
-        N = int(horizon)
-        dyn = DynamicsBuffers(np.empty((N, nx)), np.empty((N, ndx, ndx)), np.empty((N, ndx, nu)),
-                              scratch=(np.empty((N, nv)), np.empty((4, N, nv, nv))))
-        return cls(N, nx, ndx, nu, CostDerivatives.zeros(N, ndx, nu), CostDerivatives.zeros(1, ndx, nu), dyn)
+    def _allocate_factors(self) -> None:
+        """The (N, R, ...) factors gathering several groups' (None for one group)."""
+        if len(self.groups) == 1:
+            self._factors = None
+            return
+        # factors of different row counts (e.g. Euler and RK4 groups): zero rows pad the shorter
+        R = max(g.item.second_order_rows for g, _ in self.groups)
+        if self._factors is not None and self._factors[0].shape[1] == R:
+            for f in self._factors:         # the rows a group does not write must be zero
+                f.fill(0.0)
+        else:
+            N, ndx, nz = self.horizon, self.ndx, self.ndx + self.nu
+            self._factors = (np.zeros((N, R, ndx)), np.zeros((N, R, nz, nz)))
 
-    def derivatives(self):
-        """The :class:`~solvers.problem.ProblemDerivatives` view of the buffers."""
-        from .problem import ProblemDerivatives
+    def enable_second_order(self) -> None:
+        """Allocate the second-order buffers (once; a no-op when they exist)."""
+        if not self.second_order:
+            self.second_order = True
+            for g, d in self.groups:
+                g.item.enable_second_order(d)
+            self._allocate_factors()
+
+    @property
+    def dynamics(self) -> DynamicsDerivatives:
+        """The dynamics derivatives of the N knots: the group's data for a one-group problem."""
+        return self.groups[0][1] if len(self.groups) == 1 else self.horizon_dynamics
+
+    # ------------------------------------------------------------ evaluation
+    def calc_dynamics(self, xs: np.ndarray, us: np.ndarray, second_order: bool) -> list:
+        """Dynamics derivatives of the knots xs (N, nx), us (N, nu), one batched evaluation per
+        group, into this data. Returns the contact solves made on the way, ``[(rows, integrated
+        model, ContactDynamicsBuffers)]`` (contiguous groups whose solve is at their own knots)."""
+        if self._revision != self.problem.revision:
+            self._regroup()
+        if second_order and not self.second_order:
+            raise ValueError("derivatives: second_order=True needs data with second-order buffers; use "
+                             "problem.create_data(second_order=True) or data.enable_second_order()")
+        solves = []
+        k = self.horizon_dynamics
+        for g, d in self.groups:
+            rows = g.rows
+            g.item.calc_diff(d, xs[rows], us[rows], second_order)
+            if not g.contiguous:
+                k.xnext[rows], k.Fx[rows], k.Fu[rows] = d.xnext, d.Fx, d.Fu
+            solve = g.item.contact_solve(d)
+            if solve is not None and g.contiguous:
+                solves.append((rows, g.item, solve))
+        if len(self.groups) > 1:
+            k.C = k.T = None
+            if second_order:
+                C, T = self._factors
+                for g, d in self.groups:
+                    r = d.T.shape[1]
+                    C[g.rows, :r], T[g.rows, :r] = d.C, d.T
+                k.C, k.T = C, T
+        return solves
+
+    def derivatives(self) -> ProblemDerivatives:
+        """The :class:`ProblemDerivatives` view of the buffers."""
         return ProblemDerivatives(self.running, self.terminal, self.dynamics)
 
     def rollout(self, S: int) -> RolloutBuffers:
-        """Buffers for a rollout of S candidates (allocated on the first request for this S)."""
-        buf = self._rollouts.get(S)
-        if buf is None:
-            N = self.horizon
-            buf = self._rollouts[S] = RolloutBuffers(np.empty((S, N + 1, self.nx)), np.empty((S, N, self.nu)),
-                                                     np.empty(S, dtype=np.bool_))
-        return buf
+        """The buffers for a rollout of S candidates."""
+        if not 1 <= S <= len(self.rollouts):
+            raise ValueError(f"ProblemData.rollout: this data holds rollouts of 1 to {len(self.rollouts)} candidates, "
+                             f"not {S}; create it with problem.create_data(max_candidates={S})")
+        return self.rollouts[S - 1]
 
     def arrays(self) -> dict[str, np.ndarray]:
-        """Every buffer by name (for tests that check the workspace is reused)."""
+        """Every buffer by name (for tests that check the data is reused)."""
         out = {f"running.{k}": getattr(self.running, k) for k in ("l", "lx", "lu", "lxx", "lxu", "luu")}
         out.update({f"terminal.{k}": getattr(self.terminal, k) for k in ("l", "lx", "lxx")})
-        out.update({"dynamics.xnext": self.dynamics.xnext, "dynamics.Fx": self.dynamics.Fx,
-                    "dynamics.Fu": self.dynamics.Fu, "dynamics.a": self.dynamics.scratch[0],
-                    "dynamics.D": self.dynamics.scratch[1]})
-        for key, bufs in self.dynamics._second.items():
-            if key[0] == "contact":
-                names, bufs = ("a", "lam", "da", "dl"), (bufs.a, bufs.lam, bufs.da, bufs.dl)
-            elif key[0] == "state":
-                names = ("q", "V")
-            else:
-                names = ("A2", "C", "T") if len(bufs) == 3 else ("C", "T")
-            for name, b in zip(names, bufs):
-                out[f"dynamics.{key}.{name}"] = b
-        for S, b in self._rollouts.items():
-            out.update({f"rollout[{S}].X": b.X, f"rollout[{S}].U": b.U})
+        k = self.horizon_dynamics
+        out.update({"dynamics.xnext": k.xnext, "dynamics.Fx": k.Fx, "dynamics.Fu": k.Fu})
+        for i, (g, d) in enumerate(self.groups):
+            if not g.contiguous:
+                out.update({f"dynamics[{i}].xnext": d.xnext, f"dynamics[{i}].Fx": d.Fx, f"dynamics[{i}].Fu": d.Fu})
+            out.update({f"dynamics[{i}].{name}": a for name, a in d.arrays().items()})
+        if self._factors is not None:
+            out["dynamics.C"], out["dynamics.T"] = self._factors
+        for S, b in enumerate(self.rollouts, start=1):
+            out.update({f"rollout[{S}].X": b.X, f"rollout[{S}].U": b.U, f"rollout[{S}].ok": b.ok})
         return out

@@ -6,7 +6,8 @@ of :mod:`solvers.box_qp`; FDDP's gap terms, Mastalli et al. 2020 eq. 11), compil
 that one backward pass over N knots is one call instead of ~15 small numpy/LAPACK calls per knot.
 The Python implementation stays the reference (``tests/test_riccati_numba.py`` compares both);
 the solvers use this one when the problem's dynamics backend is ``numba`` (``compiled=None``) or
-when asked to (``compiled=True``).
+when asked to (``compiled=True``). The Cholesky factorisation and substitutions of ``Q_uu`` are the
+kernel library's (:mod:`dynamics.kernels.dense`, shared with the contact kernels).
 
 Importing this module imports numba; :mod:`solvers.ilqr` imports it only when it is used.
 """
@@ -15,14 +16,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from numba import njit
+from dynamics.kernels.dense import cholesky, cholesky_solve
+from dynamics.kernels.jit import jit
 
 from .box_qp import ALL_CLAMPED, HESSIAN_NOT_PD, INTERIOR, MAX_ITER, MAX_LINESEARCH, NO_DESCENT, NO_IMPROVEMENT, \
     SMALL_GRADIENT
-
-#: numba's njit with the on-disk cache and the numerics of the dynamics kernels (FMA contraction only,
-#: numpy's floating-point error model)
-jit = njit(cache=True, fastmath={"contract"}, error_model="numpy")
 
 # backward-pass status codes (the Python side words the message)
 OK = 0
@@ -32,66 +30,18 @@ NONFINITE_V = 3       # non-finite value function at knot t
 
 
 @jit
-def _cholesky(A, idx, n, L):
-    """Lower Cholesky factor of ``A[idx][:, idx]`` (n × n) into ``L[:n, :n]``; False if not positive
-    definite (or not finite)."""
-    for j in range(n):
-        s = A[idx[j], idx[j]]
-        for k in range(j):
-            s -= L[j, k] * L[j, k]
-        if not s > 0.0:     # also catches NaN
-            return False
-        d = np.sqrt(s)
-        L[j, j] = d
-        for i in range(j + 1, n):
-            s = A[idx[i], idx[j]]
-            for k in range(j):
-                s -= L[i, k] * L[j, k]
-            L[i, j] = s / d
-    return True
-
-
-@jit
-def _chol_solve(L, n, b, out):
-    """``out[:n] = (L Lᵀ)⁻¹ b[:n]``."""
-    for i in range(n):
-        s = b[i]
-        for k in range(i):
-            s -= L[i, k] * out[k]
-        out[i] = s / L[i, i]
-    for i in range(n - 1, -1, -1):
-        s = out[i]
-        for k in range(i + 1, n):
-            s -= L[k, i] * out[k]
-        out[i] = s / L[i, i]
-
-
-@jit
-def _chol_solve_rows(L, n, B, idx, Y, out):
-    """``out[idx[:n]] = -(L Lᵀ)⁻¹ B[idx[:n]]`` for B (·, m), every column at once: the forward and
-    back substitutions run over whole rows, so the innermost loop is over the m contiguous columns
-    (vectorised; m separate solves ran the recursion column by column). Y (≥ n, m) scratch."""
+def _gain_rows(L, n, B, idx, Y, out):
+    """``out[idx[:n]] = -(L Lᵀ)⁻¹ B[idx[:n]]`` for B (·, m), every column at once (the substitution
+    runs over whole rows of the m columns). Y (≥ n, m) scratch."""
     m = B.shape[1]
     for i in range(n):
         r = idx[i]
         for c in range(m):
             Y[i, c] = B[r, c]
-        for j in range(i):
-            w = L[i, j]
-            for c in range(m):
-                Y[i, c] -= w * Y[j, c]
-        inv = 1.0 / L[i, i]
-        for c in range(m):
-            Y[i, c] *= inv
-    for i in range(n - 1, -1, -1):
-        for j in range(i + 1, n):
-            w = L[j, i]
-            for c in range(m):
-                Y[i, c] -= w * Y[j, c]
-        inv = 1.0 / L[i, i]
+    cholesky_solve(L, n, Y)
+    for i in range(n):
         r = idx[i]
         for c in range(m):
-            Y[i, c] *= inv
             out[r, c] = -Y[i, c]
 
 
@@ -113,24 +63,22 @@ def box_qp_kernel(H, g, lower, upper, x0, x, free, L, idx, work):
 
     Writes the solution into ``x`` (n,), the free mask into ``free`` (n,) bool, the lower Cholesky
     factor of ``H[free][:, free]`` into ``L`` (valid when the returned ``nfree > 0``) and the free
-    indices in order into ``idx[:nfree]`` (int64). ``work`` (5, n) scratch. Returns
+    indices in order into ``idx[:nfree]`` (int64). ``work`` (≥ 4, n) scratch. Returns
     ``(status, nfree)``."""
     n = g.shape[0]
-    rhs = work[0]
-    sol = work[1]
-    grad = work[2]
-    search = work[3]
-    xc = work[4]
+    sol = work[0]
+    grad = work[1]
+    search = work[2]
+    xc = work[3]
     for i in range(n):
         idx[i] = i
     # fast path: convex and the unconstrained minimiser is inside the box
-    if _cholesky(H, idx, n, L):
+    if cholesky(H, idx, n, L, 0.0) > 0.0:
         for i in range(n):
-            rhs[i] = g[i]
-        _chol_solve(L, n, rhs, sol)
+            x[i] = -g[i]
+        cholesky_solve(L, n, x)
         inside = True
         for i in range(n):
-            x[i] = -sol[i]
             if not (x[i] >= lower[i] and x[i] <= upper[i]):
                 inside = False
         if inside:
@@ -174,7 +122,7 @@ def box_qp_kernel(H, g, lower, upper, x0, x, free, L, idx, work):
             status = ALL_CLAMPED
             break
         if it == 0 or changed or not have_chol:
-            have_chol = _cholesky(H, idx, nfree, L)
+            have_chol = cholesky(H, idx, nfree, L, 0.0) > 0.0
             if not have_chol:
                 status = HESSIAN_NOT_PD
                 break
@@ -191,8 +139,8 @@ def box_qp_kernel(H, g, lower, upper, x0, x, free, L, idx, work):
             for m in range(n):
                 if clamped[m]:
                     s += H[i, m] * x[m]
-            rhs[j] = s
-        _chol_solve(L, nfree, rhs, sol)
+            sol[j] = s
+        cholesky_solve(L, nfree, sol)
         for i in range(n):
             search[i] = 0.0
         for j in range(nfree):
@@ -236,7 +184,7 @@ def backward_pass_kernel(Fx, Fu, lx, lu, lxx, lxu, luu, VxN, VxxN, C, T, gaps, m
     luu (N, nu, nu): dynamics Jacobians and running-cost derivatives; VxN (ndx,), VxxN (ndx, ndx):
     terminal cost; C (N, R, ndx), T (N, R, nz, nz): the dynamics second-order tensor in factored
     form ``F2[n, i] = Σ_r C[n, r, i] T[n, r]`` (DDP curvature ``V'_x · F2 = Σ_r (C V'_x)_r T_r``,
-    :class:`solvers.discrete_dynamics.DynamicsDerivatives`), or arrays with N = 0 for none; gaps (N+1, ndx) or (0, ndx) for a feasible iterate; mu
+    :class:`solvers.integrators.base.DynamicsDerivatives`), or arrays with N = 0 for none; gaps (N+1, ndx) or (0, ndx) for a feasible iterate; mu
     regularisation; box: use the box QP with ``lower <= k <= upper`` (N, nu) (bounds minus the
     current controls); k_warm (N, nu) the box-QP starting point. Outputs K (N, nu, ndx), k (N, nu),
     Qu_out, Quuk_out (N, nu), Vx_out (N+1, ndx), Vxx_out (N+1, ndx, ndx).
@@ -271,9 +219,8 @@ def backward_pass_kernel(Fx, Fu, lx, lu, lxx, lxu, luu, VxN, VxxN, C, T, gaps, m
     Quuk = np.empty(nu)
     QuuK = np.empty((nu, ndx))
     L = np.empty((nu, nu))
-    work = np.empty((5, nu))
+    work = np.empty((4, nu))
     free = np.empty(nu, dtype=np.bool_)
-    sol = np.empty(nu)
     idx = np.empty(nu, dtype=np.int64)
     Vx_new = np.empty(ndx)
     VKa = np.empty((ndx, ndx))
@@ -348,7 +295,7 @@ def backward_pass_kernel(Fx, Fu, lx, lu, lxx, lxu, luu, VxN, VxxN, C, T, gaps, m
             if status == HESSIAN_NOT_PD:
                 return NOT_PD, t
             if nfree > 0:
-                _chol_solve_rows(L, nfree, Qux, idx, Y, Kt)
+                _gain_rows(L, nfree, Qux, idx, Y, Kt)
         else:
             for i in range(nu):
                 idx[i] = i
@@ -356,12 +303,12 @@ def backward_pass_kernel(Fx, Fu, lx, lu, lxx, lxu, luu, VxN, VxxN, C, T, gaps, m
                 for j in range(nu):
                     if not np.isfinite(Quu_reg[i, j]):
                         return NONFINITE_QUU, t
-            if not _cholesky(Quu_reg, idx, nu, L):
+            if not cholesky(Quu_reg, idx, nu, L, 0.0) > 0.0:
                 return NOT_PD, t
-            _chol_solve(L, nu, Qu, sol)
             for i in range(nu):
-                kt[i] = -sol[i]
-            _chol_solve_rows(L, nu, Qux, idx, Y, Kt)
+                kt[i] = -Qu[i]
+            cholesky_solve(L, nu, kt)
+            _gain_rows(L, nu, Qux, idx, Y, Kt)
         # V_x = Q_x + Kᵀ Q_uu k + Kᵀ Q_u + Q_uxᵀ k ; V_xx = Q_xx + Kᵀ Q_uu K + Kᵀ Q_ux + Q_uxᵀ K
         for i in range(nu):
             s = 0.0

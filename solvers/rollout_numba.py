@@ -1,7 +1,7 @@
 """Compiled forward pass: the whole batched closed-loop rollout of :meth:`ILQR._simulate` (S step
-sizes × N knots) in one numba call, for the semi-implicit Euler integrator on any backend that offers
-its forward dynamics as a compiled function (:meth:`dynamics.Backend.compiled_forward_dynamics`:
-the ``numba`` backend).
+sizes × N knots) in one numba call, for the semi-implicit Euler integrator on any backend that hands
+its packed model to compiled solver loops (:meth:`dynamics.Backend.compiled_forward_dynamics`: the
+``numba`` backend).
 
 For each candidate ``s`` (step size ``α_s``) and knot ``t``::
 
@@ -14,32 +14,38 @@ For each candidate ``s`` (step size ``α_s``) and knot ``t``::
 A non-finite ``u`` marks the candidate failed and is replaced by ``us_t``; a non-finite ``x⁺``
 marks it failed and is replaced by ``x̂_t`` (the batch stays finite), as in the Python loop.
 
-ABA and the SO(3)/SE(3) operations ``q ⊕ w``, ``x1 ⊖ x0`` come from the backend
-(:class:`dynamics.backend.CompiledForwardDynamics`: for numba, ``aba_range`` and
-:mod:`dynamics.kernels.lie`), so this module holds no dynamics or Lie-group code of its own and
-the result agrees with the Python path to rounding.
+Every piece of physics is the kernel library's (:mod:`dynamics.kernels`): ABA
+(:func:`~dynamics.kernels.aba.aba_range`) on the packed model the backend hands over, the torque
+(:func:`~dynamics.kernels.passive.joint_torques`), the Euler step
+(:func:`~dynamics.kernels.integrators.euler_step`) and ``⊕``, ``⊖`` (:mod:`dynamics.kernels.lie`);
+this module holds the policy and the loop only, binds no backend (any number of backends can use
+it in one process), and its result agrees with the Python path to rounding. The candidates are
+split into one contiguous slice per worker thread.
 
-Importing this module imports neither numba nor any kernel; the kernel is compiled (or loaded from
-numba's on-disk cache) on the first :meth:`CompiledRollout.run` or by :meth:`CompiledRollout.warmup`.
+Importing this module imports numba and the kernel library (:mod:`solvers.forward_pass` imports it
+only for a compiled solver); the kernel is compiled (or loaded from numba's on-disk cache) on the
+first :meth:`CompiledRollout.run` or by :meth:`CompiledRollout.warmup`.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
+from numba import prange
 
+from dynamics.kernels.aba import aba_range
+from dynamics.kernels.integrators import all_finite, euler_step
+from dynamics.kernels.jit import jit, jit_inline, jit_parallel
+from dynamics.kernels.lie import difference_x, integrate_q
+from dynamics.kernels.passive import joint_torques
+from dynamics.kernels.scratch import THREAD_PAD_ROWS
 from dynamics.worker_threads import use_threads
 
-aba_range = None                         # bound from the backend's CompiledForwardDynamics on compilation
-prange = range                           # numba.prange once numba is imported (first compilation)
-integrate_q = None
-difference_x = None
 
-
-# ---------------------------------------------------------------- kernel sources (jitted lazily)
-def _start_state(joints, nq, xn, alpha, gaps, t, d, out):
-    """``x̂ = xn`` (no gaps) or ``xn ⊕ (α - 1) gaps[t]`` into ``out`` (nx,)."""
+# ---------------------------------------------------------------- kernels
+@jit
+def start_state(joints, nq, xn, alpha, gaps, t, d, out):
+    """``x̂ = xn`` (no gaps: ``gaps`` (0, ndx)) or ``xn ⊕ (α - 1) gaps[t]`` into ``out`` (nx,); d
+    (ndx,) scratch."""
     if gaps.shape[0] == 0:
         for i in range(xn.shape[0]):
             out[i] = xn[i]
@@ -52,166 +58,142 @@ def _start_state(joints, nq, xn, alpha, gaps, t, d, out):
         out[nq + i] = xn[nq + i] + d[nv + i]
 
 
-#: rows between two candidates' ABA inputs (q, v, τ) and outputs: candidates run on different
-#: threads, and inputs sharing a cache line made the two threads' writes evict each other (two iiwa
-#: candidates × 64 knots on two threads: 255 µs against 215 µs for one candidate on one thread)
-_PAD = 8
+@jit
+def feedback_control(joints, nq, x, xs_t, us_t, k_t, K_t, alpha, clip, lo, hi, d, u) -> bool:
+    """``u = us_t + α k_t + K_t (x ⊖ xs_t)`` into u (nu,), clipped to ``[lo, hi]`` when clip; d
+    (ndx,) scratch. A non-finite u is replaced by ``us_t``; returns whether it was finite."""
+    difference_x(joints, nq, xs_t, x, d)
+    for i in range(u.shape[0]):
+        fb = 0.0
+        for j in range(d.shape[0]):
+            fb += K_t[i, j] * d[j]
+        ui = us_t[i] + alpha * k_t[i] + fb
+        if clip:
+            ui = lo[i] if ui < lo[i] else ui
+            ui = hi[i] if ui > hi[i] else ui
+        u[i] = ui
+    if all_finite(u):
+        return True
+    for i in range(u.shape[0]):
+        u[i] = us_t[i]
+    return False
 
 
-def _all_finite(x):
-    for i in range(x.shape[0]):
-        if not np.isfinite(x[i]):
-            return False
-    return True
+def input_rows(S: int) -> int:
+    """Rows of the per-candidate ABA inputs and outputs for S candidates: the slice of worker
+    thread c (of at most S) starts ``c · THREAD_PAD_ROWS`` rows after its first candidate
+    (:func:`slice_rows`), so that two threads never write one cache line."""
+    return S * (THREAD_PAD_ROWS + 1)
 
 
-def _rollout_kernel(margs, fext, joints, springs, B, damping, stiffness, qspring, has_passive, dts,
-                    x0, alphas, xs, us, k, K, lo, hi, clip, gaps, X, U, ok, q, vt, q_ro, vt_ro, s0, s1):
+@jit
+def slice_rows(S, nt, c):
+    """``(s0, s1, r0)``: the candidates ``s0 <= s < s1`` of worker thread c of nt, and the row of
+    candidate s0 in the per-candidate arrays (candidate s in row ``r0 + s - s0``)."""
+    s0 = c * S // nt
+    return s0, (c + 1) * S // nt, s0 + c * THREAD_PAD_ROWS
+
+
+@jit_inline
+def _rollout_slice(margs, fext, joints, passive, dts, x0, alphas, xs, us, k, K, lo, hi, clip, gaps, X, U, ok,
+                   q, vt, q_ro, vt_ro, s0, s1, r0):
     """The batched rollout (module docstring) of candidates ``s0 <= s < s1`` into X (S, N+1, nx),
     U (S, N, nu), ok (S,).
 
     margs / fext: the backend's packed model and "no external force" array
-    (:class:`dynamics.backend.CompiledForwardDynamics`); dts (N,) the knots' time steps.
-    q (S·_PAD, nq) and vt (2, S·_PAD, nv) are scratch for the ABA inputs (q, v, tau; candidate s in
-    row s·_PAD); q_ro / vt_ro are
-    read-only views of the same memory, passed to ``aba_range`` so that it runs the backend's
-    own compiled specialisation (read-only float64 inputs)."""
-    S, N, nu = alphas.shape[0], us.shape[0], us.shape[1]
+    (:class:`dynamics.backend.CompiledForwardDynamics`); passive: the torque's terms
+    (:func:`passive_args`); dts (N,) the knots' time steps. q (R, nq) and vt (2, R, nv): the ABA
+    inputs (q, v, τ), candidate s in row ``r0 + s - s0`` (:func:`input_rows`); q_ro / vt_ro:
+    read-only views of the same memory, passed to ``aba_range`` so that it runs the backend's own
+    compiled specialisation (read-only float64 inputs)."""
+    li, lf, gv, bl, bf = margs          # the packed model (dynamics.kernels.packing)
+    B, b_identity, damping, damped, springs, stiffness, qspring = passive
+    N = us.shape[0]
     nq, nv = qspring.shape[0], damping.shape[0]
     v = vt[0]
     tau = vt[1]
-    acc = np.empty((S * _PAD, nv))
-    xn = np.empty((S, nq + nv))
+    r1 = r0 + s1 - s0
+    acc = np.empty((q.shape[0], nv))
+    xn = np.empty((alphas.shape[0], nq + nv))
     d = np.empty(2 * nv)
-    u = np.empty(nu)
+    w = np.empty(nv)
+    u = np.empty(us.shape[1])
     for s in range(s0, s1):
         ok[s] = True
         for i in range(nq + nv):
             xn[s, i] = x0[i]
     for t in range(N + 1):
         for s in range(s0, s1):
-            _start_state(joints, nq, xn[s], alphas[s], gaps, t, d, X[s, t])
+            start_state(joints, nq, xn[s], alphas[s], gaps, t, d, X[s, t])
         if t == N:
             break
         for s in range(s0, s1):
             x = X[s, t]
-            difference_x(joints, nq, xs[t], x, d)
-            for i in range(nu):
-                fb = 0.0
-                for j in range(2 * nv):
-                    fb += K[t, i, j] * d[j]
-                ui = us[t, i] + alphas[s] * k[t, i] + fb
-                if clip:
-                    ui = lo[i] if ui < lo[i] else ui
-                    ui = hi[i] if ui > hi[i] else ui
-                u[i] = ui
-            if not _all_finite(u):
+            if not feedback_control(joints, nq, x, xs[t], us[t], k[t], K[t], alphas[s], clip, lo, hi, d, u):
                 ok[s] = False
-                for i in range(nu):
-                    u[i] = us[t, i]
-            for i in range(nu):
+            for i in range(u.shape[0]):
                 U[s, t, i] = u[i]
-            r0 = s * _PAD
+            r = r0 + s - s0
             for i in range(nq):
-                q[r0, i] = x[i]
+                q[r, i] = x[i]
             for i in range(nv):
-                v[r0, i] = x[nq + i]
-            for i in range(nv):
-                ti = 0.0
-                for j in range(nu):
-                    ti += u[j] * B[i, j]
-                if has_passive:
-                    ti = ti - damping[i] * v[r0, i]
-                tau[r0, i] = ti
-            for r in range(springs.shape[0]):
-                qa, va = springs[r, 0], springs[r, 1]
-                tau[r0, va] -= stiffness[va] * (q[r0, qa] - qspring[qa])
-            aba_range(*margs, q_ro, vt_ro[0], vt_ro[1], fext, acc, r0, r0 + 1)
-        dt = dts[t]
+                v[r, i] = x[nq + i]
+            joint_torques(u, B, b_identity, damping, damped, springs, stiffness, qspring, q[r], v[r], tau[r])
+        aba_range(li, lf, gv, bl, bf, q_ro, vt_ro[0], vt_ro[1], fext, acc, r0, r1)
         for s in range(s0, s1):
             x = X[s, t]
-            r0 = s * _PAD
-            for i in range(nv):
-                vn = v[r0, i] + dt * acc[r0, i]
-                xn[s, nq + i] = vn
-                d[i] = dt * vn
-            good = _all_finite(d[:nv])
-            if good:
-                integrate_q(joints, x, d, xn[s])
-                good = _all_finite(xn[s])
-            if not good:       # diverged: mark failed, keep the batch finite
-                ok[s] = False
+            if not euler_step(joints, nq, x, acc[r0 + s - s0], dts[t], w, xn[s]):
+                ok[s] = False            # diverged: mark failed, keep the batch finite
                 for i in range(nq + nv):
                     xn[s, i] = x[i]
 
 
-
-def _rollout_parallel(margs, fext, joints, springs, B, damping, stiffness, qspring, has_passive, dts,
-                      x0, alphas, xs, us, k, K, lo, hi, clip, gaps, X, U, ok, q, vt, q_ro, vt_ro, nt):
-    """:func:`_rollout_kernel` with the candidates in ``nt`` contiguous slices on the worker threads:
-    candidates are independent, so the rollouts of the line search's step sizes (two per warm-started
-    MPC update) run side by side."""
+@jit_parallel
+def _rollout_parallel(margs, fext, joints, passive, dts, x0, alphas, xs, us, k, K, lo, hi, clip, gaps, X, U, ok,
+                      q, vt, q_ro, vt_ro, nt):
+    """:func:`_rollout_slice` with the candidates in ``nt`` contiguous slices on the worker threads:
+    candidates are independent, so the rollouts of the line search's step sizes (two per
+    warm-started MPC update) run side by side."""
     S = alphas.shape[0]
     for c in prange(nt):
-        _rollout_kernel(margs, fext, joints, springs, B, damping, stiffness, qspring, has_passive, dts, x0, alphas,
-                        xs, us, k, K, lo, hi, clip, gaps, X, U, ok, q, vt, q_ro, vt_ro, c * S // nt,
-                        (c + 1) * S // nt)
-
-
-_JITTED = ("_start_state", "_all_finite", "_rollout_kernel")
-_compiled = None                         # the parallel driver once bound
-_bound_hash: str | None = None
-
-
-def _jit(fn, **options):
-    """numba's njit with the on-disk cache and the numerics of the dynamics kernels (FMA
-    contraction only, numpy's floating-point error model)."""
-    from numba import njit
-    return njit(cache=True, fastmath={"contract"}, error_model="numpy", **options)(fn)
-
-
-def _kernel(fd):
-    """The compiled rollout (:func:`_rollout_parallel`) calling ``fd.aba_range`` (a
-    :class:`dynamics.backend.CompiledForwardDynamics`). numba imported, functions jitted and the
-    cache locator registered on the first call; the cached kernel contains a compiled copy of
-    ``aba_range``, so its stamp includes ``fd.source_hash``. One process binds one backend's
-    function (every compiled backend so far is the numba backend)."""
-    global _compiled, aba_range, integrate_q, difference_x, _bound_hash, prange
-    if _compiled is not None:
-        if fd.source_hash != _bound_hash or fd.aba_range is not aba_range:
-            raise RuntimeError("the compiled rollout is already bound to another backend's forward dynamics in "
-                               "this process; run the solver with compiled=False for the second backend")
-        return _compiled
-    from dynamics.kernel_cache import stamp_sources
-    here = Path(__file__).resolve()
-    # the cached kernel contains compiled copies of the backend's functions: stamp with their hash
-    stamp_sources("solvers.rollout_numba", lambda path: path == here, lambda: _bound_hash)
-    g = globals()
-    aba_range, integrate_q, difference_x, _bound_hash = fd.aba_range, fd.integrate_q, fd.difference_x, fd.source_hash
-    import numba
-    prange = numba.prange
-    for name in _JITTED:
-        # the kernel body is inlined into the parallel driver, the one function compiled: a callee
-        # compiled on its own would be compiled, then linked and optimised again inside the driver
-        g[name] = _jit(g[name], inline="always") if name == "_rollout_kernel" else _jit(g[name])
-    _compiled = _jit(g["_rollout_parallel"], parallel=True)
-    return _compiled
+        s0, s1, r0 = slice_rows(S, nt, c)
+        # (fewer than 31 arguments: CPython passes more as *args, which numba's inlining does not take)
+        _rollout_slice(margs, fext, joints, passive, dts, x0, alphas, xs, us, k, K, lo, hi, clip, gaps, X, U, ok,
+                       q, vt, q_ro, vt_ro, s0, s1, r0)
 
 
 # ---------------------------------------------------------------- Python side
+def runs_kernel_library(fd) -> bool:
+    """Whether ``fd`` (a :class:`~dynamics.backend.CompiledForwardDynamics` or None) is the kernel
+    library's forward dynamics on its packed model: what the compiled rollouts run."""
+    return (fd is not None and fd.aba_range is aba_range and fd.integrate_q is integrate_q
+            and fd.difference_x is difference_x)
+
+
 def compiled_rollout_available(problem) -> bool:
     """Whether :class:`CompiledRollout` implements ``problem``'s dynamics: semi-implicit Euler free
-    dynamics (no contacts) at every knot (one passive-force setting), on a backend that offers
-    :meth:`~dynamics.backend.Backend.compiled_forward_dynamics`."""
+    dynamics (no contacts) at every knot (one passive-force setting), on a backend whose
+    :meth:`~dynamics.backend.Backend.compiled_forward_dynamics` is the kernel library's."""
     groups = problem.dynamics_groups
     if any(g.item.integrator != "euler" or g.item.contacts is not None for g in groups):
         return False
     if len({(g.item._has_passive, g.item.damping.tobytes(), g.item.stiffness.tobytes()) for g in groups}) != 1:
         return False
-    return problem.backend.compiled_forward_dynamics(problem.model) is not None
+    return runs_kernel_library(problem.backend.compiled_forward_dynamics(problem.model))
 
 
-def _ro(x, dtype=np.float64) -> np.ndarray:
+def passive_args(model, dynamics) -> tuple:
+    """The torque's terms for ``dynamics`` (the integrated model of a knot group of ``model``), read-only:
+    ``(B, b_identity, damping, damped, springs, stiffness, qspring)``, the arguments of
+    :func:`dynamics.kernels.passive.joint_torques` between u and q."""
+    sl = np.asarray(dynamics._spring_links, dtype=np.int64)
+    springs = np.stack([np.asarray(model.link_qadr)[sl], np.asarray(model.link_dofadr)[sl]], axis=-1)
+    B = np.asarray(dynamics.B, float).reshape(model.nv, model.nu)
+    return (read_only(B), bool(dynamics._B_identity), read_only(dynamics.damping), bool(dynamics._has_damping),
+            read_only(springs.reshape(-1, 2), np.int64), read_only(dynamics.stiffness), read_only(model.qpos_spring))
+
+
+def read_only(x, dtype=np.float64) -> np.ndarray:
     """``x`` as a read-only C-contiguous array (one compiled signature for every call)."""
     x = np.ascontiguousarray(x, dtype=dtype)
     if x.flags.writeable:
@@ -228,21 +210,14 @@ class CompiledRollout:
         if not compiled_rollout_available(problem):
             raise ValueError(f"CompiledRollout needs the 'euler' integrator at every knot and a backend with compiled "
                              f"forward dynamics, got integrator '{problem.integrator}' on '{problem.backend.name}'")
-        dynamics = problem.dynamics_groups[0].item
         m = problem.model
         self.fd = problem.backend.compiled_forward_dynamics(m)
         self.model = m
         self.nq, self.nv, self.nu = m.nq, m.nv, m.nu
         self.nx, self.ndx = m.nq + m.nv, 2 * m.nv
-        joints = self.fd.joint_rows
-        sl = np.asarray(dynamics._spring_links, dtype=np.int64)
-        springs = np.stack([np.asarray(m.link_qadr)[sl], np.asarray(m.link_dofadr)[sl]], axis=-1).astype(np.int64)
-        has_passive = bool(dynamics._has_passive)
-        self._dyn_args = (_ro(joints, np.int64), _ro(springs.reshape(-1, 2), np.int64),
-                          _ro(np.asarray(dynamics.B, float).reshape(m.nv, m.nu)), _ro(dynamics.damping),
-                          _ro(dynamics.stiffness), _ro(m.qpos_spring), has_passive)
-        self._dts = _ro(problem.dts)
-        self._no_gaps = _ro(np.zeros((0, self.ndx)))
+        self._dyn_args = (read_only(self.fd.joint_rows, np.int64), passive_args(m, problem.dynamics_groups[0].item))
+        self._dts = read_only(problem.dts)
+        self._no_gaps = read_only(np.zeros((0, self.ndx)))
         self._views: dict = {}       # id -> (array, read-only view), see _view
         self._scratch: dict = {}     # S -> ABA input scratch (q, vt and their read-only views)
 
@@ -255,7 +230,7 @@ class CompiledRollout:
         problem's). Returns ``(X (S, N+1, nx), U (S, N, nu), ok (S,) bool)``; ``ok`` is False for
         candidates whose controls or states went non-finite. out: buffers with ``X``, ``U``,
         ``ok`` of those shapes to write into (:meth:`solvers.problem_data.ProblemData.rollout`)."""
-        alphas = _ro(alphas)
+        alphas = read_only(alphas)
         us = self._view(us)
         if alphas.ndim != 1 or us.ndim != 2 or us.shape[1] != self.nu:
             raise ValueError(f"CompiledRollout.run: alphas must be (S,) and us (N, {self.nu}), got "
@@ -280,15 +255,15 @@ class CompiledRollout:
                 raise ValueError(f"CompiledRollout.run: out buffers are for {ok.shape[0]} candidates, not {S}")
         scratch = self._scratch.get(S)
         if scratch is None:
-            q = np.empty((S * _PAD, self.nq))
-            vt = np.empty((2, S * _PAD, self.nv))
-            scratch = self._scratch[S] = (q, vt, _ro(q), _ro(vt))
+            q = np.empty((input_rows(S), self.nq))
+            vt = np.empty((2, input_rows(S), self.nv))
+            scratch = self._scratch[S] = (q, vt, read_only(q), read_only(vt))
         q, vt, q_ro, vt_ro = scratch
         nt = max(1, min(S, self.fd.threads()))
         use_threads(nt)                     # 1: no worker woken
-        _kernel(self.fd)(self.fd.model_args, self.fd.no_fext, *self._dyn_args, arr["dts"], arr["x0"], alphas, arr["xs"],
-                         us, arr["k"], arr["K"], arr["u_lower"], arr["u_upper"], bool(clip),
-                         arr.get("gaps", self._no_gaps), X, U, ok, q, vt, q_ro, vt_ro, nt)
+        _rollout_parallel(self.fd.model_args, self.fd.no_fext, *self._dyn_args, arr["dts"], arr["x0"], alphas,
+                          arr["xs"], us, arr["k"], arr["K"], arr["u_lower"], arr["u_upper"], bool(clip),
+                          arr.get("gaps", self._no_gaps), X, U, ok, q, vt, q_ro, vt_ro, nt)
         return X, U, ok
 
     def _view(self, a) -> np.ndarray:
@@ -298,7 +273,7 @@ class CompiledRollout:
         hit = self._views.get(id(a))
         if hit is not None and hit[0] is a:
             return hit[1]
-        v = _ro(a)
+        v = read_only(a)
         if isinstance(a, np.ndarray) and (v is a or v.base is a):
             if len(self._views) > 32:
                 self._views.clear()

@@ -25,7 +25,7 @@ def control_gradient(d: ProblemDerivatives, compiled: bool) -> np.ndarray:
     lam = d.terminal.lx[0]
     g = np.empty((N, nu))
     if compiled:
-        from .riccati_numba import gradient_kernel
+        from .riccati_numba import gradient_kernel   # imports numba: only for a compiled solver
         gradient_kernel(_c(Fx), _c(Fu), _c(d.running.lx), _c(d.running.lu), _c(lam), g)
         return g
     for t in range(N - 1, -1, -1):

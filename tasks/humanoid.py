@@ -20,11 +20,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import mujoco
 import numpy as np
 
 from dynamics import ContactSet, RobotModel, get_backend
 from dynamics.joints import JointType
 from dynamics.lie import so3_log
+from dynamics.mujoco_state import ActuatorMap, read_state, write_state
 from solvers import ActionModel, ComPositionCost, ContactDynamics, ControlCost, CostSum, ShootingProblem, StateCost
 from solvers.costs import ContactForceCost, WrenchConeCost
 
@@ -128,7 +130,6 @@ class HumanoidBalance(Task):
                 raise ValueError(f"{self.name}: sole_size is (X, Y) half-extents [m] (or one pair per sole), "
                                  f"positive, got {self.sole_size!r}")
             return s
-        import mujoco
         mj = self.model.mj_model
         out = []
         for f in self.feet:
@@ -220,8 +221,6 @@ class HumanoidBalance(Task):
         model's time step (uniform gains, as for a quadruped's similar leg joints, make the light
         joints of a humanoid oscillate), on top of the torques that hold q with the weight on both
         soles."""
-        import mujoco
-        from sim.state import ActuatorMap, read_state, write_state
         m = self.model
         mj = m.mj_model
         d = mujoco.MjData(mj)
@@ -442,8 +441,6 @@ class HumanoidBalance(Task):
         computes them, re-evaluating every ``every``-th recorded step (state, applied controls and
         the active pushes) with ``mj_forward``: ``(t (S,), normal (S, 2), cop (S, 2, 2))``; a sole
         without contact has force 0 and CoP NaN."""
-        import mujoco
-        from sim.state import ActuatorMap, write_state
         m = self.model
         mj = m.mj_model
         d = mujoco.MjData(mj)

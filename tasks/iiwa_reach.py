@@ -116,8 +116,8 @@ class IiwaReach(Task):
         if self.orientation:
             running.add("rotation", FrameRotationCost(m, self.frame, self.R_home), self.w_rot)
             terminal.add("rotation", FrameRotationCost(m, self.frame, self.R_home), 10 * self.w_rot)
-        problem = ShootingProblem(m, x0, horizon, dt, running, terminal, backend=self.resolve_backend(backend),
-                                  **solver_opts)
+        problem = ShootingProblem.uniform(m, x0, horizon, dt, running, terminal,
+                                          backend=self.resolve_backend(backend), **solver_opts)
         self.update_problem(problem, 0.0)
         return problem
 

@@ -9,9 +9,11 @@ Used by :mod:`tasks.quadruped` (stand) and :mod:`tasks.quadruped_trot`; a task c
 
 from __future__ import annotations
 
+import mujoco
 import numpy as np
 
 from dynamics import ContactSet, get_backend, load_model
+from dynamics.mujoco_state import ActuatorMap, read_state, write_state
 
 from .base import Disturbance, Task
 
@@ -123,8 +125,6 @@ class LeggedTask(Task):
         """The configuration a robot placed at q comes to rest in on MuJoCo's floor with its joints held
         by a stiff PD (MuJoCo's soft contacts penetrate a little: starting there, the closed loop does
         not begin with a contact transient)."""
-        import mujoco
-        from sim.state import ActuatorMap, read_state, write_state
         m = self.model
         mj = m.mj_model
         d = mujoco.MjData(mj)
@@ -148,7 +148,6 @@ class LeggedTask(Task):
 
     def _foot_radius(self) -> float:
         """Radius of a sphere geom centred on a foot frame (the floor contact is its surface), else 0."""
-        import mujoco
         mj = self.model.mj_model
         for f in self.feet:
             sid = mujoco.mj_name2id(mj, mujoco.mjtObj.mjOBJ_SITE, f)
@@ -196,8 +195,6 @@ class LeggedTask(Task):
         """Which feet touch the floor in MuJoCo (T, k) bool at states x (T, nx): a contact between a
         geom of the world body and a geom of the body carrying the foot frame (MuJoCo's own
         collision detection after ``mj_forward`` at that state)."""
-        import mujoco
-        from sim.state import write_state
         mj = self.model.mj_model
         bodies = self._foot_bodies()
         d = mujoco.MjData(mj)
@@ -214,7 +211,6 @@ class LeggedTask(Task):
         return out
 
     def _foot_bodies(self) -> np.ndarray:
-        import mujoco
         mj = self.model.mj_model
         ids = []
         for f in self.feet:

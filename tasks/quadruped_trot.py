@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from dynamics import ContactSet, RobotModel
+from dynamics.lie import quat_to_rotation
 from solvers import ActionModel, ContactDynamics, ControlCost, CostSum, ImpulseDynamics, ShootingProblem, StateCost
 from solvers.costs import (ContactForceCost, FrameHeightCost, FramePositionCost, FrameVelocityCost,
                            FrictionConeCost)
@@ -102,7 +103,6 @@ class QuadrupedTrot(LeggedTask, Task):
             if not (isinstance(val, (int, float)) and np.isfinite(val) and val >= 0):
                 raise ValueError(f"{self.name}: {key} must be a number >= 0, got {val!r}")
         self._setup_legged()
-        m = self.model
         self.leg_length = float(self.standing_height - self._feet0[:, 2].mean())
         if self.velocity is None:
             self.velocity = HYQ_VELOCITY if self.robot == "hyq" else self.velocity_leg_fraction * self.leg_length
@@ -337,7 +337,6 @@ class QuadrupedTrot(LeggedTask, Task):
         """Trunk forward velocity (T,) [m/s] in world axes (x component)."""
         m = self.model
         x = np.atleast_2d(x)
-        from dynamics.lie import quat_to_rotation
         R = quat_to_rotation(x[:, 3:7])
         return np.einsum("bj,bj->b", R[:, 0, :], x[:, m.nq:m.nq + 3])
 

@@ -75,7 +75,7 @@ def cs(kernel, model, args: tuple, which: int):
 
 # ---------------------------------------------------------------- second-order numerical differentiation
 def rnea_second_numerical(model, q, v, a, fext, method):
-    """Finite-Diff-2 / complex step of ``rnea_derivatives`` and ``crba`` (seed 004 App. A.II.2):
+    """Finite-Diff-2 / complex step of ``rnea_derivatives`` and ``crba`` (Singh, Russell & Wensing 2022 App. A.II.2):
     ``T[b, i, j, k] = ∂_k (∂_j τ_i)`` with the k-perturbation ``q ⊕ δ e_k`` applied first.
 
     ``method`` is ``"central"`` (step ``H_FD2``) or ``"complex"`` (step ``H_CS``); batched q, v, a

@@ -1,5 +1,5 @@
 """Random serial chains (n links, one hinge or slide joint per body) as MuJoCo models, for the
-parallel-in-depth tests and benchmark (seeds 002/003 initialise the link parameters randomly).
+parallel-in-depth tests and benchmark (Yang, Wu & Pan 2016, 2017 initialise the link parameters randomly).
 
 Each body has a random offset and orientation from its parent, a random hinge (or slide) axis and
 anchor, random mass (0.3–3 kg), centre of mass and rotational inertia (valid principal moments,

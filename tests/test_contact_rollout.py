@@ -67,7 +67,7 @@ def _state(m, rng):
     return np.concatenate([m.keyframe("standing"), 0.2 * rng.normal(size=m.nv)])
 
 
-def _problems(name):
+def _problems(name, backends=("numpy", "numba")):
     m = dynamics.load_model(name)
     rng = np.random.default_rng(11)
     x0 = _state(m, rng)
@@ -76,7 +76,7 @@ def _problems(name):
     u_g = be.gravity_torques(m, x0[:m.nq])[6:]
     span = 5.0 * _joint_inertia(m, x0)      # bounds and random controls ~ rad/s² on every joint (Atlas'
     return tuple(ShootingProblem(x0, running, terminal, backend=be, u_lower=u_g - span, u_upper=u_g + span)
-                 for be in ("numpy", "numba"))      # wrists are 1e3 times lighter than its hips)
+                 for be in backends)      # wrists are 1e3 times lighter than its hips)
 
 
 def _joint_inertia(m, x0):
@@ -154,7 +154,7 @@ def test_diverging_and_singular_candidates_are_flagged():
     """A huge feed-forward spike makes the α = 1 candidate blow up (non-finite state: failed, kept
     finite) while α·spike ~ 1 and α = 0 still match; a contact set with two points on one rigid link
     (rank-deficient J at every state) fails every candidate, as on the Python path where
-    solvers.contact_rows returns NaN rows."""
+    solvers.contact_or_nan returns NaN rows."""
     p_np, p_nb = _problems("hyq")
     rng = np.random.default_rng(2)
     xs, us, k, K = _inputs(p_np, rng)
@@ -212,6 +212,7 @@ def test_availability():
     p = problem(ContactDynamics(cs))
     assert compiled_contact_rollout_available(p)
     CompiledContactRollout(p).warmup(p.x0)
+    CompiledContactRollout(p).warmup()          # from the problem's initial state (what the solvers call)
     assert not compiled_contact_rollout_available(problem(ContactDynamics(cs), backend="numpy"))
     assert not compiled_contact_rollout_available(problem(ContactDynamics(cs, integrator="rk4")))
     assert not compiled_contact_rollout_available(problem(FreeDynamics()))       # solvers.rollout_numba's
@@ -223,3 +224,26 @@ def test_availability():
     assert not ForwardPass(problem(ContactDynamics(damped)), compiled=True).uses_compiled_rollout
     with pytest.raises(ValueError, match="CompiledContactRollout needs"):
         CompiledContactRollout(problem(ContactDynamics(cs), backend="numpy"))
+
+
+@pytest.mark.skipif(__import__("numba").config.NUMBA_NUM_THREADS < 2, reason="needs numba with two threads")
+@pytest.mark.parametrize("S", [2, 5])
+def test_candidates_on_two_threads_equal_one_thread(S):
+    """The candidates split over two worker threads (each slice in its own padded rows of the
+    per-candidate arrays) run the same arithmetic as on one thread: bitwise the same rollouts,
+    and both match the Python oracle."""
+    p_np, = _problems("hyq", ("numpy",))
+    xs, us, k, K = _inputs(p_np, np.random.default_rng(4))
+    alphas = ALPHAS[:S] if S <= len(ALPHAS) else np.linspace(1.0, 0.0, S)
+    out = {}
+    for threads in (1, 2):
+        p, = _problems("hyq", (dynamics.get_backend("numba", threads=threads),))
+        cr = CompiledContactRollout(p)
+        assert cr.fd.threads() == threads
+        out[threads] = cr.run(p.x0, alphas, xs, us, k, K, p.u_lower, p.u_upper, True)
+    for a, b in zip(out[1], out[2]):
+        assert np.array_equal(a, b)
+    X_ref, U_ref, ok_ref = ForwardPass(p_np, compiled=False).run(alphas, xs, us, k, K, True)
+    assert np.array_equal(out[2][2], ok_ref) and ok_ref.all()
+    _assert_close(out[2][0], X_ref, "states")
+    _assert_close(out[2][1], U_ref, "controls")

@@ -120,7 +120,7 @@ def test_control_cost_rejects_terminal_use(bundled):
     m = bundled["iiwa"]
     x0 = np.concatenate([m.keyframe("home"), np.zeros(7)])
     with pytest.raises(ValueError, match="terminal"):
-        ShootingProblem(m, x0, 4, 0.01, ControlCost(m), terminal_cost=ControlCost(m))
+        ShootingProblem.uniform(m, x0, 4, 0.01, ControlCost(m), terminal_cost=ControlCost(m))
 
 
 @pytest.mark.parametrize("robot,frame", [("iiwa", "ee"), ("hyq", "lf_foot"), ("atlas", "l_hand_site")])
@@ -305,7 +305,7 @@ def test_plain_python_cost_receives_the_context():
     x0 = np.concatenate([m.keyframe("home"), np.zeros(m.nv)])
     for backend in ("numpy", "numba"):
         seen.clear()
-        p = ShootingProblem(m, x0, 3, 0.01, Height(), backend=backend)
+        p = ShootingProblem.uniform(m, x0, 3, 0.01, Height(), backend=backend)
         xs = np.repeat(x0[None], 4, axis=0)
         us = np.zeros((3, m.nu))
         with pytest.warns(UserWarning, match="finite"):
@@ -341,15 +341,15 @@ def test_plain_python_cost_takes_per_knot_weights_like_the_library():
     x0 = np.concatenate([m.keyframe("home"), np.zeros(m.nv)])
     xs = x0 + 0.1 * rng.normal(size=(N + 1, 14))
     us = rng.normal(size=(N, 7))
-    ours = ShootingProblem(m, x0, N, 0.01, Plain(), backend="numpy")
-    ref = ShootingProblem(m, x0, N, 0.01, StateCost(m, np.full(14, 0.1), W), backend="numpy")
+    ours = ShootingProblem.uniform(m, x0, N, 0.01, Plain(), backend="numpy")
+    ref = ShootingProblem.uniform(m, x0, N, 0.01, StateCost(m, np.full(14, 0.1), W), backend="numpy")
     a, _ = ours.cost_derivatives(xs, us)
     b, _ = ref.cost_derivatives(xs, us)
     for name in ("l", "lx", "lxx"):
         np.testing.assert_allclose(getattr(a, name), getattr(b, name), rtol=1e-12, atol=1e-14, err_msg=name)
     Plain.weights = np.ones((N + 1, 3))
     with pytest.raises(ValueError, match=r"weights has shape \(5, 3\); expected \(14,\) or \(K, 14\)"):
-        ShootingProblem(m, x0, N, 0.01, Plain(), backend="numpy").cost(xs, us)
+        ShootingProblem.uniform(m, x0, N, 0.01, Plain(), backend="numpy").cost(xs, us)
 
 
 def test_per_knot_into_a_strided_view():

@@ -1,7 +1,7 @@
-"""Issue 4, solver side: DDP with the analytical second-order dynamics tensors (FDSVA-SO, seed 004
+"""DDP with the analytical second-order dynamics tensors (FDSVA-SO, Singh, Russell & Wensing 2022
 eq. 46, ``backend.aba_second_derivatives``) produces the same iterates as DDP with the numerical
 providers of ``dynamics.second_order_numerical`` — central differences of the analytical
-first-order derivatives (seed 004's "Finite-Diff-2") and complex step — which are the independent
+first-order derivatives (the paper's "Finite-Diff-2") and complex step — which are the independent
 oracles here. Speed is measured in ``benchmarks/second_order_ddp.py``, never asserted.
 
 Every solve uses ``gauss_newton_fallback=False`` so that each backward pass really contains the
@@ -32,7 +32,7 @@ import numpy as np
 import pytest
 
 import dynamics
-import solvers.discrete_dynamics as discrete_dynamics
+import solvers.integrators.acceleration as acceleration
 import tasks
 from dynamics.numpy_backend import NumpyBackend
 from solvers import DDP, ILQR, ShootingProblem
@@ -62,15 +62,15 @@ class SpyBackend(NumpyBackend):
 
 
 def _spy_on_numerical_provider(mp: pytest.MonkeyPatch) -> Counter:
-    """Wrap the numerical provider as the discrete dynamics call it; count calls by method."""
+    """Wrap the numerical provider as the free-dynamics acceleration calls it; count calls by method."""
     calls: Counter = Counter()
-    original = discrete_dynamics.aba_second_derivatives_numerical
+    original = acceleration.aba_second_derivatives_numerical
 
     def recording(backend, model, q, v, tau, fext=None, method="central", eps=None):
         calls[method] += 1
         return original(backend, model, q, v, tau, fext, method=method, eps=eps)
 
-    mp.setattr(discrete_dynamics, "aba_second_derivatives_numerical", recording)
+    mp.setattr(acceleration, "aba_second_derivatives_numerical", recording)
     return calls
 
 
@@ -198,7 +198,7 @@ def _hyq_problem(second_order: str, backend) -> ShootingProblem:
                        "u": (ControlCost(m), 1e-4),
                        "com": (ComPositionCost(m, [0.0, 0.0, 0.6]), 1.0)})
     terminal = CostSum({"x": (StateCost(m, x_ref, np.full(2 * m.nv, 10.0)), 1.0)})
-    return ShootingProblem(m, x0, N_HYQ, DT_HYQ, running, terminal, backend=backend, second_order=second_order)
+    return ShootingProblem.uniform(m, x0, N_HYQ, DT_HYQ, running, terminal, backend=backend, second_order=second_order)
 
 
 def test_hyq_ddp_iterates_analytical_vs_numerical(numerical_calls):

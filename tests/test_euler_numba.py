@@ -45,7 +45,7 @@ def _problems(name: str):
         return [task.build_problem(task.initial_state(), N, DT, backend=b) for b in ("numba", "numpy")]
     m = _tree(int(name.split("-")[1]))
     x0 = np.concatenate([m.neutral(), np.zeros(m.nv)])
-    return [ShootingProblem(m, x0, N, DT, StateCost(m, x0), backend=b) for b in ("numba", "numpy")]
+    return [ShootingProblem.uniform(m, x0, N, DT, StateCost(m, x0), backend=b) for b in ("numba", "numpy")]
 
 
 @pytest.mark.parametrize("name", ["iiwa", "tree-1", "tree-2"])

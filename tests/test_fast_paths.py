@@ -299,7 +299,7 @@ def _problem(m, rng, backend="numpy", N=6):
     terminal = CostSum({"pos": (FramePositionCost(m, running["pos"].frame, [0.1, 0.2, 0.3], hessian="exact"), 10.0),
                         "state": (StateCost(m), 2.0)})
     x0 = np.r_[m.neutral(), np.zeros(m.nv)]
-    return ShootingProblem(m, x0, N, 0.01, running, terminal, backend=backend)
+    return ShootingProblem.uniform(m, x0, N, 0.01, running, terminal, backend=backend)
 
 
 @pytest.mark.parametrize("robot", ["iiwa", "hyq"])
@@ -369,8 +369,8 @@ def test_huge_finite_values_are_finite_for_the_fast_paths(bundled):
         np.testing.assert_array_equal(ss.integrate(x0, x1), x1)
         np.testing.assert_array_equal(m.integrate(np.zeros(7), np.full(7, 1e308)), np.full(7, 1e308))
         np.testing.assert_array_equal(m.difference(np.zeros((3, 7)), np.full((3, 7), -1e308)), np.full((3, 7), -1e308))
-    p = ShootingProblem(m, np.r_[m.keyframe("home"), np.zeros(7)], 2, 0.01,
-                        CostSum({"u": (ControlCost(m), 1.0)}), CostSum({"x": (StateCost(m), 1.0)}))
+    p = ShootingProblem.uniform(m, np.r_[m.keyframe("home"), np.zeros(7)], 2, 0.01,
+                                CostSum({"u": (ControlCost(m), 1.0)}), CostSum({"x": (StateCost(m), 1.0)}))
     xs = np.tile(p.x0, (3, 1))
     xs[1:, 0] = 1e200
     us = np.zeros((2, 7))

@@ -31,7 +31,7 @@ def state(m, B, seed):
 
 @pytest.mark.parametrize("name", ["iiwa", "hyq", "atlas"])
 def test_gradients_within_format_bound(bundled, name):
-    """ΔID, ΔiFD (seed 000 completely fused: M⁻¹ given) and ΔFD in Q16.16 against the float64
+    """ΔID, ΔiFD (Plancher et al. 2021 completely fused: M⁻¹ given) and ΔFD in Q16.16 against the float64
     reference, elementwise within the rigorous bound, with external forces; and the bound is
     informative for ΔID (a wrong shift or wiring would exceed it)."""
     m = bundled[name]

@@ -19,7 +19,7 @@ def iiwa():
 
 def test_published_iiwa_design_points(iiwa):
     """RoboShape/Robomorphic iiwa: 829 cycles with 1/1/1, 34 cycles = 0.61 µs at 55.6 MHz with 7/7/7
-    (seed 001 quotes Robomorphic's 0.61 µs). Computed from the schedules, not stored."""
+    (Yang, Chen & Han 2023 quotes Robomorphic's 0.61 µs). Computed from the schedules, not stored."""
     d1 = AcceleratorDesign(iiwa, forward_pes=1, backward_pes=1, block_size=1, clock_hz=55.6e6)
     d7 = AcceleratorDesign(iiwa, forward_pes=7, backward_pes=7, block_size=7, clock_hz=55.6e6)
     assert (d1.forward_steps, d1.backward_steps, d1.matmul_steps) == (29, 56, 343)

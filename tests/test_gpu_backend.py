@@ -123,7 +123,7 @@ def check_partitions(make, m: dynamics.RobotModel, n: int, rtol: float, seed: in
         for k, (x, y) in enumerate(zip(got[p], expect)):
             check_all(f"{p} {m.name} call {k}", x, y, rtol)
     # what each partition moves: split sends the RNEA quantities, fused the state and q̈;
-    # completely fused returns ∂a/∂τ = M⁻¹ as well (seed 000 Fig. 2: I/O grows split > fused)
+    # completely fused returns ∂a/∂τ = M⁻¹ as well (Plancher et al. 2021 Fig. 2: I/O grows split > fused)
     assert moved["split"][0] > moved["fused"][0]
     assert moved["completely_fused"][1] > moved["fused"][1] == moved["split"][1]
     for k in range(2):

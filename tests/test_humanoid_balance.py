@@ -153,7 +153,7 @@ def _mujoco_soles(task, states):
     (angle of the sole sites' z axes from world z), the highest and lowest sole-box bottom corner
     heights [m], and the CoM height of the whole robot [m]."""
     import mujoco
-    from sim.state import write_state
+    from dynamics.mujoco_state import write_state
     mj = task.model.mj_model
     d = mujoco.MjData(mj)
     sites = [mujoco.mj_name2id(mj, mujoco.mjtObj.mjOBJ_SITE, f) for f in task.feet]

@@ -83,12 +83,6 @@ def _api(model):
 
 
 API_NAMES = list(_api(dynamics.load_model("iiwa")))
-SECOND_ORDER = {"rnea_second_derivatives", "aba_second_derivatives"}
-
-
-def _need(name):
-    if name in SECOND_ORDER and not BE.supports(name):
-        pytest.skip(f"numpy backend does not implement {name} (yet)")
 
 
 def make_args(model, kinds: str, batch: tuple, rng) -> list[np.ndarray]:
@@ -129,7 +123,6 @@ def trailing(kinds):
 @pytest.mark.parametrize("batch", BATCHES, ids=str)
 @pytest.mark.parametrize("name", API_NAMES)
 def test_batched_equals_loop(model, name, batch):
-    _need(name)
     kinds, fn = _api(model)[name]
     rng = np.random.default_rng([zlib.crc32(name.encode()), len(batch)])
     args = make_args(model, kinds, batch, rng)
@@ -142,7 +135,6 @@ def test_batched_equals_loop(model, name, batch):
 @pytest.mark.parametrize("name", [n for n in API_NAMES if len(_api(dynamics.load_model("iiwa"))[n][0]) > 1])
 def test_broadcasting(model, name, request):
     """q (4, nq) with the other arguments unbatched, and (2, 1, ·) against (3, ·)."""
-    _need(name)
     kinds, fn = _api(model)[name]
     rng = np.random.default_rng(7)
     args = make_args(model, kinds, (4,), rng)
@@ -200,7 +192,6 @@ def test_arg_names_cover_api():
 
 @pytest.mark.parametrize("name", API_NAMES)
 def test_wrong_shape_names_argument_and_expected_shape(model, name, request):
-    _need(name)
     kinds, fn = _api(model)[name]
     names = ARG_NAMES[name].split()
     rng = np.random.default_rng(1)
@@ -216,7 +207,6 @@ def test_wrong_shape_names_argument_and_expected_shape(model, name, request):
 
 @pytest.mark.parametrize("name", API_NAMES)
 def test_non_finite_rejected(model, name, request):
-    _need(name)
     kinds, fn = _api(model)[name]
     names = ARG_NAMES[name].split()
     rng = np.random.default_rng(2)

@@ -1,4 +1,4 @@
-"""Parallel-in-depth algorithms (seeds 002 and 003): the scan RNEA and the JSIIA / ABIA / CFA-OEE
+"""Parallel-in-depth algorithms (Yang, Wu & Pan 2016, 2017): the scan RNEA and the JSIIA / ABIA / CFA-OEE
 forward dynamics equal the recursive RNEA / ABA on random serial chains of 2…256 links and on the
 bundled robots where they apply; the scan and OEE building blocks equal serial evaluation; errors
 for unknown or inapplicable methods name the valid ones; the benchmark runs."""
@@ -201,7 +201,7 @@ def test_forward_dynamics_tolerance_is_tight_where_well_conditioned():
 
 
 def test_oee_without_refinement_is_close_and_refinement_helps():
-    """The plain CFA (seed 002 Algorithm 1) already agrees; one refinement step tightens it."""
+    """The plain CFA (Yang, Wu & Pan 2016 Algorithm 1) already agrees; one refinement step tightens it."""
     from dynamics.parallel_depth import cfa, kinematics, namespace
     m = chain(64)
     q, v, tau = random_state(m, np.random.default_rng(5), 2)

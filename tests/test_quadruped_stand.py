@@ -68,7 +68,7 @@ def _feet_in_contact(task, x) -> int:
     """Feet touching the floor in MuJoCo at state x."""
     m = task.model.mj_model
     d = mujoco.MjData(m)
-    from sim.state import write_state
+    from dynamics.mujoco_state import write_state
     write_state(task.model, d, x)
     mujoco.mj_forward(m, d)
     floor = [g for g in range(m.ngeom) if m.geom_bodyid[g] == 0]

@@ -31,7 +31,7 @@ def hyq_problem() -> ShootingProblem:
     m = dynamics.load_model("hyq")
     x0 = np.concatenate([m.keyframe(KEYFRAME), np.zeros(m.nv)])
     cost = StateCost(m, x0, 1.0) + ControlCost(m, np.zeros(m.nu), 1e-3)
-    return ShootingProblem(m, x0, 8, DT, cost, StateCost(m, x0, 10.0), backend="numpy")
+    return ShootingProblem.uniform(m, x0, 8, DT, cost, StateCost(m, x0, 10.0), backend="numpy")
 
 
 def run_backward(solver, d, mu, compiled: bool, k_warm=None):

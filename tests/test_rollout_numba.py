@@ -39,7 +39,7 @@ def _hyq(backend):
     rng = np.random.default_rng(3)
     x0 = np.concatenate([m.keyframe("standing"), 0.3 * rng.normal(size=m.nv)])
     bound = np.full(m.nu, 25.0)     # tighter than the model's: gains and feed-forward scale with it
-    return ShootingProblem(m, x0, N, DT, StateCost(m, x0), backend=backend, u_lower=-bound, u_upper=bound)
+    return ShootingProblem.uniform(m, x0, N, DT, StateCost(m, x0), backend=backend, u_lower=-bound, u_upper=bound)
 
 
 def _tree_model(seed, free_root):
@@ -79,7 +79,7 @@ def _tree(backend, seed=10, free_root=False):
     m = _TREES[key]
     rng = np.random.default_rng(seed)
     x0 = np.concatenate([m.random_configuration(rng), 0.5 * rng.normal(size=m.nv)])
-    return ShootingProblem(m, x0, N, DT, StateCost(m, x0), backend=backend)
+    return ShootingProblem.uniform(m, x0, N, DT, StateCost(m, x0), backend=backend)
 
 
 ROBOTS = {"iiwa": _iiwa, "hyq": _hyq, "tree": _tree, "tree-free": lambda be: _tree(be, seed=5, free_root=True)}
@@ -209,9 +209,16 @@ def test_availability_and_warmup():
                task.model.u_lower, task.model.u_upper, True)
 
 
-def test_import_does_not_import_numba():
-    code = "import sys, solvers, solvers.rollout_numba; assert 'numba' not in sys.modules"
-    subprocess.run([sys.executable, "-c", code], check=True)
+def test_solver_on_the_numpy_backend_imports_no_numba():
+    """The compiled rollout imports numba and the kernel library; the solvers import it only for a
+    compiled solver, so a solve on the numpy backend loads neither."""
+    code = ("import sys, tasks\n"
+            "from solvers import ILQR\n"
+            "task = tasks.get_task('iiwa-reach')\n"
+            "ILQR(task.build_problem(task.initial_state(), 4, 0.01, backend='numpy')).solve(max_iter=1)\n"
+            "loaded = [m for m in sys.modules if m == 'numba' or m.startswith('solvers.') and m.endswith('_numba')]\n"
+            "assert not loaded, loaded\n")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=300)
 
 
 
@@ -237,3 +244,28 @@ def test_candidates_on_two_threads_equal_one_thread(S):
     assert np.array_equal(out[2][2], ok_ref)
     _assert_close(out[2][0], X_ref, "states")
     _assert_close(out[2][1], U_ref, "controls")
+
+
+def test_backends_side_by_side_in_one_process():
+    """The rollout runs the kernel library's functions on the packed model a backend hands over and
+    binds no backend: rollouts on two numba backends run side by side and agree; a backend whose
+    compiled forward dynamics is not the kernel library's gets the Python rollout instead."""
+    import dataclasses
+
+    from dynamics.kernels import aba
+    from dynamics.numba_backend import NumbaBackend
+
+    class OtherForwardDynamics(NumbaBackend):
+        def compiled_forward_dynamics(self, model):
+            return dataclasses.replace(super().compiled_forward_dynamics(model), aba_range=aba.aba_parallel)
+
+    p_np = _iiwa("numpy")
+    rng = np.random.default_rng(6)
+    xs, us, k, K = _inputs(p_np, rng)
+    runs = [CompiledRollout(_iiwa(be)) for be in (dynamics.get_backend("numba"), NumbaBackend(threads=1))]
+    X = [cr.run(p_np.x0, ALPHAS, xs, us, k, K, p_np.u_lower, p_np.u_upper, True)[0] for cr in runs + runs[::-1]]
+    assert all(np.array_equal(X[0], x) for x in X[1:])
+    _assert_close(X[0], python_rollout(p_np, ALPHAS, xs, us, k, K, True)[0], "states")
+    other = _iiwa(OtherForwardDynamics())
+    assert not compiled_rollout_available(other)
+    assert not ILQR(other).forward.uses_compiled_rollout

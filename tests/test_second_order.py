@@ -1,11 +1,13 @@
-"""Analytical second-order dynamics derivatives (IDSVA-SO / FDSVA-SO, seed 004) against independent
-oracles: complex step and central differences of the analytical first-order derivatives
-(``rnea_derivatives`` / ``aba_derivatives``, themselves checked against Pinocchio elsewhere) and of
-CRBA; plus the structural properties the tensors must have (Hessian symmetries, the Lie-bracket
-asymmetry of ball/free-joint blocks, branch-induced zeros) and the contraction helper.
+"""Analytical second-order dynamics derivatives (IDSVA-SO / FDSVA-SO, Singh, Russell & Wensing 2022)
+against independent oracles: complex step and central differences of the analytical first-order
+derivatives (``rnea_derivatives`` / ``aba_derivatives``, themselves checked against Pinocchio
+elsewhere) and of CRBA; plus the structural properties the tensors must have (Hessian symmetries,
+the Lie-bracket asymmetry of ball/free-joint blocks, branch-induced zeros) and the contraction
+helper.
 
-Error metrics follow seed 004 §V-C: maximum absolute error, and the maximum relative error taken
-over the entries whose reference magnitude is above 1e-6 of the tensor's largest entry.
+Error metrics follow Singh, Russell & Wensing 2022 §V-C: maximum absolute error, and the maximum
+relative error taken over the entries whose reference magnitude is above 1e-6 of the tensor's
+largest entry.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""MuJoCo ↔ model state and control conversions (sim/state.py), checked against MuJoCo itself."""
+"""MuJoCo ↔ model state and control conversions (dynamics/mujoco_state.py, which the simulator and the
+tasks share), checked against MuJoCo itself."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import numpy as np
 import pytest
 
 import dynamics
-from sim.state import ActuatorMap, read_state, write_state
+from dynamics.mujoco_state import ActuatorMap, read_state, write_state
 
 
 def _random_state(model, rng):

@@ -180,9 +180,9 @@ def test_contact_stage_writes_into_the_workspace():
 @pytest.mark.parametrize("backend,task_name", [("numba", "hyq-stand"), ("numpy", "hyq-stand"),
                                                ("numba", "hyq-trot")])
 def test_contact_force_costs_reuse_the_dynamics_contact_solve(backend, task_name, monkeypatch):
-    """With a workspace, the contact-force and friction-cone costs take λ and ∂λ from the dynamics
-    stage's contact solve of the same knots (one contact-dynamics-derivative call per evaluation
-    instead of two) and give the same derivatives as evaluating them on their own."""
+    """In a derivative evaluation, the contact-force and friction-cone costs take λ and ∂λ from the
+    dynamics stage's contact solve of the same knots (one contact-dynamics-derivative call per
+    group instead of two) and give the same derivatives as evaluating the costs on their own."""
     task = get_task(task_name)
     x0 = task.initial_state()
     N = 16 if task_name == "hyq-trot" else 6               # the trot: several contact phases
@@ -202,27 +202,28 @@ def test_contact_force_costs_reuse_the_dynamics_contact_solve(backend, task_name
         calls.append(1)
         return original(self, *a, **k)
     monkeypatch.setattr(type(be), "contact_dynamics_derivatives", counting)
-    fresh = p.derivatives(xs, us)                    # no workspace: the cost solves on its own
-    n_fresh = len(calls)
-    into = p.derivatives(xs, us, data=p.create_data())
-    n_into = len(calls) - n_fresh
-    assert n_into < n_fresh and (groups > 1 or (n_fresh, n_into) == (2, 1)), (n_fresh, n_into)
+    alone, _ = p.cost_derivatives(xs, us)            # no dynamics stage: the costs solve on their own
+    n_alone = len(calls)
+    into = p.derivatives(xs, us, data=p.create_data(second_order=False))
+    n_into = len(calls) - n_alone
+    n_dynamics = sum(g.item.contacts is not None and g.item.integrator == "euler" for g in p.dynamics_groups)
+    # the dynamics stage makes one call per contact group; the costs of the knots it covers none
+    assert n_into < n_dynamics + n_alone and (groups > 1 or (n_alone, n_into) == (1, 1)), (n_alone, n_into)
     for f in ("l", "lx", "lu", "lxx", "lxu", "luu"):
-        np.testing.assert_allclose(getattr(into.running, f), getattr(fresh.running, f), rtol=1e-10, atol=1e-9,
-                                   err_msg=f)
-    assert np.abs(fresh.running.lu).max() > 1e-6          # the contact-force terms contribute
+        np.testing.assert_allclose(getattr(into.running, f), getattr(alone, f), rtol=1e-10, atol=1e-9, err_msg=f)
+    assert np.abs(alone.lu).max() > 1e-6                 # the contact-force terms contribute
 
 
-def test_contact_solves_are_handed_to_the_cost_rows_they_cover():
+def test_contact_solves_are_handed_to_the_cost_knots_they_cover():
     from types import SimpleNamespace
-    from solvers.problem import ShootingProblem
+    from solvers.problem_costs import contact_solves_for
     buf = SimpleNamespace(lam=np.arange(8.0)[:, None] * np.ones((8, 3)), dl=np.zeros((3, 8, 3, 2)))
     dyn = SimpleNamespace(contacts=object())
     solves = [(slice(2, 10), dyn, buf)]
-    got = ShootingProblem._solves_for(slice(4, 7), solves)[id(dyn.contacts)]
+    got = contact_solves_for(slice(4, 7), solves)[id(dyn.contacts)]
     assert got[0] is dyn and got[2].shape == (3, 3, 3, 2)
-    np.testing.assert_array_equal(got[1][:, 0], [2.0, 3.0, 4.0])        # knots 4..6 = rows 2..4 of the group
-    assert ShootingProblem._solves_for(slice(1, 4), solves) is None     # not covered: the cost solves itself
+    np.testing.assert_array_equal(got[1][:, 0], [2.0, 3.0, 4.0])        # knots 4..6 = entries 2..4 of the group
+    assert contact_solves_for(slice(1, 4), solves) is None               # not covered: the cost solves itself
 
 
 def test_workspace_belongs_to_its_problem():
@@ -257,3 +258,69 @@ def test_diverging_first_rollout_returns_a_failed_result(solver):
     res = getattr(solvers, solver)(p, box=False).solve(us_init=np.full((5, p.nu), 1e200), max_iter=2)
     assert not res.converged and "diverged" in res.reason
     assert np.isnan(res.xs).all()
+
+
+def _addresses(data) -> dict:
+    return {k: (a.__array_interface__["data"][0], a.shape) for k, a in data.arrays().items()}
+
+
+def test_data_is_allocated_when_built_and_follows_re_phasing():
+    """A multi-phase problem's data holds every buffer from construction (an evaluation adds or
+    replaces none); after re-phasing, the next evaluation gives data to the new groups and keeps
+    that of groups whose integrated model and knots did not change, and the results equal fresh
+    data's (including a group of non-contiguous knots)."""
+    task = get_task("hyq-trot")
+    x0 = task.initial_state()
+    p = task.build_problem(x0, horizon=16, dt=0.02, backend="numpy")
+    task.update_problem(p, 0.5)                  # stance, impact, four feet down, stance of the other pair
+    assert len(p.dynamics_groups) == 4
+    rng = np.random.default_rng(6)
+    xs = np.tile(x0, (p.horizon + 1, 1))
+    xs[:, p.model.nq:] += 0.1 * rng.standard_normal((p.horizon + 1, p.model.nv))
+    us = np.tile(p.default_controls(), (p.horizon, 1)) + rng.standard_normal((p.horizon, p.nu))
+    data = p.create_data(second_order=False, max_candidates=3)
+    before = _addresses(data)
+    p.derivatives(xs, us, data=data)
+    assert _addresses(data) == before
+    old_groups = [(g.item, g.knots.copy(), d) for g, d in data.groups]
+    models = list(p.running_models)
+    p.set_running_models(models[:9] + [models[0]] * 7)   # knots 9-15 join knots 0-5's group
+    assert len(p.dynamics_groups) == 3 and not p.dynamics_groups[0].contiguous
+    into = p.derivatives(xs, us, data=data)
+    kept = 0
+    for g, d in data.groups:
+        same = [d0 for item, knots, d0 in old_groups if item is g.item and np.array_equal(knots, g.knots)]
+        assert (d is same[0]) if same else all(d is not d0 for _, _, d0 in old_groups)
+        kept += bool(same)
+    assert kept == 2                                      # the impact and the four-feet knots
+    fresh = p.derivatives(xs, us)
+    for f in ("xnext", "Fx", "Fu"):
+        np.testing.assert_array_equal(getattr(into.dynamics, f), getattr(fresh.dynamics, f), err_msg=f)
+    np.testing.assert_array_equal(into.running.lxx, fresh.running.lxx)
+    unchanged = ("running", "terminal", "rollout", "dynamics.xnext", "dynamics.Fx", "dynamics.Fu")
+    assert {k: v for k, v in _addresses(data).items() if k.startswith(unchanged)} == \
+        {k: v for k, v in before.items() if k.startswith(unchanged)}
+
+
+def test_second_order_buffers_and_rollouts_are_declared():
+    task = get_task("iiwa-reach")
+    x0 = task.initial_state()
+    p = task.build_problem(x0, horizon=5, dt=0.01, backend="numpy")
+    xs, us = p.initial_guess()
+    data = p.create_data(second_order=False, max_candidates=4)
+    assert not any(k.endswith((".T", ".C", ".A2")) for k in data.arrays())
+    with pytest.raises(ValueError, match="second-order buffers"):
+        p.derivatives(xs, us, second_order=True, data=data)
+    data.enable_second_order()
+    T = data.dynamics.factors[1]
+    data.enable_second_order()                                # once: the same buffers
+    assert data.dynamics.factors[1] is T
+    got = p.derivatives(xs, us, second_order=True, data=data)
+    np.testing.assert_allclose(got.dynamics.F2, p.derivatives(xs, us, second_order=True).dynamics.F2,
+                               rtol=1e-12, atol=1e-12)
+    # a buffer set per candidate count, none sharing memory (two candidate batches can be held at once)
+    sets = [data.rollout(S) for S in range(1, 5)]
+    assert [b.X.shape[0] for b in sets] == [1, 2, 3, 4]
+    assert not any(np.shares_memory(a.X, b.X) for i, a in enumerate(sets) for b in sets[i + 1:])
+    with pytest.raises(ValueError, match="max_candidates=5"):
+        data.rollout(5)

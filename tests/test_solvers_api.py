@@ -119,12 +119,12 @@ def test_non_finite_values_are_reported(task):
     x0 = task.initial_state()
     reg = (ControlCost(m, task.u_gravity), 1e-3)
     # a NaN derivative on the current trajectory stops the solve with a diagnostic
-    p = ShootingProblem(m, x0, N, DT, CostSum({"bad": _NaNGradient(), "u": reg}))
+    p = ShootingProblem.uniform(m, x0, N, DT, CostSum({"bad": _NaNGradient(), "u": reg}))
     r = ILQR(p).solve(max_iter=20)
     assert not r.converged and "non-finite" in r.reason and "knot" in r.reason
     assert np.all(np.isfinite(r.xs)) and np.all(np.isfinite(r.us)) and np.isfinite(r.cost)
     # NaN costs of trial steps are rejected by the line search: the iterate stays finite
-    p = ShootingProblem(m, x0, N, DT, CostSum({"bad": _NaNValue(), "u": reg}))
+    p = ShootingProblem.uniform(m, x0, N, DT, CostSum({"bad": _NaNValue(), "u": reg}))
     r = ILQR(p).solve(max_iter=10)
     assert np.all(np.isfinite(r.xs)) and np.all(np.isfinite(r.us)) and np.isfinite(r.cost)
     assert np.all(np.isfinite(r.cost_history))
@@ -152,7 +152,7 @@ class _Concave:
 
 def test_regularization_blow_up_is_reported(task):
     m = task.model
-    p = ShootingProblem(m, task.initial_state(), N, DT, _Concave())
+    p = ShootingProblem.uniform(m, task.initial_state(), N, DT, _Concave())
     r = ILQR(p, box=False, reg_max=1e4).solve(max_iter=20)
     assert not r.converged and "regularization blow-up" in r.reason
     assert np.all(np.isfinite(r.us))
@@ -163,26 +163,26 @@ def test_input_validation(task):
     x0 = task.initial_state()
     cost = StateCost(m, x0)
     with pytest.raises(ValueError, match="14"):
-        ShootingProblem(m, x0[:7], N, DT, cost)
+        ShootingProblem.uniform(m, x0[:7], N, DT, cost)
     with pytest.raises(ValueError, match="non-finite"):
-        ShootingProblem(m, np.full(14, np.nan), N, DT, cost)
+        ShootingProblem.uniform(m, np.full(14, np.nan), N, DT, cost)
     with pytest.raises(ValueError, match="horizon"):
-        ShootingProblem(m, x0, 0, DT, cost)
+        ShootingProblem.uniform(m, x0, 0, DT, cost)
     with pytest.raises(ValueError, match="dt"):
-        ShootingProblem(m, x0, N, 0.0, cost)
+        ShootingProblem.uniform(m, x0, N, 0.0, cost)
     with pytest.raises(ValueError, match="u_lower"):
-        ShootingProblem(m, x0, N, DT, cost, u_lower=np.zeros(3))
+        ShootingProblem.uniform(m, x0, N, DT, cost, u_lower=np.zeros(3))
     with pytest.raises(ValueError, match="<="):
-        ShootingProblem(m, x0, N, DT, cost, u_lower=np.ones(7), u_upper=np.zeros(7))
+        ShootingProblem.uniform(m, x0, N, DT, cost, u_lower=np.ones(7), u_upper=np.zeros(7))
     with pytest.raises(ValueError, match="integrator"):
-        ShootingProblem(m, x0, N, DT, cost, integrator="midpoint")
+        ShootingProblem.uniform(m, x0, N, DT, cost, integrator="midpoint")
     with pytest.raises(ValueError, match="unknown backend"):
-        ShootingProblem(m, x0, N, DT, cost, backend="nope")
+        ShootingProblem.uniform(m, x0, N, DT, cost, backend="nope")
     with pytest.raises(TypeError, match="RobotModel"):
-        ShootingProblem("iiwa", x0, N, DT, cost)
+        ShootingProblem.uniform("iiwa", x0, N, DT, cost)
     with pytest.raises(ValueError, match="built for model"):
-        ShootingProblem(m, x0, N, DT, StateCost(dynamics.load_model("hyq")))
-    p = ShootingProblem(m, x0, N, DT, cost)
+        ShootingProblem.uniform(m, x0, N, DT, StateCost(dynamics.load_model("hyq")))
+    p = ShootingProblem.uniform(m, x0, N, DT, cost)
     with pytest.raises(ValueError, match="line_search"):
         ILQR(p, line_search="golden")
     with pytest.raises(ValueError, match="alphas"):

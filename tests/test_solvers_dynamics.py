@@ -136,8 +136,6 @@ def test_second_order_providers_agree(bundled, rng, mode):
     m = bundled["hyq"]
     x = _state(m, rng, 2, 2.0)
     u = rng.normal(size=(2, m.nu))
-    if mode == "analytical" and not BE.supports("aba_second_derivatives"):
-        pytest.skip("the numpy backend has no analytical aba_second_derivatives yet")
     ref = DiscreteDynamics(m, BE, 0.02, second_order="complex").derivatives(x, u, True).F2
     F2 = DiscreteDynamics(m, BE, 0.02, second_order=mode).derivatives(x, u, True).F2
     tol = 1e-5 if mode == "fd" else 1e-9
@@ -181,3 +179,56 @@ def test_factored_second_order_tensor(robot, lie_rows, rng):
         Vx = rng.normal(size=2 * m.nv)
         ref = np.tensordot(Vx, F2[t], axes=(0, 0))
         assert np.abs(d.curvature(t, Vx) - ref).max() <= 1e-12 * max(1.0, np.abs(ref).max())
+
+
+FEET = ("lf_foot", "rf_foot", "lh_foot", "rh_foot")
+
+
+def _kinds(m):
+    """Every kind of integrated model on HyQ: free and contact Euler and RK4, and an impact."""
+    from dynamics import ContactSet
+    from solvers import ContactDynamics, FreeDynamics, ImpulseDynamics
+    cs = ContactSet(m, frames=FEET, kind="point")
+    return {"euler": FreeDynamics("euler").integrated(m, BE, 0.01),
+            "rk4": FreeDynamics("rk4").integrated(m, BE, 0.01),
+            "contact-euler": ContactDynamics(cs).integrated(m, BE, 0.01),
+            "contact-rk4": ContactDynamics(cs, "rk4").integrated(m, BE, 0.01),
+            "impulse": ImpulseDynamics(cs, 0.2).integrated(m, BE)}
+
+
+def test_descriptions_build_the_integrated_model_of_their_kind(bundled):
+    from solvers.integrators import ContactAcceleration, EulerModel, FreeAcceleration, ImpulseModel, RK4Model
+    k = _kinds(bundled["hyq"])
+    expected = {"euler": (EulerModel, FreeAcceleration), "rk4": (RK4Model, FreeAcceleration),
+                "contact-euler": (EulerModel, ContactAcceleration), "contact-rk4": (RK4Model, ContactAcceleration)}
+    for name, (cls, acc) in expected.items():
+        assert type(k[name]) is cls and type(k[name].acc) is acc, name
+        assert (k[name].contacts is None) == (acc is FreeAcceleration)
+    assert type(k["impulse"]) is ImpulseModel and k["impulse"].restitution == 0.2
+    assert DiscreteDynamics(bundled["hyq"], BE, 0.0, "impulse", contacts=k["impulse"].contacts).integrator == "impulse"
+
+
+@pytest.mark.parametrize("kind", ["euler", "rk4", "contact-euler", "contact-rk4", "impulse"])
+def test_data_written_in_place_equals_fresh_data(bundled, rng, kind):
+    """calc_diff writes into the data's own buffers (the same arrays evaluation after evaluation)
+    and gives what fresh data gives at the same point; second order needs second-order buffers."""
+    m = bundled["hyq"]
+    dyn = _kinds(m)[kind]
+    x0 = np.concatenate([m.keyframe("standing"), np.zeros(m.nv)])
+    N = 2
+    data = dyn.create_data(N, second_order=True)
+    buffers = {k: a.__array_interface__["data"][0] for k, a in data.arrays().items()}
+    assert "T" in buffers and ("A2" in buffers) == (kind == "euler")      # numpy: analytical ∂²a on free knots
+    for _ in range(2):
+        x = dyn.state.integrate(x0, 0.05 * rng.normal(size=(N, dyn.ndx)))
+        u = BE.gravity_torques(m, x[:, :m.nq])[:, 6:] + rng.normal(size=(N, m.nu))
+        got = dyn.calc_diff(data, x, u, second_order=True)
+        ref = dyn.derivatives(x, u, second_order=True)
+        assert got is data and {k: a.__array_interface__["data"][0] for k, a in data.arrays().items()} == buffers
+        for f in ("xnext", "Fx", "Fu", "C", "T"):
+            np.testing.assert_allclose(getattr(got, f), getattr(ref, f), rtol=1e-12, atol=1e-12, err_msg=f)
+        np.testing.assert_array_equal(got.xnext, dyn.step(x, u))
+    dyn.calc_diff(data, x, u)
+    assert not data.has_second_order                         # a first-order evaluation drops the factors
+    with pytest.raises(ValueError, match="second-order buffers"):
+        dyn.calc_diff(dyn.create_data(N), x, u, second_order=True)

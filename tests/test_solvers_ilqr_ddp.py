@@ -138,7 +138,7 @@ def test_floating_base_ddp_hyq(bundled):
                        "u": (ControlCost(m), 1e-4),
                        "com": (ComPositionCost(m, [0.0, 0.0, 0.6]), 1.0)})
     terminal = CostSum({"x": (StateCost(m, x_ref, np.full(36, 10.0)), 1.0)})
-    p = ShootingProblem(m, x0, 5, 0.02, running, terminal)
+    p = ShootingProblem.uniform(m, x0, 5, 0.02, running, terminal)
     rd = DDP(p).solve(max_iter=20, tol=1e-7)
     ri = ILQR(p).solve(max_iter=20, tol=1e-7)
     assert rd.converged and ri.converged, (rd.reason, ri.reason)

@@ -1,4 +1,4 @@
-"""Rigid contact dynamics and impulses with analytical first-order derivatives (issue #11).
+"""Rigid contact dynamics and impulses with analytical first-order derivatives.
 
 Backend-agnostic: written on the batched kernels every :class:`~dynamics.backend.Backend` has
 (``M⁻¹``, RNEA with external forces and its derivatives, frame Jacobians and their time variation)

@@ -1,7 +1,10 @@
-"""Rigid contact (constrained) forward dynamics and its analytical first-order derivatives.
+"""Rigid contact (constrained) forward dynamics and its analytical first-order derivatives: the
+generic implementation, written on the public :class:`~dynamics.backend.Backend` API, which
+``Backend.contact_dynamics`` & co. run unless a backend overrides them with its own kernel (the
+numba backend does, with the fused kernels of :mod:`.numba_kernels`).
 
-Values: the KKT system of :mod:`.schur` solved through the backend's ``M⁻¹`` and bias forces
-(``rnea`` at zero acceleration) and the contact Schur complement ``K = J M⁻¹ Jᵀ``.
+Values: the KKT system of :mod:`.schur` solved through the backend's ``minv`` and ``bias_forces``
+and the contact Schur complement ``K = J M⁻¹ Jᵀ``.
 
 Derivatives (Carpentier & Mansard, "Analytical derivatives of rigid body dynamics algorithms",
 RSS 2018, Sec. V-B; Pinocchio's ``computeConstraintDynamicsDerivatives``): differentiating
@@ -27,17 +30,7 @@ from .common import flat_args, mat_t
 from .constraint_rows import acceleration_derivatives, contact_rows
 from .contact_set import ContactSet
 from .forces import contact_fext, world_force_rotation_dq
-from .kinematics_derivatives import frame_motion_derivatives
-from .schur import SchurSolver, check_pivots
-
-
-def _fused(backend, contacts, *arrays) -> bool:
-    """Whether the fused compiled kernel (.numba_kernels, on the numba backend's packed model) covers
-    this call: the backend says it runs on that packed model (``Backend.numba_packed_model``)."""
-    if not getattr(backend, "numba_packed_model", False):
-        return False
-    from . import numba_kernels
-    return numba_kernels.supports_fused(contacts, *arrays)
+from .schur import SchurSolver
 
 
 class _Unpack:
@@ -110,8 +103,8 @@ class _Solution:
 
 def _solve(backend, model, q, v, tau, contacts: ContactSet, func: str) -> _Solution:
     J, gamma, R, _ = contact_rows(backend, model, q, v, contacts)
-    Mi = backend._minv(model, q)
-    b = backend._rnea(model, q, v, np.zeros_like(v), None)
+    Mi = backend.minv(model, q)
+    b = backend.bias_forces(model, q, v)
     a_free = np.einsum("bij,bj->bi", Mi, tau - b)
     MiJt = Mi @ mat_t(J)
     solver = SchurSolver(J @ MiJt, contacts, func)
@@ -125,11 +118,6 @@ def contact_dynamics(backend, model, q, v, tau, contacts: ContactSet) -> Contact
     ``M a + b = τ + Jᵀ λ`` and ``J a + γ = 0`` (see :mod:`.constraint_rows` for γ)."""
     func = "contact_dynamics"
     batch, (q, v, tau) = flat_args(func, model, contacts, q=(q, "nq"), v=(v, "nv"), tau=(tau, "nv"))
-    if _fused(backend, contacts, q, v, tau):
-        from . import numba_kernels
-        a, lam, flag, _, _ = numba_kernels.contact_dynamics_fused(backend, model, q, v, tau, contacts, False)
-        check_pivots(contacts, func, flag)
-        return ContactDynamicsResult(unflatten(batch, a), unflatten(batch, lam))
     s = _solve(backend, model, q, v, tau, contacts, func)
     return ContactDynamicsResult(unflatten(batch, s.a), unflatten(batch, s.lam))
 
@@ -141,18 +129,11 @@ def contact_dynamics_derivatives(backend, model, q, v, tau, contacts: ContactSet
     return ``(ContactDynamicsResult, ContactDynamicsDerivatives)``, the values the derivatives are
     computed at coming from the same solve (no second :func:`contact_dynamics` call). out:
     :class:`ContactDynamicsBuffers` for the (flattened) batch that receive the results, which are
-    then its views (the fused compiled kernel writes into them, the other paths copy)."""
+    then its views (a backend's own kernel may write into them; this implementation copies)."""
     func = "contact_dynamics_derivatives"
     batch, (q, v, tau) = flat_args(func, model, contacts, q=(q, "nq"), v=(v, "nv"), tau=(tau, "nv"))
     if out is not None:
         out.check(q.shape[0], model.nv, contacts.nc, func)
-    if _fused(backend, contacts, q, v, tau):
-        from . import numba_kernels
-        a, lam, flag, da, dl = numba_kernels.contact_dynamics_fused(backend, model, q, v, tau, contacts, True, out)
-        check_pivots(contacts, func, flag)
-        d = ContactDynamicsDerivatives(*(unflatten(batch, x) for x in (*da, *dl)))
-        return (ContactDynamicsResult(unflatten(batch, a), unflatten(batch, lam)), d) if return_values else d
-    if out is not None:
         (a, lam), d = contact_dynamics_derivatives(backend, model, q, v, tau, contacts, True)
         out.a[...], out.lam[...] = a, lam
         out.da[0], out.da[1], out.da[2] = d.da_dq, d.da_dv, d.da_dtau
@@ -161,10 +142,10 @@ def contact_dynamics_derivatives(backend, model, q, v, tau, contacts: ContactSet
         return (ContactDynamicsResult(unflatten(batch, out.a), unflatten(batch, out.lam)), d) if return_values \
             else d
     s = _solve(backend, model, q, v, tau, contacts, func)
-    fm = frame_motion_derivatives(backend, model, q, v, s.a, contacts)
+    fm = backend.frame_motion_derivatives(model, q, v, s.a, contacts)
     _, dal_dq, dal_dv = acceleration_derivatives(fm, contacts)
     fext = contact_fext(model, contacts, s.lam, fm.R)
-    dID_dq, dID_dv = backend._rnea_derivatives(model, q, v, s.a, fext)
+    dID_dq, dID_dv = backend.rnea_derivatives(model, q, v, s.a, fext)
     if contacts.kind == "point":
         Jw_ang = fm.R @ fm.dv_dv[:, :, 3:]
         dID_dq = dID_dq + world_force_rotation_dq(contacts, s.lam, s.J, Jw_ang)

@@ -35,7 +35,7 @@ def _log_error(contacts: ContactSet, c: int, R: np.ndarray, p: np.ndarray) -> np
 
 def contact_rows(backend, model, q, v, contacts: ContactSet, drift: bool = True):
     """``(J (B, nc, nv), γ (B, nc) or None, R (B, k, 3, 3), p (B, k, 3))`` from the backend's frame
-    Jacobians (and their time variation when ``drift``) and frame placements."""
+    Jacobians (and their time variation when ``drift``) and frame placements; q (B, nq), v (B, nv)."""
     B, nv, d = q.shape[0], model.nv, contacts.dim
     k = len(contacts.frames)
     kp, kd = contacts.baumgarte
@@ -46,12 +46,12 @@ def contact_rows(backend, model, q, v, contacts: ContactSet, drift: bool = True)
     p = np.empty((B, k, 3), dtype=dtype)
     ref = contacts.reference_frame
     for c, name in enumerate(contacts.frames):
-        R[:, c], p[:, c] = backend._frame_placement(model, q, name)
+        R[:, c], p[:, c] = backend.frame_placement(model, q, name)
         rows = slice(d * c, d * c + d)
         if drift:
-            Jf, dJf = backend._frame_jacobian_time_variation(model, q, v, name, ref)
+            Jf, dJf = backend.frame_jacobian_time_variation(model, q, v, name, ref)
         else:
-            Jf = backend._frame_jacobian(model, q, name, ref)
+            Jf = backend.frame_jacobian(model, q, name, ref)
         J[:, rows] = Jf[:, :d]
         if drift:
             g = np.einsum("bik,bk->bi", dJf[:, :d], v)

@@ -1,4 +1,7 @@
-"""Rigid impulse (impact) dynamics and its analytical first-order derivatives.
+"""Rigid impulse (impact) dynamics and its analytical first-order derivatives: the generic
+implementation, written on the public :class:`~dynamics.backend.Backend` API, which
+``Backend.impulse_dynamics`` & co. run unless a backend overrides them (the numba backend's
+``impulse_dynamics`` runs the fused kernel of :mod:`.numba_kernels`).
 
 An inelastic (``restitution`` e = 0) or partially elastic impact on the contacts of a
 :class:`~.contact_set.ContactSet` (Featherstone RBDA §11.7; Pinocchio's ``impulseDynamics``):
@@ -29,8 +32,7 @@ from .constrained_dynamics import _Unpack
 from .constraint_rows import contact_rows, velocity_derivative_q
 from .contact_set import ContactSet
 from .forces import contact_fext, world_force_rotation_dq
-from .kinematics_derivatives import frame_motion_derivatives
-from .schur import SchurSolver, check_pivots
+from .schur import SchurSolver
 
 
 @dataclass(frozen=True)
@@ -51,7 +53,8 @@ class ImpulseDynamicsDerivatives(_Unpack):
     dimp_dvminus: np.ndarray
 
 
-def _restitution(r, func: str) -> float:
+def check_restitution(r, func: str) -> float:
+    """The coefficient of restitution ``r`` as a float in [0, 1], or a TypeError/ValueError naming ``func``."""
     try:
         e = float(r)
     except (TypeError, ValueError):
@@ -63,7 +66,7 @@ def _restitution(r, func: str) -> float:
 
 def _solve(backend, model, q, v_minus, contacts, e, func):
     J, _, R, _ = contact_rows(backend, model, q, v_minus, contacts, drift=False)
-    Mi = backend._minv(model, q)
+    Mi = backend.minv(model, q)
     MiJt = Mi @ mat_t(J)
     solver = SchurSolver(J @ MiJt, contacts, func)
     imp = solver.solve(-(1.0 + e) * np.einsum("bij,bj->bi", J, v_minus))
@@ -74,14 +77,8 @@ def _solve(backend, model, q, v_minus, contacts, e, func):
 def impulse_dynamics(backend, model, q, v_minus, contacts: ContactSet, restitution: float = 0.0) -> ImpulseDynamicsResult:
     """Velocity after a rigid impact ``v_plus`` (..., nv) and the impulse (..., nc) (module docstring)."""
     func = "impulse_dynamics"
-    e = _restitution(restitution, func)
+    e = check_restitution(restitution, func)
     batch, (q, vm) = flat_args(func, model, contacts, q=(q, "nq"), v_minus=(v_minus, "nv"))
-    if getattr(backend, "numba_packed_model", False):
-        from . import numba_kernels
-        if numba_kernels.supports_fused_impulse(contacts, q, vm):
-            v_plus, imp, flag = numba_kernels.impulse_dynamics_fused(model, q, vm, contacts, e)
-            check_pivots(contacts, func, flag)
-            return ImpulseDynamicsResult(unflatten(batch, v_plus), unflatten(batch, imp))
     v_plus, imp, *_ = _solve(backend, model, q, vm, contacts, e, func)
     return ImpulseDynamicsResult(unflatten(batch, v_plus), unflatten(batch, imp))
 
@@ -90,13 +87,13 @@ def impulse_dynamics_derivatives(backend, model, q, v_minus, contacts: ContactSe
                                  restitution: float = 0.0) -> ImpulseDynamicsDerivatives:
     """``(dvp_dq, dvp_dvminus, dimp_dq, dimp_dvminus)`` of :func:`impulse_dynamics`."""
     func = "impulse_dynamics_derivatives"
-    e = _restitution(restitution, func)
+    e = check_restitution(restitution, func)
     batch, (q, vm) = flat_args(func, model, contacts, q=(q, "nq"), v_minus=(v_minus, "nv"))
     v_plus, imp, J, R, Mi, MiJt, solver = _solve(backend, model, q, vm, contacts, e, func)
     z = np.zeros_like(vm)
     fext = contact_fext(model, contacts, imp, R)
-    dID = backend._rnea_derivatives(model, q, z, v_plus - vm, fext)[0] - backend._rnea_derivatives(model, q, z, z, None)[0]
-    fm = frame_motion_derivatives(backend, model, q, v_plus + e * vm, z, contacts)
+    dID = backend.rnea_derivatives(model, q, z, v_plus - vm, fext)[0] - backend.rnea_derivatives(model, q, z, z)[0]
+    fm = backend.frame_motion_derivatives(model, q, v_plus + e * vm, z, contacts)
     if contacts.kind == "point":
         dID = dID + world_force_rotation_dq(contacts, imp, J, fm.R @ fm.dv_dv[:, :, 3:])
     JMi = mat_t(MiJt)

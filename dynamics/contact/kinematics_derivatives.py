@@ -3,7 +3,7 @@
 This is the optional backend kernel the contact derivatives need (Pinocchio's
 ``getFrameVelocityDerivatives`` / ``getFrameAccelerationDerivatives``; Carpentier & Mansard,
 "Analytical derivatives of rigid body dynamics algorithms", RSS 2018, Sec. IV). For each frame the
-forward sweep of the RNEA derivatives (seed 000 Algorithm 2, the first loop of
+forward sweep of the RNEA derivatives (Plancher et al. 2021 Algorithm 2, the first loop of
 :mod:`dynamics.numpy_backend.rnea_derivatives`) is run along the frame's chain of ancestors only,
 **without gravity**, in link coordinates:
 
@@ -16,10 +16,10 @@ forward sweep of the RNEA derivatives (seed 000 Algorithm 2, the first loop of
 then mapped to the frame by its constant placement in the link. Derivatives w.r.t. q are along
 the tangent perturbation ``q ⊕ δ`` (docs/conventions.md); ``∂v_f/∂v`` is the LOCAL frame Jacobian.
 
-:func:`frame_motion_derivatives` dispatches: a backend may provide its own kernel as a method
-``_frame_motion_derivatives(model, q, v, a, contacts)``; the numba backend uses the compiled
-kernel of :mod:`.numba_kernels`; any other backend gets the numpy implementation here (batched,
-complex-step safe).
+:func:`frame_motion_derivatives_numpy` is the generic implementation (batched, complex-step safe),
+which ``Backend.frame_motion_derivatives`` runs; a backend with its own kernel overrides that
+method (the numba backend runs the compiled kernel of :mod:`.numba_kernels` on float64 inputs).
+:func:`frame_motion_derivatives` calls the backend's method.
 """
 
 from __future__ import annotations
@@ -112,13 +112,15 @@ def frame_motion_derivatives_numpy(model, q, v, a, contacts: ContactSet) -> Fram
     return FrameMotionDerivatives(vf, af, out["dv_dq"], out["dv_dv"], out["da_dq"], out["da_dv"], Rf, pf)
 
 
+def unflatten_motion(batch: tuple[int, ...], fm: FrameMotionDerivatives) -> FrameMotionDerivatives:
+    """``fm`` computed on a flat batch (B = prod(batch)) with every field reshaped to ``batch + ...``."""
+    if len(batch) == 1:   # the inputs were flat already
+        return fm
+    return FrameMotionDerivatives(*(x.reshape(batch + x.shape[1:]) for x in
+                                    (fm.v, fm.a, fm.dv_dq, fm.dv_dv, fm.da_dq, fm.da_dv, fm.R, fm.p)))
+
+
 def frame_motion_derivatives(backend, model, q, v, a, contacts: ContactSet) -> FrameMotionDerivatives:
-    """Frame motion and its derivatives for every frame of ``contacts`` (flat batch inputs),
-    through the backend's own kernel if it has one, the compiled one for numba, else numpy."""
-    own = getattr(backend, "_frame_motion_derivatives", None)
-    if callable(own):
-        return own(model, q, v, a, contacts)
-    if getattr(backend, "name", "") == "numba" and np.result_type(q, v, a).kind == "f":
-        from . import numba_kernels
-        return numba_kernels.frame_motion_derivatives(backend, model, q, v, a, contacts)
-    return frame_motion_derivatives_numpy(model, q, v, a, contacts)
+    """Frame motion and its derivatives for every frame of ``contacts``: the backend's
+    ``frame_motion_derivatives`` (q (..., nq), v, a (..., nv); fields with the same batch dims)."""
+    return backend.frame_motion_derivatives(model, q, v, a, contacts)

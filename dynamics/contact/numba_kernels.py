@@ -3,40 +3,29 @@
 Same definitions and recursion as :func:`.kinematics_derivatives.frame_motion_derivatives_numpy`
 (the RNEA-derivative forward sweep without gravity, along each contact frame's chain of
 ancestors, in link coordinates), written per state with the numba backend's joint placements and
-spatial primitives; only the supported dofs of each link are touched (seed 000 Sec. III-B
+spatial primitives; only the supported dofs of each link are touched (Plancher et al. 2021 Sec. III-B
 structured sparsity). Parallel over the batch like the numba backend's kernels.
 
-Caching: the kernels are cached on disk; their stamp includes a hash of this file and of the
-numba backend's sources (the kernels inline its placement and spatial code), so an edit of either
-recompiles them.
+Caching and compilation options: the kernel library's (:mod:`dynamics.kernels.jit`); the Cholesky
+factorisation and substitution of ``K = J M⁻¹ Jᵀ`` are :mod:`dynamics.kernels.dense`.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
-from ..kernels.packing import as_kernel_input as _f64
-from ..kernel_cache import files_hash, stamp_sources
-from ..worker_threads import use_threads
-from ..kernels import jit as _nbjit
+from ..kernel_cache import compiled_source_hash
+from ..kernels.dense import cholesky, cholesky_solve
+from ..kernels.jit import jit as _jit
+from ..kernels.jit import jit_parallel as _jit_parallel
 from ..kernels.joints import all_placements, world_placements
 from ..kernels.kinematics import frame_world
 from ..kernels.packing import LF_ST, LI_DOFADR, LI_NSUP, LI_NV, LI_PARENT, LI_SUP, packed
+from ..kernels.packing import as_kernel_input as _f64
 from ..kernels.spatial import mot_cross, mot_to_child
+from ..worker_threads import use_threads
 from .kinematics_derivatives import FrameMotionDerivatives
-
-_THIS = Path(__file__).resolve()
-
-
-# cached kernels here compile in the numba backend's functions: stamp with its hash and this file's
-stamp_sources("dynamics.contact.numba_kernels", lambda path: path == _THIS,
-              lambda: (_nbjit.package_source_hash(), files_hash([_THIS])))
-
-_jit = njit(cache=True, fastmath={"contract"}, error_model="numpy")
-_jit_parallel = njit(cache=True, parallel=True, error_model="numpy")
 
 # serial cost of one state per frame and chain link [us] (rough), to decide on waking the thread pool
 _COST_US = 0.3
@@ -277,53 +266,17 @@ PIVOT_RTOL = 1e-11  # as .schur.PIVOT_RTOL
 
 
 @_jit
-def _chol(K, m):
-    """In-place lower Cholesky factor of K (m, m); returns the smallest pivot relative to max diag."""
+def _chol(K, idx, m):
+    """In-place lower Cholesky factor of K (m, m) (``idx``: ``0 .. m-1``); returns the smallest
+    pivot relative to the largest diagonal entry, or the first one not above PIVOT_RTOL (the
+    factor is then incomplete)."""
     dmax = 0.0
     for i in range(m):
         if K[i, i] > dmax:
             dmax = K[i, i]
-    rel = np.inf
-    for j in range(m):
-        d = K[j, j]
-        for k in range(j):
-            d -= K[j, k] * K[j, k]
-        r = d / dmax if dmax > 0 else 0.0
-        if r < rel:
-            rel = r
-        if not r > PIVOT_RTOL:
-            return r
-        d = np.sqrt(d)
-        K[j, j] = d
-        for i in range(j + 1, m):
-            s = K[i, j]
-            for k in range(j):
-                s -= K[i, k] * K[j, k]
-            K[i, j] = s / d
-    return rel
-
-
-@_jit
-def _chol_solve(L, X):
-    """``X <- K⁻¹ X`` in place, X (m, ncol), with the factor of :func:`_chol` (row-wise
-    substitutions: the inner loops run along contiguous rows, no serial reductions)."""
-    m, ncol = X.shape
-    for i in range(m):
-        for k in range(i):
-            lik = L[i, k]
-            for c in range(ncol):
-                X[i, c] -= lik * X[k, c]
-        d = 1.0 / L[i, i]
-        for c in range(ncol):
-            X[i, c] *= d
-    for i in range(m - 1, -1, -1):
-        for k in range(i + 1, m):
-            lki = L[k, i]
-            for c in range(ncol):
-                X[i, c] -= lki * X[k, c]
-        d = 1.0 / L[i, i]
-        for c in range(ncol):
-            X[i, c] *= d
+    if not dmax > 0.0:
+        return 0.0 if m > 0 else np.inf
+    return cholesky(K, idx, m, K, PIVOT_RTOL * dmax) / dmax
 
 
 @_jit
@@ -358,12 +311,12 @@ def _rows(li, lf, R, p, oR, op, flink, ff, vb, ab, point, kp, kd, pref, chain, W
 
 
 @_jit
-def _schur(Jc, Mb, JMi, K):
+def _schur(Jc, Mb, JMi, K, idx):
     """``JMi = J M⁻¹`` (= (M⁻¹ Jᵀ)ᵀ, M⁻¹ symmetric) and the Cholesky factor of ``K = J M⁻¹ Jᵀ`` in
-    place in K; returns the smallest relative pivot (:func:`_chol`)."""
+    place in K; returns the smallest relative pivot (:func:`_chol`). idx: ``0 .. nc-1``."""
     JMi[:, :] = np.dot(Jc, Mb)
     K[:, :] = np.dot(JMi, np.ascontiguousarray(Jc.T))
-    return _chol(K, K.shape[0])
+    return _chol(K, idx, K.shape[0])
 
 
 @_jit
@@ -401,6 +354,7 @@ def contact_range(li, lf, gv, bl, bf, q, v, tau, flink, ff, fbody, fbR, fbp, poi
     MiJt = np.empty((nv, nc))
     JMi = np.empty((nc, nv))
     K = np.empty((nc, nc))
+    ident = np.arange(nc)
     af = np.empty(nv)
     tmb = np.empty(nv)
     rhs = np.empty((nc, 1))
@@ -428,7 +382,7 @@ def contact_range(li, lf, gv, bl, bf, q, v, tau, flink, ff, fbody, fbR, fbp, poi
             for j in range(nv):
                 acc_ += Mb[i, j] * tmb[j]
             af[i] = acc_
-        rel = _schur(Jc, Mb, JMi, K)
+        rel = _schur(Jc, Mb, JMi, K, ident)
         MiJt[:, :] = JMi.T
         flag[b] = rel
         if not rel > PIVOT_RTOL:
@@ -438,7 +392,7 @@ def contact_range(li, lf, gv, bl, bf, q, v, tau, flink, ff, fbody, fbR, fbp, poi
             for j in range(nv):
                 acc_ += Jc[r, j] * af[j]
             rhs[r, 0] = -acc_
-        _chol_solve(K, rhs)
+        cholesky_solve(K, nc, rhs)
         for r in range(nc):
             lam_out[b, r] = rhs[r, 0]
         for i in range(nv):
@@ -538,7 +492,7 @@ def contact_range(li, lf, gv, bl, bf, q, v, tau, flink, ff, fbody, fbR, fbp, poi
                 R3[r, c] = Yq[r, c] - Rq[r, c]
                 R3[r, nv + c] = Yv[r, c] - Rv[r, c]
                 R3[r, 2 * nv + c] = -JMi[r, c]
-        _chol_solve(K, R3)
+        cholesky_solve(K, nc, R3)
         for i in range(nv):
             for c in range(nv):
                 D2[i, c] = dq[i, c]
@@ -605,6 +559,7 @@ def impulse_range(li, lf, gv, bl, bf, q, v, flink, ff, fbody, fbR, fbp, point, k
     gam = np.empty(nc)
     JMi = np.empty((nc, nv))
     K = np.empty((nc, nc))
+    ident = np.arange(nc)
     rhs = np.empty((nc, 1))
     minv_range(li, lf, q, Mi, start, stop)      # the slice's M⁻¹ in one call (scratch made once)
     for b in range(start, stop):
@@ -613,7 +568,7 @@ def impulse_range(li, lf, gv, bl, bf, q, v, flink, ff, fbody, fbR, fbp, point, k
         vb = v[b]
         _rows(li, lf, R, p, oR, op, flink, ff, vb, zero[b], point, 0.0, 0.0, pref, chain, W, t, xv, xa, vel, acc,
               vJ, S, Rf, ov, oa, F, oRf, opf, Jc, gam)
-        rel = _schur(Jc, Mi[b], JMi, K)
+        rel = _schur(Jc, Mi[b], JMi, K, ident)
         flag[b] = rel
         if not rel > PIVOT_RTOL:
             continue
@@ -622,7 +577,7 @@ def impulse_range(li, lf, gv, bl, bf, q, v, flink, ff, fbody, fbR, fbp, point, k
             for j in range(nv):
                 acc_ += Jc[r, j] * vb[j]
             rhs[r, 0] = -(1.0 + restitution) * acc_
-        _chol_solve(K, rhs)
+        cholesky_solve(K, nc, rhs)
         for r in range(nc):
             imp_out[b, r] = rhs[r, 0]
         for i in range(nv):
@@ -706,6 +661,6 @@ def static_args(contacts) -> tuple:
 
 
 def source_hash() -> str:
-    """Changes whenever the compiled code of these kernels changes (this file or the numba
-    backend's sources they compile in); the stamp of their on-disk cache."""
-    return f"{_nbjit.package_source_hash()}:{files_hash([_THIS])}"
+    """Changes whenever the compiled code of these kernels may change: the stamp of every cached
+    kernel (:func:`dynamics.kernel_cache.compiled_source_hash`)."""
+    return compiled_source_hash()

@@ -1,5 +1,5 @@
 """``fpga-sim``: fixed-point datapath emulation of a dynamics-gradient accelerator with a
-cycle-level timing model (issue 14; seeds 000 and 001). See docs/fpga_sim.md.
+cycle-level timing model (Plancher et al. 2021; Yang, Chen & Han 2023). See docs/fpga_sim.md.
 
 >>> import dynamics
 >>> from dynamics.fpga_sim import AcceleratorDesign

@@ -1,10 +1,10 @@
 """``FpgaSimBackend``: the dynamics backend that computes with the accelerator's arithmetic and
 reports the time the accelerator would take.
 
-Emulated (fixed point, :mod:`.datapath`): the Dadu-RBD function set of seed 001 Table I —
-``rnea`` (ID), ``crba`` (M), ``minv`` (M⁻¹), ``aba`` (FD = M⁻¹(τ - c), no ABA instance, seed 001
+Emulated (fixed point, :mod:`.datapath`): the Dadu-RBD function set of Yang, Chen & Han 2023 Table I —
+``rnea`` (ID), ``crba`` (M), ``minv`` (M⁻¹), ``aba`` (FD = M⁻¹(τ - c), no ABA instance, Yang, Chen & Han 2023
 eq. 2), ``rnea_derivatives`` (ΔID), ``aba_derivatives`` (ΔFD; with ``minv=`` given ΔiFD, the
-completely fused kernel of seed 000 Algorithm 3). ``bias_forces``, ``gravity_torques`` and
+completely fused kernel of Plancher et al. 2021 Algorithm 3). ``bias_forces``, ``gravity_torques`` and
 ``forward_dynamics`` are built by the base class from these kernels.
 
 Not emulated (the accelerators do not compute them): kinematics (placements, Jacobians, centre of
@@ -62,14 +62,14 @@ class FpgaSimBackend(Backend):
     design: an :class:`AcceleratorDesign` for one model (calls with another model are refused), or
         None to generate one per model from ``forward_pes``, ``backward_pes``, ``block_size``
         (None: the fastest design, one PE per schedule node), ``clock_hz``, ``base``, ``mode``, ``io``.
-    fmt: fixed-point format, ``"Q16.16"`` (seed 000) or a :class:`QFormat`; rounding, overflow:
+    fmt: fixed-point format, ``"Q16.16"`` (Plancher et al. 2021) or a :class:`QFormat`; rounding, overflow:
         override the format's modes (``"truncate"``/``"nearest"``/``"nearest_even"``/
         ``"toward_zero"``; ``"saturate"``/``"wrap"``).
     on_overflow: ``"count"`` (saturate and count, reported in ``last_timing``) or ``"raise"``
         (:class:`~dynamics.fpga_sim.fixed_point.FixedPointOverflowError` at the first event).
     emulate: ``"all"`` (every Table I function on the accelerator) or ``"gradients"`` (only ΔID,
         ΔFD, ΔiFD; ID, FD, M, M⁻¹ run on the host in float64 and leave ``last_timing`` unchanged —
-        seed 000's partition, where the CPU rolls out the dynamics and the FPGA computes gradients).
+        Plancher et al. 2021's partition, where the CPU rolls out the dynamics and the FPGA computes gradients).
 
     ``rtol``: the tolerance promised against the numpy reference, ``|x - ref| <= rtol ·
     max(1, max|ref|)``. It is derived from the format, never tuned: before any call it is one
@@ -185,14 +185,14 @@ class FpgaSimBackend(Backend):
                          lambda ctx: dp.forward_dynamics(model, q, v, tau, fext, ctx)[0])
 
     def _rnea_derivatives(self, model, q, v, a, fext):
-        """ΔID (Table I): ``(∂τ/∂q, ∂τ/∂q̇)``, (B, nv, nv) each (seed 000 Algorithms 1-2/5)."""
+        """ΔID (Table I): ``(∂τ/∂q, ∂τ/∂q̇)``, (B, nv, nv) each (Plancher et al. 2021 Algorithms 1-2/5)."""
         return self._run("_rnea_derivatives", model, q.shape[0],
                          lambda ctx: dp.id_derivatives(model, q, v, a, fext, ctx))
 
     def _aba_derivatives(self, model, q, v, tau, fext, minv):
-        """ΔFD, or ΔiFD when ``minv`` is given (seed 000 Algorithm 3, completely fused):
+        """ΔFD, or ΔiFD when ``minv`` is given (Plancher et al. 2021 Algorithm 3, completely fused):
         ``(∂q̈/∂q, ∂q̈/∂q̇, ∂q̈/∂τ)``, (B, nv, nv) each. With ``emulate="gradients"`` the host
-        supplies M⁻¹ (float64) and the accelerator runs ΔiFD, seed 000's partition."""
+        supplies M⁻¹ (float64) and the accelerator runs ΔiFD, Plancher et al. 2021's partition."""
         out = self._aba_derivatives_with_acceleration(model, q, v, tau, fext, minv)[1:]
         self.last_error_bound = self.last_error_bound[1:]
         return out
@@ -210,7 +210,7 @@ class FpgaSimBackend(Backend):
 
     def forward_dynamics(self, model, q, v, tau, fext=None, method: str = "aba"):
         """FD. ``method="aba"`` and ``"minv"`` are the same accelerator computation here: Dadu-RBD
-        has no ABA instance and computes ``M⁻¹ (τ - c)`` (seed 001 eq. 2); other methods (the
+        has no ABA instance and computes ``M⁻¹ (τ - c)`` (Yang, Chen & Han 2023 eq. 2); other methods (the
         parallel-in-depth ones) run on the base class from the emulated kernels."""
         if method in ("aba", "minv"):
             return self.aba(model, q, v, tau, fext)
@@ -218,10 +218,11 @@ class FpgaSimBackend(Backend):
 
     # ------------------------------------------------------------------ delegated (float64 reference)
     def _host(self, kernel: str, model, *args):
-        """Run a kernel on the host in float64 (the numpy reference), no accelerator time."""
+        """Run ``kernel`` (a public Backend function: rnea, crba, minv, aba) on the host in float64
+        (the numpy reference), no accelerator time."""
         from ..numpy_backend import NumpyBackend
         self._delegated()
-        return getattr(NumpyBackend(), "_" + kernel)(model, *args)
+        return getattr(NumpyBackend(), kernel)(model, *args)
 
     def _delegated(self) -> None:
         self.last_error_bound = None     # a float64 result: no fixed-point bound applies

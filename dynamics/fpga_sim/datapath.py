@@ -1,5 +1,5 @@
-"""Fixed-point emulation of the accelerator datapath: the Dadu-RBD function set (seed 001 Table I:
-ID, FD, M, M⁻¹, ΔID, ΔFD, ΔiFD) built from the completely-fused ∇FD kernel of seed 000
+"""Fixed-point emulation of the accelerator datapath: the Dadu-RBD function set (Yang, Chen & Han 2023 Table I:
+ID, FD, M, M⁻¹, ΔID, ΔFD, ΔiFD) built from the completely-fused ∇FD kernel of Plancher et al. 2021
 (Algorithm 3: RNEA with q̈ as input, ∇RNEA as in Algorithm 5, multiply by −M⁻¹).
 
 Every value the accelerator computes is an :class:`~dynamics.fpga_sim.fixed_point.Fx` (exact int64
@@ -12,7 +12,7 @@ host (float64 -> fixed, one rounding each):
 * model constants (inertias, motion subspaces, transform coefficients, gravity, armature) are
   quantized once, as on-chip constants.
 
-Transforms are formed on chip as in seed 001 §IV-A1: a hinge transform is exactly affine in
+Transforms are formed on chip as in Yang, Chen & Han 2023 §IV-A1: a hinge transform is exactly affine in
 ``(cos θ, sin θ)``, ``X(θ) = K0 + Kc cos θ + Ks sin θ`` with constant 6×6 matrices (each non-constant
 entry is ``c·sin θ`` or ``c·cos θ``), so each entry costs two constant products and a sum.
 
@@ -137,7 +137,7 @@ def _dof_slice(model: RobotModel, i: int) -> slice:
 # ------------------------------------------------------------------------------------------ RNEA
 @dataclass
 class RneaState:
-    """Per-link results of the fixed-point RNEA (seed 000 Algorithm 1), lists of (B, 6) Fx."""
+    """Per-link results of the fixed-point RNEA (Plancher et al. 2021 Algorithm 1), lists of (B, 6) Fx."""
     X: list
     vel: list
     acc: list
@@ -148,7 +148,7 @@ class RneaState:
 
 def rnea_fx(model: RobotModel, q: np.ndarray, v: Fx, a: Fx, fext: np.ndarray | None, ctx: FxContext,
             X: list | None = None, gravity: bool = True) -> RneaState:
-    """Fixed-point RNEA (seed 000 Algorithm 1, Dadu-RBD Algorithm 1) with q̈ = ``a`` as input.
+    """Fixed-point RNEA (Plancher et al. 2021 Algorithm 1, Dadu-RBD Algorithm 1) with q̈ = ``a`` as input.
     v, a: (B, nv) Fx; fext: (B, nbody, 6) float host input or None. Returns all link quantities."""
     B, L = q.shape[0], model.nlinks
     consts = link_constants(model)
@@ -201,7 +201,7 @@ def _links_in_dof_order(model: RobotModel) -> list[int]:
 
 # ------------------------------------------------------------------------------------------ ∇RNEA
 def rnea_derivatives_fx(model: RobotModel, st: RneaState, v: Fx, ctx: FxContext) -> tuple[Fx, Fx]:
-    """Fixed-point ∇RNEA (seed 000 Algorithm 2 in the Algorithm 5 arrangement) on the outputs of
+    """Fixed-point ∇RNEA (Plancher et al. 2021 Algorithm 2 in the Algorithm 5 arrangement) on the outputs of
     :func:`rnea_fx`: returns ``(∂c/∂q, ∂c/∂q̇)``, each (B, nv, nv), rows = torque, columns = variable."""
     B, L, nv = v.shape[0], model.nlinks, model.nv
     consts = link_constants(model)
@@ -261,7 +261,7 @@ def rnea_derivatives_fx(model: RobotModel, st: RneaState, v: Fx, ctx: FxContext)
 # ------------------------------------------------------------------------------------------ M, M⁻¹
 def crba_fx(model: RobotModel, X: list, ctx: FxContext) -> Fx:
     """Fixed-point mass matrix M(q) (B, nv, nv) by composite inertias (the ``out_M`` path of
-    Dadu-RBD's MMinvGen, seed 001 Algorithm 2 lines 8-9/15-17), armature on the diagonal."""
+    Dadu-RBD's MMinvGen, Yang, Chen & Han 2023 Algorithm 2 lines 8-9/15-17), armature on the diagonal."""
     L, nv = model.nlinks, model.nv
     consts = link_constants(model)
     B = X[0].shape[0]
@@ -321,7 +321,7 @@ class MinvState:
 
 
 def minv_fx(model: RobotModel, X: list, ctx: FxContext) -> MinvState:
-    """Fixed-point analytical ``M⁻¹`` (B, nv, nv): Dadu-RBD's MMinvGen (seed 001 Algorithm 2,
+    """Fixed-point analytical ``M⁻¹`` (B, nv, nv): Dadu-RBD's MMinvGen (Yang, Chen & Han 2023 Algorithm 2,
     ``out_Minv`` path): a backward sweep of articulated inertias ``I^A``, ``U = I^A S``,
     ``D = Sᵀ U`` (+ armature) with the float reciprocal of ``D``, and the projected columns ``F``;
     then a forward sweep of ``P`` that completes the rows (same recursion as the numpy reference
@@ -392,7 +392,7 @@ def mass_matrix_inverse(model, q, ctx) -> Fx:
 
 
 def forward_dynamics(model, q, v, tau, fext, ctx, minv: Fx | None = None) -> tuple[Fx, Fx, list]:
-    """FD as Dadu-RBD computes it (seed 001 eq. 2, no ABA instance): ``q̈ = M⁻¹ (τ - c)`` with
+    """FD as Dadu-RBD computes it (Yang, Chen & Han 2023 eq. 2, no ABA instance): ``q̈ = M⁻¹ (τ - c)`` with
     ``c = RNEA(q, q̇, 0)``. Returns ``(q̈, M⁻¹, X)``."""
     X = link_transforms_fx(model, q, ctx)
     x = make_inputs(ctx, v=v, tau=tau)
@@ -403,7 +403,7 @@ def forward_dynamics(model, q, v, tau, fext, ctx, minv: Fx | None = None) -> tup
 
 
 def id_derivatives(model, q, v, a, fext, ctx) -> tuple[Fx, Fx]:
-    """ΔID: ``(∂τ/∂q, ∂τ/∂q̇)`` (B, nv, nv) each: RNEA then ∇RNEA (seed 000 Algorithms 1-2)."""
+    """ΔID: ``(∂τ/∂q, ∂τ/∂q̇)`` (B, nv, nv) each: RNEA then ∇RNEA (Plancher et al. 2021 Algorithms 1-2)."""
     x = make_inputs(ctx, v=v, a=a)
     st = rnea_fx(model, q, x["v"], x["a"], fext, ctx)
     return rnea_derivatives_fx(model, st, x["v"], ctx)
@@ -412,7 +412,7 @@ def id_derivatives(model, q, v, a, fext, ctx) -> tuple[Fx, Fx]:
 def fd_derivatives(model, q, v, tau, fext, ctx, minv: np.ndarray | None = None,
                    return_acceleration: bool = False) -> tuple[Fx, ...]:
     """ΔFD (``minv`` None: FD on the accelerator, then ΔID at the resulting q̈, then ``-M⁻¹ ·``;
-    Dadu-RBD Fig. 14f) or ΔiFD (``minv`` given: seed 000 Algorithm 3 completely fused, whose inputs
+    Dadu-RBD Fig. 14f) or ΔiFD (``minv`` given: Plancher et al. 2021 Algorithm 3 completely fused, whose inputs
     are q, q̇, q̈ and M⁻¹ from the host; the host's q̈ is the float64 forward dynamics of the numpy
     reference, converted like every other input). Returns ``(∂q̈/∂q, ∂q̈/∂q̇, ∂q̈/∂τ = M⁻¹)``,
     each (B, nv, nv); with ``return_acceleration`` the q̈ used, (B, nv), comes first."""

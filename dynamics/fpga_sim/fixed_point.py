@@ -1,7 +1,7 @@
 """Exact emulation of two's-complement fixed-point arithmetic ``Qm.n`` on numpy int64.
 
 A value ``x`` is stored as the integer ``X = x · 2^n`` in a word of ``W = m + n`` bits (``m`` integer
-bits including the sign, ``n`` fraction bits), range ``[-2^(W-1), 2^(W-1) - 1] · 2^-n``. Seed 000
+bits including the sign, ``n`` fraction bits), range ``[-2^(W-1), 2^(W-1) - 1] · 2^-n``. Plancher et al. 2021
 (§IV-C, footnote 2) uses Q16.16: a 32-bit integer with 16 bits before and after the binary point.
 
 Datapath semantics (one multiply-accumulate unit, as a DSP slice with a wide accumulator):
@@ -370,7 +370,7 @@ def _nan_to_inf(e):
 
 
 def cross_matrix_motion(v: Fx) -> Fx:
-    """``v×`` (seed 000 eq. 2) as a (..., 6, 6) Fx built by wiring (copies and negations of v's
+    """``v×`` (Plancher et al. 2021 eq. 2) as a (..., 6, 6) Fx built by wiring (copies and negations of v's
     entries), for motion vectors ``(linear, angular)``."""
     lin, ang = v[..., :3], v[..., 3:]
     z = Fx.zeros(v.shape[:-1] + (6, 6), v.ctx)

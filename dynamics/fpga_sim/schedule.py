@@ -1,5 +1,5 @@
 """List scheduling of the per-link tasks of the ∇FD datapath onto processing elements, as the
-RoboShape code generator (Neuman et al., ISCA 2023 — seed 001 ref. [52]) does for its forward and
+RoboShape code generator (Neuman et al., ISCA 2023 — Yang, Chen & Han 2023 ref. [52]) does for its forward and
 backward units.
 
 Tasks (one per clock step of a PE):
@@ -7,7 +7,7 @@ Tasks (one per clock step of a PE):
 * ``ID(i)``: the RNEA part of link i, on the single ID unit;
 * ``dID(i, c)``: link i's part of derivative column c (a dof), on one of ``P`` gradient PEs.
 
-Forward pass (seed 000 Algorithm 5 lines 1-4): ``ID(i)`` needs ``ID(parent)``; ``dID(i, c)`` needs
+Forward pass (Plancher et al. 2021 Algorithm 5 lines 1-4): ``ID(i)`` needs ``ID(parent)``; ``dID(i, c)`` needs
 ``ID(i)`` and ``dID(parent, c)`` while the parent is in the subtree of c's link (column c is only
 nonzero in that subtree). Backward pass (lines 5-7): the direction is reversed; a leaf first needs a
 *seed* task (the zero-initialised force of its subtree, RoboShape's "world" task) and column c

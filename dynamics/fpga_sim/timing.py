@@ -1,9 +1,9 @@
 """Cycle-level timing model of a dynamics-gradient accelerator, parameterised by the robot's tree.
 
-Latency mode (Robomorphic / RoboShape, seed 000 §IV-C and seed 001 ref. [52]): one knot at a time,
+Latency mode (Robomorphic / RoboShape, Plancher et al. 2021 §IV-C and Yang, Chen & Han 2023 ref. [52]): one knot at a time,
 ``forward_pes`` gradient PEs in the forward unit, ``backward_pes`` in the backward unit (which also
 runs the blocked M⁻¹ multiply) and a ``block_size`` for that multiply. One knot of the completely
-fused ∇FD (seed 000 Algorithm 3, Dadu-RBD's ΔiFD) takes
+fused ∇FD (Plancher et al. 2021 Algorithm 3, Dadu-RBD's ΔiFD) takes
 
     latency = 3 · forward_steps + backward_steps + 2 · matmul_steps   cycles,
 
@@ -13,13 +13,13 @@ is three cycles: Algorithm 5 lines 2, 3 and 4 are dependent stages; a backward s
 reproduces RoboShape's iiwa table exactly (829 cycles at 1/1/1, 34 cycles = 0.61 µs at 55.6 MHz at
 7/7/7) and its HyQ table.
 
-Throughput mode (Dadu-RBD Round-Trip Pipeline, seed 001 §IV-A): one forward and one backward
+Throughput mode (Dadu-RBD Round-Trip Pipeline, Yang, Chen & Han 2023 §IV-A): one forward and one backward
 submodule per link, connected by FIFOs; a submodule processes its link's RNEA step and the
 derivative columns alive at that link (deeper links carry more columns, §IV-A4) on
 ``forward_pes``/``backward_pes`` lanes. The initiation interval II is the slowest stage and N knots
 take ``latency + (N - 1) · II`` cycles.
 
-I/O (seed 000 §IV-C): 32-bit words per knot in and out, padded to the bus width, over PCIe of a
+I/O (Plancher et al. 2021 §IV-C): 32-bit words per knot in and out, padded to the bus width, over PCIe of a
 given generation and lane count; end-to-end time = I/O + compute, overlapped when ``overlap_io``.
 
 Floating base (neither paper builds one): ``base="link"`` schedules the free joint as one link
@@ -41,9 +41,9 @@ from ..model import RobotModel
 from .schedule import (ScheduleTree, backward_tasks, check_schedule, forward_tasks, list_schedule, matmul_steps,
                        matvec_steps)
 
-#: Seed 000 §IV-C: the FPGA design was synthesised at 55.6 MHz.
+#: Plancher et al. 2021 §IV-C: the FPGA design was synthesised at 55.6 MHz.
 ROBOMORPHIC_CLOCK_HZ = 55.6e6
-#: Seed 001 §VI: Dadu-RBD runs at 125 MHz on the same FPGA.
+#: Yang, Chen & Han 2023 §VI: Dadu-RBD runs at 125 MHz on the same FPGA.
 DADU_CLOCK_HZ = 125e6
 #: DSP slices per PE of RoboShape's iiwa build (forward 2848 / 7 PEs, backward 2612 / 7 PEs); used
 #: only as a relative resource proxy (a PE handles both the ∂/∂q and ∂/∂q̇ datapaths).
@@ -60,7 +60,7 @@ _PCIE_LANE_BYTES = {1: 2.5e9 * 8 / 10 / 8, 2: 5e9 * 8 / 10 / 8, 3: 8e9 * 128 / 1
 @dataclass(frozen=True)
 class IOLink:
     """Host link: PCIe ``gen`` x ``lanes``, transfers padded to ``bus_bits``, plus a fixed
-    ``latency_s`` per batch (doorbell/DMA set-up). Seed 000's board ran Connectal over PCIe Gen1."""
+    ``latency_s`` per batch (doorbell/DMA set-up). Plancher et al. 2021's board ran Connectal over PCIe Gen1."""
 
     gen: int = 1
     lanes: int = 8
@@ -150,9 +150,9 @@ class AcceleratorDesign:
     """A generated accelerator for ``model`` (see module docstring).
 
     forward_pes, backward_pes, block_size: resources (None: one per schedule node / per column, the
-    fastest design). clock_hz: default 55.6 MHz (seed 000). base: floating-base treatment.
+    fastest design). clock_hz: default 55.6 MHz (Plancher et al. 2021). base: floating-base treatment.
     mode: ``"latency"`` (one knot at a time) or ``"pipelined"`` (Dadu-RBD RTP). io: the host link.
-    overlap_io: stream I/O under compute (seed 000's FPGA pipelines I/O with computation).
+    overlap_io: stream I/O under compute (Plancher et al. 2021's FPGA pipelines I/O with computation).
     reciprocal_cycles: latency of one fixed->float->reciprocal->fixed in M⁻¹ (an assumption of this
     model; the papers give none).
     """
@@ -321,7 +321,7 @@ class AcceleratorDesign:
 
     def compute_cycles(self, function: str, knots: int) -> int:
         """Cycles to compute ``knots`` knots: ``N · latency`` (latency mode: one knot at a time, as
-        seed 000's FPGA) or ``latency + (N - 1) · II`` (pipelined)."""
+        Plancher et al. 2021's FPGA) or ``latency + (N - 1) · II`` (pipelined)."""
         if knots < 0:
             raise ValueError(f"knots must be >= 0, got {knots}")
         if knots == 0:

@@ -1,4 +1,4 @@
-"""The ``gpu`` backend: batched dynamics and derivatives as CUDA kernels (seed 000 §IV-B).
+"""The ``gpu`` backend: batched dynamics and derivatives as CUDA kernels (Plancher et al. 2021 §IV-B).
 
 * One thread block per knot point; inside a block, threads over links, tree depths, dofs,
   derivative columns and matrix entries; the ABA/RNEA sweeps stay serial on one thread
@@ -9,11 +9,11 @@
 * Inputs of a call travel host→device as one contiguous block and outputs device→host as one block;
   ``last_timing`` (:class:`GpuTiming`) separates transfer, device compute and host time.
 * ∇FD in three partitions (``partition=``): ``"split"`` (device: ∂c'/∂u only), ``"fused"``
-  (device: RNEA + ∂c'/∂u) and ``"completely_fused"`` (device: all of seed 000 Algorithm 3).
+  (device: RNEA + ∂c'/∂u) and ``"completely_fused"`` (device: all of Plancher et al. 2021 Algorithm 3).
 * Kernels: RNEA, CRBA, M⁻¹, ABA, ∇RNEA, ∇FD (also with M⁻¹ given), IDSVA-SO (``rnea_second_derivatives``),
   frame/body/site placements, frame Jacobians and their time variation, centre of mass and its Jacobian.
   Array code (``xp`` = NumPy or CuPy, on device arrays): the FDSVA-SO contraction of
-  ``aba_second_derivatives`` (seed 004 eq. 46) on the kernels' outputs, and ``-M⁻¹ ∂c'/∂u`` of the
+  ``aba_second_derivatives`` (Singh, Russell & Wensing 2022 eq. 46) on the kernels' outputs, and ``-M⁻¹ ∂c'/∂u`` of the
   split/fused partitions (on the host, by their definition).
 * float64 by default; ``dtype="float32"`` computes on the device in float32 (results returned as
   float64; accuracy bound :data:`FLOAT32_RTOL`).
@@ -42,7 +42,7 @@ from .runtime import INSTALL_HINT, Compiler, Runtime, make_runtime
 
 __all__ = ["GpuBackend", "GpuTiming", "PARTITIONS", "FLOAT32_RTOL", "BackendUnavailableError", "INSTALL_HINT"]
 
-#: the CPU/GPU partitions of ∇FD (seed 000 §IV-B)
+#: the CPU/GPU partitions of ∇FD (Plancher et al. 2021 §IV-B)
 PARTITIONS = ("split", "fused", "completely_fused")
 #: accuracy of ``dtype="float32"`` against the float64 numpy reference: ``|x - ref| <= rtol * max(1, max|ref|)``
 #: per output array. Measured in the simulator at random states: ≤ 6e-6 on iiwa and HyQ for every
@@ -156,7 +156,7 @@ class GpuBackend(Backend):
     def _md(self, model: RobotModel) -> _ModelData:
         md = self._models.get(model)
         if md is None:
-            from ..kernels.rnea_second_derivatives import _NMATS, _NVECS
+            from ..kernels.rnea_second_derivatives import NMATS as _NMATS, NVECS as _NVECS
             pm = packed(model)
             consts = dict(DT=self.dtype.type, NL=max(pm.nlinks, 1), NV=max(pm.nv, 1), NMATS=_NMATS, NVECS=_NVECS)
             dev = self.rt.to_device
@@ -339,8 +339,8 @@ class GpuBackend(Backend):
         """split / fused partitions: q̈ and M⁻¹ (and for split the RNEA quantities) on the host."""
         cpu = self._cpu_backend()
         t0 = time.perf_counter()
-        qdd = cpu._aba(model, q, v, tau, fext)
-        Mi = cpu._minv(model, q) if minv is None else np.ascontiguousarray(minv, dtype=np.float64)
+        qdd = cpu.aba(model, q, v, tau, fext)
+        Mi = cpu.minv(model, q) if minv is None else np.ascontiguousarray(minv, dtype=np.float64)
         if self.partition == "fused":
             host_s = time.perf_counter() - t0
             dtq, dtv = self._rnea_derivatives(model, q, v, qdd, fext, function="aba_derivatives",
@@ -373,7 +373,7 @@ class GpuBackend(Backend):
         md = self._md(model)
         B, nv = q.shape[0], md.pm.nv
         fe, has = self._fext(md, fext, keep)
-        from ..kernels.rnea_second_derivatives import _NMATS, _NVECS
+        from ..kernels.rnea_second_derivatives import NMATS as _NMATS, NVECS as _NVECS
 
         def launch(i, o):
             mats, vecs = self._empty((B, _NMATS, 6, 6)), self._empty((B, _NVECS, 6))
@@ -385,7 +385,7 @@ class GpuBackend(Backend):
         return out[:, 0], out[:, 1], out[:, 2], out[:, 3]
 
     def _aba_second_derivatives(self, model, q, v, tau, fext):
-        """FDSVA-SO (seed 004 eq. 46): kernels for q̈, ∇FD (with M⁻¹) and IDSVA-SO at q̈, all kept on
+        """FDSVA-SO (Singh, Russell & Wensing 2022 eq. 46): kernels for q̈, ∇FD (with M⁻¹) and IDSVA-SO at q̈, all kept on
         the device, then the tensor contraction as batched ``xp`` array code on the device."""
         xp = self.rt.xp
         t0 = time.perf_counter()

@@ -1,4 +1,4 @@
-"""The CPU side of the *split* and *fused* partitions of ∇FD (seed 000 §IV-B, Fig. 2).
+"""The CPU side of the *split* and *fused* partitions of ∇FD (Plancher et al. 2021 §IV-B, Fig. 2).
 
 * fused: the host computes q̈ (ABA) and M⁻¹; the device computes v', a', f' and ∂c'/∂u; the host
   multiplies ``-M⁻¹ ∂c'/∂u``.
@@ -6,31 +6,21 @@
   form: columns ``J``, velocities, accelerations, rigid inertias, placements and link external
   forces, :func:`rnea_quantities`), which are sent to the device with the state.
 
-The host work runs on the compiled CPU kernels of :mod:`dynamics.numba_backend` (multi-threaded
-over the batch, as the CPU side of seed 000's experiments), always in float64.
+The host work runs on the compiled CPU passes of the kernel library (:mod:`dynamics.kernels`),
+multi-threaded over the batch as the CPU side of the experiments of Plancher et al. 2021, always in float64.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
-from ..kernel_cache import stamp_sources
-from ..kernels.jit import package_source_hash
+from ..kernels.jit import jit_parallel
 from ..kernels.rnea import link_external_forces
 from ..kernels.world import world_accelerations, world_inertias, world_kinematics
 
-_THIS_FILE = Path(__file__).resolve()
 
-
-# the compiled driver inlines the numba backend's passes: stamp it with their hash too, so an edit
-# there invalidates it (dynamics.kernel_cache)
-stamp_sources("dynamics.gpu_backend.host", lambda path: path == _THIS_FILE, package_source_hash)
-
-
-@njit(parallel=True, cache=True)
+@jit_parallel
 def _rnea_quantities(li, lf, gv, bl, bf, q, v, a, fext, J, ov, oa, oY, oR, op, fl):  # pragma: no cover - compiled
     B = q.shape[0]
     L = li.shape[0]

@@ -1,4 +1,4 @@
-"""CUDA kernels of the ``gpu`` backend (seed 000 §IV-B): one thread block per knot point, the
+"""CUDA kernels of the ``gpu`` backend (Plancher et al. 2021 §IV-B): one thread block per knot point, the
 threads of a block over links, dofs / derivative columns and matrix entries.
 
 Every kernel is a plain Python function compiled by :class:`.runtime.Compiler` with the
@@ -9,7 +9,7 @@ columns) live in a per-knot slice of a global workspace (``ws[b]``), written and
 that block. The serial passes are those of :mod:`dynamics.numba_backend`, compiled as device
 functions (:func:`.runtime.Compiler.device`); the parallel steps are written here.
 
-Parallel steps (seed 000 Algorithm 4: identical operations regrouped into one step, a
+Parallel steps (Plancher et al. 2021 Algorithm 4: identical operations regrouped into one step, a
 ``syncthreads`` between dependent steps; the serial loops shortened where the tree allows):
 
 1. link placements ``(R_i, p_i)`` — threads over links;
@@ -45,7 +45,7 @@ from ..kernels.joints import link_placement
 from ..kernels.kinematics import frame_jacobian_knot, frame_world
 from ..kernels.packing import LF_COM, LF_MASS, LF_ST, LI_DOFADR, LI_NV, LI_PARENT, LI_SUBEND
 from ..kernels.rnea import link_external_forces, rnea_backward, rnea_forward
-from ..kernels.rnea_derivatives import _doY_mul, _inertia_rate
+from ..kernels.rnea_derivatives import doY_mul, inertia_rate
 from ..kernels.rnea_second_derivatives import second_order_backward, second_order_forward
 from ..kernels.spatial import (force_cross_add, force_to_parent, inertia_mul, inertia_to_parent_add, mot_cross,
                                      mot_to_parent)
@@ -246,7 +246,7 @@ def par_minv(tid, nt, li, levl, levs, nlev, J, U, UD, Dinv, F, P, Mi):
 def par_rnea_derivatives_pass(tid, nt, li, dl, gv, J, ov, oa, oY, has_fext, fl, oR, op, ws, dY, cols, dtau_dq,
                               dtau_dv):
     """∇RNEA (:func:`dynamics.kernels.rnea_derivatives.rnea_derivatives_pass`) regrouped into
-    parallel steps (seed 000 Algorithm 4): momenta, net forces and inertia rates (threads over
+    parallel steps (Plancher et al. 2021 Algorithm 4): momenta, net forces and inertia rates (threads over
     links), the per-dof columns ∂v/∂q, ∂a/∂q, ∂a/∂v (threads over dofs), then the backward sweep
     over links, each link's step split into four parallel steps over its dofs, the (row, column)
     entries of its subtree block, and the 31 numbers it adds to its parent."""
@@ -277,7 +277,7 @@ def par_rnea_derivatives_pass(tid, nt, li, dl, gv, J, ov, oa, oY, has_fext, fl, 
             force_to_parent(oR[i], op[i], fl[i], t)
             for r in range(6):
                 of[i, r] -= t[r]
-        _inertia_rate(oY, i, ov[i], oh[i], dY)
+        inertia_rate(oY, i, ov[i], oh[i], dY)
     for d in range(tid, nv, nt):
         i = dl[d]
         lam = li[i, LI_PARENT]
@@ -304,7 +304,7 @@ def par_rnea_derivatives_pass(tid, nt, li, dl, gv, J, ov, oa, oY, has_fext, fl, 
         for d in range(d0 + tid, d0 + nd, nt):
             inertia_mul(oY, i, J[d], dFda[d])
             inertia_mul(oY, i, dAdq[d], dFdq[d])
-            _doY_mul(dY, i, dVdq[d], t)
+            doY_mul(dY, i, dVdq[d], t)
             for r in range(6):
                 dFdq[d, r] += t[r]
             h0 = dY[i, 0]
@@ -345,7 +345,7 @@ def par_rnea_derivatives_pass(tid, nt, li, dl, gv, J, ov, oa, oY, has_fext, fl, 
         for d in range(d0 + tid, d0 + nd, nt):
             force_cross_add(J[d], of[i], dFdq[d])
             inertia_mul(oY, i, dAdv[d], dFdv[d])
-            _doY_mul(dY, i, J[d], t)
+            doY_mul(dY, i, J[d], t)
             for r in range(6):
                 dFdv[d, r] += t[r]
         cuda.syncthreads()
@@ -371,7 +371,7 @@ def par_rnea_derivatives_pass(tid, nt, li, dl, gv, J, ov, oa, oY, has_fext, fl, 
 
 # ------------------------------------------------------------------------ dynamics
 def k_rnea(li, lf, gv, bl, bf, q, v, a, fext, has_fext, tau):
-    """``tau`` (B, nv): RNEA (seed 000 Algorithm 1) in link frames; placements in parallel."""
+    """``tau`` (B, nv): RNEA (Plancher et al. 2021 Algorithm 1) in link frames; placements in parallel."""
     b = cuda.blockIdx.x
     tid = cuda.threadIdx.x
     nt = cuda.blockDim.x
@@ -469,7 +469,7 @@ def k_minv(li, lf, levl, levs, nlev, dl, q, IA, U, UD, Dinv, F, P, Mi):
 
 
 def k_rnea_derivatives(li, lf, gv, bl, bf, levl, levs, nlev, dl, q, v, a, fext, has_fext, cols, out):
-    """``out[b, 0] = ∂τ/∂q``, ``out[b, 1] = ∂τ/∂v`` (B, 2, nv, nv) — the *fused* kernel (seed 000
+    """``out[b, 0] = ∂τ/∂q``, ``out[b, 1] = ∂τ/∂v`` (B, 2, nv, nv) — the *fused* kernel (Plancher et al. 2021
     §IV-B: RNEA quantities v', a', f' and ∂c'/∂u on the device); ``cols`` (B, 8, nv, 6) workspace."""
     b = cuda.blockIdx.x
     tid = cuda.threadIdx.x
@@ -501,7 +501,7 @@ def k_rnea_derivatives(li, lf, gv, bl, bf, levl, levs, nlev, dl, q, v, a, fext, 
 
 
 def k_rnea_derivative_columns(li, dl, gv, J_in, ov_in, oa_in, oY_in, oR_in, op_in, fl_in, has_fext, cols, out):
-    """The *split* kernel (seed 000 §IV-B): only ∂c'/∂u on the device, from the RNEA quantities the
+    """The *split* kernel (Plancher et al. 2021 §IV-B): only ∂c'/∂u on the device, from the RNEA quantities the
     host computed (world columns ``J_in`` (B, nv, 6), ``ov_in``/``oa_in``/``fl_in`` (B, L, 6), rigid
     inertias ``oY_in`` (B, L, 13), placements ``oR_in`` (B, L, 3, 3), ``op_in`` (B, L, 3)), staged
     into shared memory by all threads; ``out`` (B, 2, nv, nv)."""
@@ -535,7 +535,7 @@ def k_rnea_derivative_columns(li, dl, gv, J_in, ov_in, oa_in, oY_in, oR_in, op_i
 
 def k_aba_derivatives(li, lf, gv, bl, bf, levl, levs, nlev, dl, q, v, tau, fext, has_fext, minv_in, has_minv,
                       IA, U, UD, Dinv, F, P, cols, dtau, out):
-    """The *completely fused* kernel (seed 000 Algorithm 3 and §IV-B): ABA → q̈, M⁻¹ (or the given
+    """The *completely fused* kernel (Plancher et al. 2021 Algorithm 3 and §IV-B): ABA → q̈, M⁻¹ (or the given
     ``minv_in``), ∇RNEA at q̈, then ``out[b] = (∂a/∂q, ∂a/∂v, ∂a/∂τ)`` (B, 3, nv, nv) with
     ``∂a/∂u = -M⁻¹ ∂τ/∂u``. Workspace: ``IA``…``Dinv`` (B, L, 6, 6), ``F``, ``P`` (B, L, nv, 6),
     ``cols`` (B, 8, nv, 6), ``dtau`` (B, 2, nv, nv)."""
@@ -588,7 +588,7 @@ def k_aba_derivatives(li, lf, gv, bl, bf, levl, levs, nlev, dl, q, v, tau, fext,
 
 def k_rnea_second_derivatives(li, lf, gv, bl, bf, levl, levs, nlev, dl, q, v, a, fext, has_fext, mats, vecs,
                               clink, out):
-    """``out[b] = (∂²τ/∂q², ∂²τ/∂v², ∂²τ/∂q∂v, ∂M/∂q)`` (B, 4, nv, nv, nv), IDSVA-SO (seed 004
+    """``out[b] = (∂²τ/∂q², ∂²τ/∂v², ∂²τ/∂q∂v, ∂M/∂q)`` (B, 4, nv, nv, nv), IDSVA-SO (Singh, Russell & Wensing 2022
     Algorithm 1); kinematics in parallel, the second-order sweeps on one thread."""
     b = cuda.blockIdx.x
     tid = cuda.threadIdx.x

@@ -1,6 +1,6 @@
 """Where the ``gpu`` backend's kernels run: a real NVIDIA GPU (CuPy arrays, ``numba.cuda.jit``) or
 Numba's CUDA simulator (NumPy arrays, ``numba.cuda.simulator.jit``), and how the compiled CPU
-routines of :mod:`dynamics.numba_backend` become CUDA device functions.
+passes of the kernel library (:mod:`dynamics.kernels`) become CUDA device functions.
 
 Simulator without ``NUMBA_ENABLE_CUDASIM``
     The simulator normally needs ``NUMBA_ENABLE_CUDASIM=1`` before ``numba.cuda`` is first imported,
@@ -13,11 +13,12 @@ Simulator without ``NUMBA_ENABLE_CUDASIM``
     and simulated kernels can therefore coexist in one process, in any import order.
 
 Retargeting
-    Every per-state pass of the numba backend (spatial algebra, joint placements, RNEA/ABA/M⁻¹
-    sweeps, ∇RNEA, IDSVA-SO) is plain Python compiled by ``numba.njit``. :func:`device_function`
-    re-binds such a function's globals — callees become device functions, ``np.empty(6)`` scratch
-    becomes ``cuda.local.array(6, DT)`` — and compiles it with ``cuda.jit(device=True)``: one source
-    for the CPU and GPU backends, on the same packed model layout (:mod:`dynamics.kernels.packing`).
+    Every per-state pass of the kernel library (spatial algebra, joint placements, RNEA/ABA/M⁻¹
+    sweeps, ∇RNEA, IDSVA-SO) is plain Python compiled by :mod:`dynamics.kernels.jit`.
+    :meth:`Compiler.device` re-binds such a function's globals — callees become device functions,
+    ``np.empty(6)`` scratch becomes ``cuda.local.array(6, DT)`` — and compiles it with
+    ``cuda.jit(device=True)``: one source for the CPU and GPU backends, on the same packed model
+    layout (:mod:`dynamics.kernels.packing`).
 """
 
 from __future__ import annotations
@@ -119,7 +120,7 @@ _EMPTY6 = re.compile(r"np\.empty\((\d+)\)")
 
 
 def _is_compiled(obj) -> bool:
-    """A numba CPU dispatcher (``@njit`` function) from the numba backend."""
+    """A numba CPU dispatcher (a function of the kernel library, :mod:`dynamics.kernels.jit`)."""
     return hasattr(obj, "py_func") and type(obj).__module__.startswith("numba.")
 
 

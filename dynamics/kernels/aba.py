@@ -18,7 +18,7 @@ from numba import prange
 from .jit import jit, jit_parallel
 from .packing import LF_ARM, LI_DOFADR, LI_NV, LI_PARENT
 from .rnea import link_external_forces
-from .scratch import view1, view2, view3
+from .scratch import DOFS, LINKS, Layout, buffer, view1, view2, view3
 from .spatial import dense_inertia, force_cross, force_to_parent, inertia_mul, mot_cross, spd_inverse
 from .world import world_inertias, world_kinematics
 
@@ -157,34 +157,61 @@ def aba_acceleration_pass(li, gv, J, U, Dinv, cb, u, qdd, oa):
             oa[i, r] += s
 
 
+#: scratch of :func:`aba_range`: one state's work arrays
+ABA_SCRATCH = Layout(
+    ("R", (LINKS, 3, 3)),
+    ("p", (LINKS, 3)),
+    ("oR", (LINKS, 3, 3)),
+    ("op", (LINKS, 3)),
+    ("RJ", (3, 3)),
+    ("J", (DOFS, 6)),
+    ("ov", (LINKS, 6)),
+    ("vJ", (LINKS, 6)),
+    ("oY", (LINKS, 13)),
+    ("IA", (LINKS, 6, 6)),
+    ("U", (LINKS, 6, 6)),
+    ("UD", (LINKS, 6, 6)),
+    ("Dinv", (LINKS, 6, 6)),
+    ("tmp66", (6, 6)),
+    ("chol", (6, 6)),
+    ("cb", (LINKS, 6)),
+    ("pA", (LINKS, 6)),
+    ("oa", (LINKS, 6)),
+    ("u", (DOFS,)),
+    ("fl", (LINKS, 6)),
+    ("tmp", (4, 6)),
+)
+_ABA = ABA_SCRATCH.spec
+
+
 @jit
 def aba_range(li, lf, gv, bl, bf, q, v, tau, fext, qdd, start, stop):
     """``qdd`` (B, nv) for q (B, nq), v, tau (B, nv); fext (B, nbody, 6) or (0, nbody, 6) for none.
     States ``start`` to ``stop - 1``, on the calling thread."""
     L = li.shape[0]
     nv = tau.shape[1]
-    buf = np.empty(217 * L + 7 * nv + 105)
-    R, o = view3(buf, 0, L, 3, 3)
-    p, o = view2(buf, o, L, 3)
-    oR, o = view3(buf, o, L, 3, 3)
-    op, o = view2(buf, o, L, 3)
-    RJ, o = view2(buf, o, 3, 3)
-    J, o = view2(buf, o, nv, 6)
-    ov, o = view2(buf, o, L, 6)
-    vJ, o = view2(buf, o, L, 6)
-    oY, o = view2(buf, o, L, 13)
-    IA, o = view3(buf, o, L, 6, 6)
-    U, o = view3(buf, o, L, 6, 6)
-    UD, o = view3(buf, o, L, 6, 6)
-    Dinv, o = view3(buf, o, L, 6, 6)
-    tmp66, o = view2(buf, o, 6, 6)
-    chol, o = view2(buf, o, 6, 6)
-    cb, o = view2(buf, o, L, 6)
-    pA, o = view2(buf, o, L, 6)
-    oa, o = view2(buf, o, L, 6)
-    u, o = view1(buf, o, nv)
-    fl, o = view2(buf, o, L, 6)
-    tmp, o = view2(buf, o, 4, 6)
+    buf = buffer(_ABA, L, nv)
+    R = view3(buf, _ABA.R, L, nv)
+    p = view2(buf, _ABA.p, L, nv)
+    oR = view3(buf, _ABA.oR, L, nv)
+    op = view2(buf, _ABA.op, L, nv)
+    RJ = view2(buf, _ABA.RJ, L, nv)
+    J = view2(buf, _ABA.J, L, nv)
+    ov = view2(buf, _ABA.ov, L, nv)
+    vJ = view2(buf, _ABA.vJ, L, nv)
+    oY = view2(buf, _ABA.oY, L, nv)
+    IA = view3(buf, _ABA.IA, L, nv)
+    U = view3(buf, _ABA.U, L, nv)
+    UD = view3(buf, _ABA.UD, L, nv)
+    Dinv = view3(buf, _ABA.Dinv, L, nv)
+    tmp66 = view2(buf, _ABA.tmp66, L, nv)
+    chol = view2(buf, _ABA.chol, L, nv)
+    cb = view2(buf, _ABA.cb, L, nv)
+    pA = view2(buf, _ABA.pA, L, nv)
+    oa = view2(buf, _ABA.oa, L, nv)
+    u = view1(buf, _ABA.u, L, nv)
+    fl = view2(buf, _ABA.fl, L, nv)
+    tmp = view2(buf, _ABA.tmp, L, nv)
     has_fext = fext.shape[0] > 0
     for b in range(start, stop):
         if has_fext:

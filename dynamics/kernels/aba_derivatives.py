@@ -1,9 +1,9 @@
-"""Compiled first-order partial derivatives of forward dynamics, fused per state (seed 000
-Algorithm 3, completely fused as in seed 000 Sec. IV-B): ABA gives ``qdd``; the analytical
+"""Compiled first-order partial derivatives of forward dynamics, fused per state (Plancher et al. 2021
+Algorithm 3, completely fused as in Plancher et al. 2021 Sec. IV-B): ABA gives ``qdd``; the analytical
 ``M^-1`` reuses ABA's articulated inertias; ∇RNEA is evaluated with ``qdd`` as input, reusing
 ABA's world kinematics and accelerations (:mod:`.rnea_derivatives`); then
 ``∂a/∂q = -M^-1 ∂τ/∂q``, ``∂a/∂v = -M^-1 ∂τ/∂v``, ``∂a/∂τ = M^-1``.
-With ``M^-1`` given, its computation is skipped (Dadu-RBD's ΔiFD, seed 001 Table I).
+With ``M^-1`` given, its computation is skipped (ΔiFD of Yang, Chen & Han 2023, Dadu-RBD, Table I).
 
 The two dense products are the only O(nv^3) step; they go to BLAS (``np.dot``, single-threaded for
 these sizes) rather than a hand-written loop, which is several times slower.
@@ -19,7 +19,7 @@ from .aba import aba_acceleration_pass, aba_bias_pass, articulated_inertias, bia
 from .minv import minv_backward, minv_forward
 from .rnea import link_external_forces
 from .rnea_derivatives import rnea_derivatives_pass
-from .scratch import view1, view2, view3
+from .scratch import DOFS, LINKS, Layout, buffer, view1, view2, view3
 from .world import world_inertias, world_kinematics
 
 
@@ -33,6 +33,41 @@ def neg_product(Mi, X, out):
             out[r, c] = -out[r, c]
 
 
+#: scratch of :func:`aba_derivatives_range`: one state's work arrays
+ABA_DERIVATIVES_SCRATCH = Layout(
+    ("R", (LINKS, 3, 3)),
+    ("p", (LINKS, 3)),
+    ("oR", (LINKS, 3, 3)),
+    ("op", (LINKS, 3)),
+    ("RJ", (3, 3)),
+    ("J", (DOFS, 6)),
+    ("ov", (LINKS, 6)),
+    ("vJ", (LINKS, 6)),
+    ("oY", (LINKS, 13)),
+    ("IA", (LINKS, 6, 6)),
+    ("U", (LINKS, 6, 6)),
+    ("UD", (LINKS, 6, 6)),
+    ("Dinv", (LINKS, 6, 6)),
+    ("tmp66", (6, 6)),
+    ("chol", (6, 6)),
+    ("cb", (LINKS, 6)),
+    ("pA", (LINKS, 6)),
+    ("oa", (LINKS, 6)),
+    ("u", (DOFS,)),
+    ("qdd", (DOFS,)),
+    ("F", (LINKS, DOFS, 6)),
+    ("P", (LINKS, DOFS, 6)),
+    ("ws", (4, LINKS, 6)),
+    ("dY", (LINKS, 12)),
+    ("cols", (8, DOFS, 6)),
+    ("dtq", (DOFS, DOFS)),
+    ("dtv", (DOFS, DOFS)),
+    ("tmp", (4, 6)),
+    ("fl", (LINKS, 6)),
+)
+_ABAD = ABA_DERIVATIVES_SCRATCH.spec
+
+
 @jit
 def aba_derivatives_range(li, lf, gv, bl, bf, q, v, tau, fext, minv_in, out, acc, start, stop):
     """``out[0] = ∂a/∂q``, ``out[1] = ∂a/∂v``, ``out[2] = ∂a/∂τ`` (3, B, nv, nv) for q (B, nq),
@@ -41,36 +76,36 @@ def aba_derivatives_range(li, lf, gv, bl, bf, q, v, tau, fext, minv_in, out, acc
     or (0, nv) to drop it. States ``start`` to ``stop - 1``, on the calling thread."""
     L = li.shape[0]
     nv = v.shape[1]
-    buf = np.empty(253 * L + 56 * nv + 12 * L * nv + 2 * nv * nv + 105)
-    R, o = view3(buf, 0, L, 3, 3)
-    p, o = view2(buf, o, L, 3)
-    oR, o = view3(buf, o, L, 3, 3)
-    op, o = view2(buf, o, L, 3)
-    RJ, o = view2(buf, o, 3, 3)
-    J, o = view2(buf, o, nv, 6)
-    ov, o = view2(buf, o, L, 6)
-    vJ, o = view2(buf, o, L, 6)
-    oY, o = view2(buf, o, L, 13)
-    IA, o = view3(buf, o, L, 6, 6)
-    U, o = view3(buf, o, L, 6, 6)
-    UD, o = view3(buf, o, L, 6, 6)
-    Dinv, o = view3(buf, o, L, 6, 6)
-    tmp66, o = view2(buf, o, 6, 6)
-    chol, o = view2(buf, o, 6, 6)
-    cb, o = view2(buf, o, L, 6)
-    pA, o = view2(buf, o, L, 6)
-    oa, o = view2(buf, o, L, 6)
-    u, o = view1(buf, o, nv)
-    qdd, o = view1(buf, o, nv)
-    F, o = view3(buf, o, L, nv, 6)
-    P, o = view3(buf, o, L, nv, 6)
-    ws, o = view3(buf, o, 4, L, 6)
-    dY, o = view2(buf, o, L, 12)
-    cols, o = view3(buf, o, 8, nv, 6)
-    dtq, o = view2(buf, o, nv, nv)
-    dtv, o = view2(buf, o, nv, nv)
-    tmp, o = view2(buf, o, 4, 6)
-    fl, o = view2(buf, o, L, 6)
+    buf = buffer(_ABAD, L, nv)
+    R = view3(buf, _ABAD.R, L, nv)
+    p = view2(buf, _ABAD.p, L, nv)
+    oR = view3(buf, _ABAD.oR, L, nv)
+    op = view2(buf, _ABAD.op, L, nv)
+    RJ = view2(buf, _ABAD.RJ, L, nv)
+    J = view2(buf, _ABAD.J, L, nv)
+    ov = view2(buf, _ABAD.ov, L, nv)
+    vJ = view2(buf, _ABAD.vJ, L, nv)
+    oY = view2(buf, _ABAD.oY, L, nv)
+    IA = view3(buf, _ABAD.IA, L, nv)
+    U = view3(buf, _ABAD.U, L, nv)
+    UD = view3(buf, _ABAD.UD, L, nv)
+    Dinv = view3(buf, _ABAD.Dinv, L, nv)
+    tmp66 = view2(buf, _ABAD.tmp66, L, nv)
+    chol = view2(buf, _ABAD.chol, L, nv)
+    cb = view2(buf, _ABAD.cb, L, nv)
+    pA = view2(buf, _ABAD.pA, L, nv)
+    oa = view2(buf, _ABAD.oa, L, nv)
+    u = view1(buf, _ABAD.u, L, nv)
+    qdd = view1(buf, _ABAD.qdd, L, nv)
+    F = view3(buf, _ABAD.F, L, nv)
+    P = view3(buf, _ABAD.P, L, nv)
+    ws = view3(buf, _ABAD.ws, L, nv)
+    dY = view2(buf, _ABAD.dY, L, nv)
+    cols = view3(buf, _ABAD.cols, L, nv)
+    dtq = view2(buf, _ABAD.dtq, L, nv)
+    dtv = view2(buf, _ABAD.dtv, L, nv)
+    tmp = view2(buf, _ABAD.tmp, L, nv)
+    fl = view2(buf, _ABAD.fl, L, nv)
     has_fext = fext.shape[0] > 0
     has_minv = minv_in.shape[0] > 0
     has_acc = acc.shape[0] > 0

@@ -1,4 +1,4 @@
-"""Compiled second-order partial derivatives of forward dynamics: FDSVA-SO (seed 004 §VI, eq. 46),
+"""Compiled second-order partial derivatives of forward dynamics: FDSVA-SO (Singh, Russell & Wensing 2022 §VI, eq. 46),
 fused per state as :mod:`dynamics.numpy_backend.aba_second_derivatives` computes them batch-wise.
 
 Per state: ABA gives ``a``; ``M^-1`` from ABA's articulated inertias; ∇RNEA at ``a`` gives
@@ -9,8 +9,8 @@ Per state: ABA gives ``a``; ``M^-1`` from ABA's articulated inertias; ∇RNEA at
     ∂²a/∂q_j∂v_k = -M^-1 (∂²τ/∂q_j∂v_k + ∂M/∂q_j ∂a/∂v_k)
     ∂²a/∂q_j∂τ_k = -M^-1  ∂M/∂q_j M^-1[:, k]
 
-(seed 004's Direct-Tensor-Matrix variant, §VI-A), each product one BLAS ``dgemm`` on the tensors
-reshaped to matrices. Index order as in :mod:`.rnea_second_derivatives`.
+(the Direct-Tensor-Matrix variant of Singh, Russell & Wensing 2022, §VI-A), each product one BLAS
+``dgemm`` on the tensors reshaped to matrices. Index order as in :mod:`.rnea_second_derivatives`.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from .jit import jit, jit_parallel
 from .minv import minv_backward, minv_forward
 from .rnea import link_external_forces
 from .rnea_derivatives import rnea_derivatives_pass
-from .rnea_second_derivatives import _NMATS, _NVECS, second_order_backward, second_order_forward
-from .scratch import view1, view2, view3
+from .rnea_second_derivatives import NMATS, NVECS, second_order_backward, second_order_forward
+from .scratch import DOFS, LINKS, Layout, buffer, view1, view2, view3
 from .world import world_inertias, world_kinematics
 
 
@@ -37,6 +37,54 @@ def _neg_dot(A, X, out):
             out[r, c] = -out[r, c]
 
 
+#: scratch of :func:`aba_second_derivatives_range`: one state's work arrays
+ABA_SECOND_DERIVATIVES_SCRATCH = Layout(
+    ("R", (LINKS, 3, 3)),
+    ("p", (LINKS, 3)),
+    ("oR", (LINKS, 3, 3)),
+    ("op", (LINKS, 3)),
+    ("RJ", (3, 3)),
+    ("J", (DOFS, 6)),
+    ("ov", (LINKS, 6)),
+    ("vJ", (LINKS, 6)),
+    ("oY", (LINKS, 13)),
+    ("oY2", (LINKS, 13)),
+    ("IA", (LINKS, 6, 6)),
+    ("U", (LINKS, 6, 6)),
+    ("UD", (LINKS, 6, 6)),
+    ("Dinv", (LINKS, 6, 6)),
+    ("tmp66", (6, 6)),
+    ("chol", (6, 6)),
+    ("cb", (LINKS, 6)),
+    ("pA", (LINKS, 6)),
+    ("oa", (LINKS, 6)),
+    ("u", (DOFS,)),
+    ("qdd", (DOFS,)),
+    ("F", (LINKS, DOFS, 6)),
+    ("P", (LINKS, DOFS, 6)),
+    ("ws", (4, LINKS, 6)),
+    ("dY", (LINKS, 12)),
+    ("cols", (8, DOFS, 6)),
+    ("psid", (DOFS, 6)),
+    ("psidd", (DOFS, 6)),
+    ("phid", (DOFS, 6)),
+    ("of", (LINKS, 6)),
+    ("Mi", (DOFS, DOFS)),
+    ("dtq", (DOFS, DOFS)),
+    ("dtv", (DOFS, DOFS)),
+    ("daq", (DOFS, DOFS)),
+    ("dav", (DOFS, DOFS)),
+    ("T", (4, DOFS, DOFS * DOFS)),  # ID tensors qq, vv, qv, dM, then the inner terms
+    ("X", (DOFS * DOFS, DOFS)),  # X[l * nv + j, m] = ∂M_lm/∂q_j
+    ("G", (DOFS * DOFS, DOFS)),
+    ("mats", (NMATS, 6, 6)),
+    ("vecs", (NVECS, 6)),
+    ("tmp", (4, 6)),
+    ("fl", (LINKS, 6)),
+)
+_ABASD = ABA_SECOND_DERIVATIVES_SCRATCH.spec
+
+
 @jit
 def aba_second_derivatives_range(li, lf, gv, bl, bf, q, v, tau, fext, out, start, stop):
     """``out[0..3] = (∂²a/∂q², ∂²a/∂v², ∂²a/∂q∂v, ∂²a/∂q∂τ)`` (4, B, nv, nv, nv) for q (B, nq),
@@ -44,50 +92,49 @@ def aba_second_derivatives_range(li, lf, gv, bl, bf, q, v, tau, fext, out, start
     calling thread."""
     L = li.shape[0]
     nv = v.shape[1]
-    n3 = nv * nv * nv
-    buf = np.empty(272 * L + 12 * L * nv + 74 * nv + 5 * nv * nv + 6 * n3 + 36 * _NMATS + 6 * _NVECS + 105)
-    R, o = view3(buf, 0, L, 3, 3)
-    p, o = view2(buf, o, L, 3)
-    oR, o = view3(buf, o, L, 3, 3)
-    op, o = view2(buf, o, L, 3)
-    RJ, o = view2(buf, o, 3, 3)
-    J, o = view2(buf, o, nv, 6)
-    ov, o = view2(buf, o, L, 6)
-    vJ, o = view2(buf, o, L, 6)
-    oY, o = view2(buf, o, L, 13)
-    oY2, o = view2(buf, o, L, 13)
-    IA, o = view3(buf, o, L, 6, 6)
-    U, o = view3(buf, o, L, 6, 6)
-    UD, o = view3(buf, o, L, 6, 6)
-    Dinv, o = view3(buf, o, L, 6, 6)
-    tmp66, o = view2(buf, o, 6, 6)
-    chol, o = view2(buf, o, 6, 6)
-    cb, o = view2(buf, o, L, 6)
-    pA, o = view2(buf, o, L, 6)
-    oa, o = view2(buf, o, L, 6)
-    u, o = view1(buf, o, nv)
-    qdd, o = view1(buf, o, nv)
-    F, o = view3(buf, o, L, nv, 6)
-    P, o = view3(buf, o, L, nv, 6)
-    ws, o = view3(buf, o, 4, L, 6)
-    dY, o = view2(buf, o, L, 12)
-    cols, o = view3(buf, o, 8, nv, 6)
-    psid, o = view2(buf, o, nv, 6)
-    psidd, o = view2(buf, o, nv, 6)
-    phid, o = view2(buf, o, nv, 6)
-    of, o = view2(buf, o, L, 6)
-    Mi, o = view2(buf, o, nv, nv)
-    dtq, o = view2(buf, o, nv, nv)
-    dtv, o = view2(buf, o, nv, nv)
-    daq, o = view2(buf, o, nv, nv)
-    dav, o = view2(buf, o, nv, nv)
-    T, o = view3(buf, o, 4, nv, nv * nv)       # ID tensors qq, vv, qv, dM, then the inner terms
-    X, o = view2(buf, o, nv * nv, nv)          # X[l * nv + j, m] = ∂M_lm/∂q_j
-    G, o = view2(buf, o, nv * nv, nv)
-    mats, o = view3(buf, o, _NMATS, 6, 6)
-    vecs, o = view2(buf, o, _NVECS, 6)
-    tmp, o = view2(buf, o, 4, 6)
-    fl, o = view2(buf, o, L, 6)
+    buf = buffer(_ABASD, L, nv)
+    R = view3(buf, _ABASD.R, L, nv)
+    p = view2(buf, _ABASD.p, L, nv)
+    oR = view3(buf, _ABASD.oR, L, nv)
+    op = view2(buf, _ABASD.op, L, nv)
+    RJ = view2(buf, _ABASD.RJ, L, nv)
+    J = view2(buf, _ABASD.J, L, nv)
+    ov = view2(buf, _ABASD.ov, L, nv)
+    vJ = view2(buf, _ABASD.vJ, L, nv)
+    oY = view2(buf, _ABASD.oY, L, nv)
+    oY2 = view2(buf, _ABASD.oY2, L, nv)
+    IA = view3(buf, _ABASD.IA, L, nv)
+    U = view3(buf, _ABASD.U, L, nv)
+    UD = view3(buf, _ABASD.UD, L, nv)
+    Dinv = view3(buf, _ABASD.Dinv, L, nv)
+    tmp66 = view2(buf, _ABASD.tmp66, L, nv)
+    chol = view2(buf, _ABASD.chol, L, nv)
+    cb = view2(buf, _ABASD.cb, L, nv)
+    pA = view2(buf, _ABASD.pA, L, nv)
+    oa = view2(buf, _ABASD.oa, L, nv)
+    u = view1(buf, _ABASD.u, L, nv)
+    qdd = view1(buf, _ABASD.qdd, L, nv)
+    F = view3(buf, _ABASD.F, L, nv)
+    P = view3(buf, _ABASD.P, L, nv)
+    ws = view3(buf, _ABASD.ws, L, nv)
+    dY = view2(buf, _ABASD.dY, L, nv)
+    cols = view3(buf, _ABASD.cols, L, nv)
+    psid = view2(buf, _ABASD.psid, L, nv)
+    psidd = view2(buf, _ABASD.psidd, L, nv)
+    phid = view2(buf, _ABASD.phid, L, nv)
+    of = view2(buf, _ABASD.of, L, nv)
+    Mi = view2(buf, _ABASD.Mi, L, nv)
+    dtq = view2(buf, _ABASD.dtq, L, nv)
+    dtv = view2(buf, _ABASD.dtv, L, nv)
+    daq = view2(buf, _ABASD.daq, L, nv)
+    dav = view2(buf, _ABASD.dav, L, nv)
+    T = view3(buf, _ABASD.T, L, nv)  # ID tensors qq, vv, qv, dM, then the inner terms
+    X = view2(buf, _ABASD.X, L, nv)  # X[l * nv + j, m] = ∂M_lm/∂q_j
+    G = view2(buf, _ABASD.G, L, nv)
+    mats = view3(buf, _ABASD.mats, L, nv)
+    vecs = view2(buf, _ABASD.vecs, L, nv)
+    tmp = view2(buf, _ABASD.tmp, L, nv)
+    fl = view2(buf, _ABASD.fl, L, nv)
     clink = np.empty(nv, dtype=np.int64)
     has_fext = fext.shape[0] > 0
     for b in range(start, stop):

@@ -14,7 +14,7 @@ from numba import prange
 
 from .jit import jit, jit_parallel
 from .packing import LF_ARM, LI_DOFADR, LI_NV, LI_PARENT, LI_SUBEND
-from .scratch import view1, view2, view3
+from .scratch import DOFS, LINKS, Layout, buffer, view1, view2, view3
 from .spatial import inertia_mul
 from .world import world_inertias, world_kinematics
 
@@ -47,21 +47,36 @@ def crba_pass(li, lf, oY, J, F, M):
                 oY[lam, k] += oY[i, k]
 
 
+#: scratch of :func:`crba_range`: one state's work arrays
+CRBA_SCRATCH = Layout(
+    ("R", (LINKS, 3, 3)),
+    ("p", (LINKS, 3)),
+    ("oR", (LINKS, 3, 3)),
+    ("op", (LINKS, 3)),
+    ("RJ", (3, 3)),
+    ("J", (DOFS, 6)),
+    ("F", (DOFS, 6)),
+    ("oY", (LINKS, 13)),
+    ("t", (6,)),
+)
+_CRBA = CRBA_SCRATCH.spec
+
+
 @jit
 def crba_range(li, lf, q, M, start, stop):
     """``M`` (B, nv, nv) for q (B, nq). States ``start`` to ``stop - 1``, on the calling thread."""
     L = li.shape[0]
     nv = M.shape[1]
-    buf = np.empty(37 * L + 12 * nv + 15)
-    R, o = view3(buf, 0, L, 3, 3)
-    p, o = view2(buf, o, L, 3)
-    oR, o = view3(buf, o, L, 3, 3)
-    op, o = view2(buf, o, L, 3)
-    RJ, o = view2(buf, o, 3, 3)
-    J, o = view2(buf, o, nv, 6)
-    F, o = view2(buf, o, nv, 6)
-    oY, o = view2(buf, o, L, 13)
-    t, o = view1(buf, o, 6)
+    buf = buffer(_CRBA, L, nv)
+    R = view3(buf, _CRBA.R, L, nv)
+    p = view2(buf, _CRBA.p, L, nv)
+    oR = view3(buf, _CRBA.oR, L, nv)
+    op = view2(buf, _CRBA.op, L, nv)
+    RJ = view2(buf, _CRBA.RJ, L, nv)
+    J = view2(buf, _CRBA.J, L, nv)
+    F = view2(buf, _CRBA.F, L, nv)
+    oY = view2(buf, _CRBA.oY, L, nv)
+    t = view1(buf, _CRBA.t, L, nv)
     no_v = buf[:0]
     for b in range(start, stop):
         world_kinematics(li, lf, q[b], no_v, RJ, R, p, oR, op, J, oY, oY, t)  # (no velocities)

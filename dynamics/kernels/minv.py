@@ -1,6 +1,6 @@
 """Compiled analytical ``M(q)^-1`` without factorising M (Carpentier, Saurel et al., "Analytical
-Inverse of the Joint Space Inertia Matrix", 2018; the backward-forward structure of seed 001's
-MMinvGen, Algorithm 2), as :mod:`dynamics.numpy_backend.minv`, in world coordinates.
+Inverse of the Joint Space Inertia Matrix", 2018; the backward-forward structure of MMinvGen,
+Yang, Chen & Han 2023 (Dadu-RBD) Algorithm 2), as :mod:`dynamics.numpy_backend.minv`, in world coordinates.
 
 The articulated-body recursion runs on all unit torques at once with the articulated inertias of
 :func:`.aba.articulated_inertias`. Structured sparsity: the backward forces ``F_i`` only have
@@ -19,7 +19,7 @@ from numba import prange
 from .jit import jit, jit_parallel
 from .aba import articulated_inertias
 from .packing import LI_DOFADR, LI_NV, LI_PARENT, LI_SUBEND
-from .scratch import view1, view2, view3
+from .scratch import DOFS, LINKS, Layout, buffer, view1, view2, view3
 from .world import world_inertias, world_kinematics
 
 
@@ -134,28 +134,50 @@ def minv_forward(li, J, U, Dinv, P, Mi):
                 Mi[d0 + k, c] = Mi[c, d0 + k]
 
 
+#: scratch of :func:`minv_range`: one state's work arrays
+MINV_SCRATCH = Layout(
+    ("R", (LINKS, 3, 3)),
+    ("p", (LINKS, 3)),
+    ("oR", (LINKS, 3, 3)),
+    ("op", (LINKS, 3)),
+    ("RJ", (3, 3)),
+    ("J", (DOFS, 6)),
+    ("oY", (LINKS, 13)),
+    ("IA", (LINKS, 6, 6)),
+    ("U", (LINKS, 6, 6)),
+    ("UD", (LINKS, 6, 6)),
+    ("Dinv", (LINKS, 6, 6)),
+    ("tmp66", (6, 6)),
+    ("chol", (6, 6)),
+    ("F", (LINKS, DOFS, 6)),
+    ("P", (LINKS, DOFS, 6)),
+    ("t", (6,)),
+)
+_MINV = MINV_SCRATCH.spec
+
+
 @jit
 def minv_range(li, lf, q, Mi, start, stop):
     """``M^-1`` (B, nv, nv) for q (B, nq). States ``start`` to ``stop - 1``, on the calling thread."""
     L = li.shape[0]
     nv = Mi.shape[1]
-    buf = np.empty(181 * L + 6 * nv + 12 * L * nv + 87)
-    R, o = view3(buf, 0, L, 3, 3)
-    p, o = view2(buf, o, L, 3)
-    oR, o = view3(buf, o, L, 3, 3)
-    op, o = view2(buf, o, L, 3)
-    RJ, o = view2(buf, o, 3, 3)
-    J, o = view2(buf, o, nv, 6)
-    oY, o = view2(buf, o, L, 13)
-    IA, o = view3(buf, o, L, 6, 6)
-    U, o = view3(buf, o, L, 6, 6)
-    UD, o = view3(buf, o, L, 6, 6)
-    Dinv, o = view3(buf, o, L, 6, 6)
-    tmp66, o = view2(buf, o, 6, 6)
-    chol, o = view2(buf, o, 6, 6)
-    F, o = view3(buf, o, L, nv, 6)
-    P, o = view3(buf, o, L, nv, 6)
-    t, o = view1(buf, o, 6)
+    buf = buffer(_MINV, L, nv)
+    R = view3(buf, _MINV.R, L, nv)
+    p = view2(buf, _MINV.p, L, nv)
+    oR = view3(buf, _MINV.oR, L, nv)
+    op = view2(buf, _MINV.op, L, nv)
+    RJ = view2(buf, _MINV.RJ, L, nv)
+    J = view2(buf, _MINV.J, L, nv)
+    oY = view2(buf, _MINV.oY, L, nv)
+    IA = view3(buf, _MINV.IA, L, nv)
+    U = view3(buf, _MINV.U, L, nv)
+    UD = view3(buf, _MINV.UD, L, nv)
+    Dinv = view3(buf, _MINV.Dinv, L, nv)
+    tmp66 = view2(buf, _MINV.tmp66, L, nv)
+    chol = view2(buf, _MINV.chol, L, nv)
+    F = view3(buf, _MINV.F, L, nv)
+    P = view3(buf, _MINV.P, L, nv)
+    t = view1(buf, _MINV.t, L, nv)
     no_v = buf[:0]
     for b in range(start, stop):
         world_kinematics(li, lf, q[b], no_v, RJ, R, p, oR, op, J, oY, oY, t)  # (no velocities)

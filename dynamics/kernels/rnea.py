@@ -1,7 +1,7 @@
-"""Compiled Recursive Newton-Euler inverse dynamics (seed 000 Algorithm 1, with external forces;
+"""Compiled Recursive Newton-Euler inverse dynamics (Plancher et al. 2021 Algorithm 1, with external forces;
 Featherstone RBDA Table 5.1): body-frame recursion, gravity as the base acceleration ``a_0 = -g``.
 
-Every compiled module follows the same pattern (seed 000 Sec. IV-A, CPU design): the passes of
+Every compiled module follows the same pattern (Plancher et al. 2021 Sec. IV-A, CPU design): the passes of
 one state work on preallocated scratch; ``*_range(..., start, stop)`` allocates the scratch once
 and runs a contiguous slice of the batch on the calling thread (the whole batch for serial calls);
 ``*_parallel(..., nt)`` splits the batch into ``nt`` slices, one per worker thread of numba's
@@ -18,7 +18,7 @@ from numba import prange
 from .jit import jit, jit_parallel
 from .joints import all_placements
 from .packing import FR_P, FR_R, LF_ARM, LF_ST, LI_DOFADR, LI_NV, LI_PARENT
-from .scratch import view2, view3
+from .scratch import LINKS, Layout, buffer, view2, view3
 from .spatial import force_cross, force_to_parent, inertia_mul, mot_cross_add, mot_to_child
 
 
@@ -121,20 +121,35 @@ def rnea_backward(li, lf, a, R, p, f, tmp, tau):
                 f[lam, r] += t[r]
 
 
+#: scratch of :func:`rnea_range`: one state's work arrays
+RNEA_SCRATCH = Layout(
+    ("R", (LINKS, 3, 3)),
+    ("p", (LINKS, 3)),
+    ("RJ", (3, 3)),
+    ("vel", (LINKS, 6)),
+    ("acc", (LINKS, 6)),
+    ("f", (LINKS, 6)),
+    ("fl", (LINKS, 6)),
+    ("tmp", (4, 6)),
+)
+_RNEA = RNEA_SCRATCH.spec
+
+
 @jit
 def rnea_range(li, lf, gv, bl, bf, q, v, a, fext, tau, start, stop):
     """``tau`` (B, nv) for q (B, nq), v, a (B, nv); fext (B, nbody, 6), or (0, nbody, 6) for none.
     States ``start`` to ``stop - 1``, on the calling thread."""
     L = li.shape[0]
-    buf = np.empty(36 * L + 33)
-    R, o = view3(buf, 0, L, 3, 3)
-    p, o = view2(buf, o, L, 3)
-    RJ, o = view2(buf, o, 3, 3)
-    vel, o = view2(buf, o, L, 6)
-    acc, o = view2(buf, o, L, 6)
-    f, o = view2(buf, o, L, 6)
-    fl, o = view2(buf, o, L, 6)
-    tmp, o = view2(buf, o, 4, 6)
+    nv = tau.shape[1]
+    buf = buffer(_RNEA, L, nv)
+    R = view3(buf, _RNEA.R, L, nv)
+    p = view2(buf, _RNEA.p, L, nv)
+    RJ = view2(buf, _RNEA.RJ, L, nv)
+    vel = view2(buf, _RNEA.vel, L, nv)
+    acc = view2(buf, _RNEA.acc, L, nv)
+    f = view2(buf, _RNEA.f, L, nv)
+    fl = view2(buf, _RNEA.fl, L, nv)
+    tmp = view2(buf, _RNEA.tmp, L, nv)
     has_fext = fext.shape[0] > 0
     for b in range(start, stop):
         if has_fext:

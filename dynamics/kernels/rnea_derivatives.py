@@ -1,13 +1,13 @@
 """Compiled first-order partial derivatives of inverse dynamics, ``∂τ/∂q`` and ``∂τ/∂v``.
 
 This is the world-frame form of the analytical RNEA derivatives of Carpentier & Mansard,
-"Analytical derivatives of rigid body dynamics algorithms" (RSS 2018) — seed 000's reference [7],
-whose simplified derivatives seed 000 Algorithm 2 restates in link frames. In world coordinates
+"Analytical derivatives of rigid body dynamics algorithms" (RSS 2018),
+whose simplified derivatives Plancher et al. 2021 (Algorithm 2) restate in link frames. In world coordinates
 every per-dof column (``J``, ``∂v/∂q``, ``∂a/∂q``, ``∂a/∂v`` and the force columns) is computed once,
 at the dof's own link, instead of being re-transformed at every descendant link as Algorithm 2
 does; the coupling between links goes through subtree (composite) quantities, and the output is
 assembled block-wise: rows of link ``i`` × the dof range of its subtree, and the subtree rows × the
-columns of ``i`` (seed 000 Sec. III-B structured sparsity: every other entry is zero).
+columns of ``i`` (Plancher et al. 2021 Sec. III-B structured sparsity: every other entry is zero).
 
 Derivatives with respect to ``q`` are along the local tangent perturbation ``q ⊕ δ`` (every motion
 subspace is constant in its child frame, so ``∂J_j/∂q_k = J_k x J_j`` for ``k`` an ancestor of
@@ -32,12 +32,12 @@ from .jit import jit, jit_parallel
 from .packing import LI_DOFADR, LI_NV, LI_PARENT, LI_SUBEND
 from .rnea import link_external_forces
 from .spatial import force_cross_add, force_to_parent, inertia_mul, mot_cross
-from .scratch import view1, view2, view3
+from .scratch import DOFS, LINKS, Layout, buffer, view1, view2, view3
 from .world import world_accelerations, world_inertias, world_kinematics
 
 
 @jit
-def _doY_mul(dY, i, y, out):
+def doY_mul(dY, i, y, out):
     """``out = doY_i y = (-2 hl x y_a, K y_a)`` with ``dY[i] = (hl (3), K (3x3 row-major))``."""
     out[0] = -2.0 * (dY[i, 1] * y[5] - dY[i, 2] * y[4])
     out[1] = -2.0 * (dY[i, 2] * y[3] - dY[i, 0] * y[5])
@@ -47,7 +47,7 @@ def _doY_mul(dY, i, y, out):
 
 
 @jit
-def _inertia_rate(oY, i, ov, oh, dY):
+def inertia_rate(oY, i, ov, oh, dY):
     """``dY[i] = (hl, K)`` of the inertia-rate operator of ``oY[i]`` at velocity ``ov`` (6,), with
     momentum ``oh`` (6,)."""
     vh = ov[0] * oY[i, 1] + ov[1] * oY[i, 2] + ov[2] * oY[i, 3]
@@ -133,7 +133,7 @@ def rnea_derivatives_pass(li, gv, J, ov, oa, oY, has_fext, fl, oR, op, ws, dY, c
                 for r in range(6):
                     dAdq[d, r] += t[r]
                     dAdv[d, r] += dVdq[d, r]
-        _inertia_rate(oY, i, ov[i], oh[i], dY)
+        inertia_rate(oY, i, ov[i], oh[i], dY)
     # ---------------- backward sweep (oY, dY, of become subtree sums)
     for i in range(L - 1, -1, -1):
         lam = li[i, LI_PARENT]
@@ -144,7 +144,7 @@ def rnea_derivatives_pass(li, gv, J, ov, oa, oY, has_fext, fl, oR, op, ws, dY, c
             d = d0 + k
             inertia_mul(oY, i, J[d], dFda[d])
             inertia_mul(oY, i, dAdq[d], dFdq[d])
-            _doY_mul(dY, i, dVdq[d], t)
+            doY_mul(dY, i, dVdq[d], t)
             for r in range(6):
                 dFdq[d, r] += t[r]
             # angular part of doY^T J = 2 hl x J_l + K^T J_a
@@ -180,7 +180,7 @@ def rnea_derivatives_pass(li, gv, J, ov, oa, oY, has_fext, fl, oR, op, ws, dY, c
             d = d0 + k
             force_cross_add(J[d], of[i], dFdq[d])
             inertia_mul(oY, i, dAdv[d], dFdv[d])
-            _doY_mul(dY, i, J[d], t)
+            doY_mul(dY, i, J[d], t)
             for r in range(6):
                 dFdv[d, r] += t[r]
         for k in range(nd):
@@ -198,28 +198,49 @@ def rnea_derivatives_pass(li, gv, J, ov, oa, oY, has_fext, fl, oR, op, ws, dY, c
                 of[lam, r] += of[i, r]
 
 
+#: scratch of :func:`rnea_derivatives_range`: one state's work arrays
+RNEA_DERIVATIVES_SCRATCH = Layout(
+    ("R", (LINKS, 3, 3)),
+    ("p", (LINKS, 3)),
+    ("oR", (LINKS, 3, 3)),
+    ("op", (LINKS, 3)),
+    ("RJ", (3, 3)),
+    ("J", (DOFS, 6)),
+    ("ov", (LINKS, 6)),
+    ("vJ", (LINKS, 6)),
+    ("oa", (LINKS, 6)),
+    ("oY", (LINKS, 13)),
+    ("ws", (4, LINKS, 6)),
+    ("dY", (LINKS, 12)),
+    ("cols", (8, DOFS, 6)),
+    ("t", (6,)),
+    ("fl", (LINKS, 6)),
+)
+_RNEAD = RNEA_DERIVATIVES_SCRATCH.spec
+
+
 @jit
 def rnea_derivatives_range(li, lf, gv, bl, bf, q, v, a, fext, out, start, stop):
     """``out[0] = ∂τ/∂q``, ``out[1] = ∂τ/∂v`` (2, B, nv, nv) for q (B, nq), v, a (B, nv); fext
     (B, nbody, 6) or (0, nbody, 6) for none. States ``start`` to ``stop - 1``, on the calling thread."""
     L = li.shape[0]
     nv = v.shape[1]
-    buf = np.empty(97 * L + 54 * nv + 15)
-    R, o = view3(buf, 0, L, 3, 3)
-    p, o = view2(buf, o, L, 3)
-    oR, o = view3(buf, o, L, 3, 3)
-    op, o = view2(buf, o, L, 3)
-    RJ, o = view2(buf, o, 3, 3)
-    J, o = view2(buf, o, nv, 6)
-    ov, o = view2(buf, o, L, 6)
-    vJ, o = view2(buf, o, L, 6)
-    oa, o = view2(buf, o, L, 6)
-    oY, o = view2(buf, o, L, 13)
-    ws, o = view3(buf, o, 4, L, 6)
-    dY, o = view2(buf, o, L, 12)
-    cols, o = view3(buf, o, 8, nv, 6)
-    t, o = view1(buf, o, 6)
-    fl, o = view2(buf, o, L, 6)
+    buf = buffer(_RNEAD, L, nv)
+    R = view3(buf, _RNEAD.R, L, nv)
+    p = view2(buf, _RNEAD.p, L, nv)
+    oR = view3(buf, _RNEAD.oR, L, nv)
+    op = view2(buf, _RNEAD.op, L, nv)
+    RJ = view2(buf, _RNEAD.RJ, L, nv)
+    J = view2(buf, _RNEAD.J, L, nv)
+    ov = view2(buf, _RNEAD.ov, L, nv)
+    vJ = view2(buf, _RNEAD.vJ, L, nv)
+    oa = view2(buf, _RNEAD.oa, L, nv)
+    oY = view2(buf, _RNEAD.oY, L, nv)
+    ws = view3(buf, _RNEAD.ws, L, nv)
+    dY = view2(buf, _RNEAD.dY, L, nv)
+    cols = view3(buf, _RNEAD.cols, L, nv)
+    t = view1(buf, _RNEAD.t, L, nv)
+    fl = view2(buf, _RNEAD.fl, L, nv)
     has_fext = fext.shape[0] > 0
     for b in range(start, stop):
         if has_fext:

@@ -1,15 +1,15 @@
-"""Compiled second-order partial derivatives of inverse dynamics: IDSVA-SO (seed 004, Algorithm 1),
-a per-state port of :mod:`dynamics.numpy_backend.rnea_second_derivatives` (same expressions, same
-index order, same exactly-once writes).
+"""Compiled second-order partial derivatives of inverse dynamics: IDSVA-SO (Singh, Russell & Wensing
+2022, Algorithm 1), a per-state port of :mod:`dynamics.numpy_backend.rnea_second_derivatives` (same
+expressions, same index order, same exactly-once writes).
 
-World-frame forward quantities (seed 004 Alg. 1 lines 2-11, :mod:`.world`): per dof ``d`` of link
-``i``, ``S_d = J_d``, ``ψ̇_d = v_λ × S_d``, ``ψ̈_d = a_λ × S_d + v_λ × ψ̇_d`` (``a_λ = -g`` at the root),
-``Ṡ_d = v_i × S_d``; per link the inertia ``I_i``, the body-Coriolis matrix
-``B_i = v_i ×* I_i − I_i v_i× + (I_i v_i)×̄*`` (seed 004 eq. 14 without the ½; in compact form its
+World-frame forward quantities (Singh, Russell & Wensing 2022 Alg. 1 lines 2-11, :mod:`.world`): per
+dof ``d`` of link ``i``, ``S_d = J_d``, ``ψ̇_d = v_λ × S_d``, ``ψ̈_d = a_λ × S_d + v_λ × ψ̇_d``
+(``a_λ = -g`` at the root), ``Ṡ_d = v_i × S_d``; per link the inertia ``I_i``, the body-Coriolis
+matrix ``B_i = v_i ×* I_i − I_i v_i× + (I_i v_i)×̄*`` (eq. 14 without the ½; in compact form its
 first block column vanishes, see :mod:`.rnea_derivatives`) and the force
 ``f_i = I_i a_i + v_i ×* I_i v_i − f_ext,i``; the composites ``I^C``, ``B^C``, ``f^C`` are subtree
 sums. Backward: for every joint ``i``, every dof ``p`` of ``i`` and every pair ``k ⪯ j`` of dofs
-on the chain from the root to ``i``, the 14 case values of seed 004 Appendix C are evaluated and
+on the chain from the root to ``i``, the 14 case values of the paper's Appendix C are evaluated and
 written, with the Hessian symmetries of §IV-F, into every index permutation they determine
 (the write table ``_WRITES`` of the numpy backend, expanded below). Entries whose three dofs are
 not on one root-to-leaf chain stay zero (branch-induced sparsity, §V-C).
@@ -26,18 +26,20 @@ from numba import prange
 from .jit import jit, jit_parallel
 from .packing import LI_DOFADR, LI_NSUP, LI_NV, LI_PARENT, LI_SUP
 from .rnea import link_external_forces
-from .rnea_derivatives import _inertia_rate
-from .scratch import view2, view3
+from .rnea_derivatives import inertia_rate
+from .scratch import DOFS, LINKS, Layout, buffer, view2, view3
 from .spatial import dense_inertia, force_cross, force_cross_add, force_to_parent, inertia_mul, mot_cross
 from .world import world_accelerations, world_inertias, world_kinematics
 
 # rows of the per-dof 6x6 work matrices (``mats``)
 _IC, _BC, _SX, _PSX, _R0, _R1, _R2, _R3, _R4, _R5, _R6, _R7, _BIC, _T1 = range(14)
-_NMATS = 14
+#: number of per-dof 6x6 work matrices (the GPU backend sizes its scratch with it)
+NMATS = 14
 # rows of the per-(p, j) work vectors (``vecs``)
 (_R5T, _R6T, _R7T, _R3T, _R4T, _R0T, _BICT, _R1T, _U1, _U2, _U11, _U3, _U58, _U6, _U7, _W, _G5, _G7, _V1,
  _V2) = range(20)
-_NVECS = 20
+#: number of per-(p, j) work vectors
+NVECS = 20
 
 
 @jit
@@ -162,7 +164,7 @@ def second_order_forward(li, gv, J, ov, oa, oY, has_fext, fl, oR, op, psid, psid
             force_to_parent(oR[i], op[i], fl[i], x)
             for r in range(6):
                 of[i, r] -= x[r]
-        _inertia_rate(oY, i, ov[i], h, dY)
+        inertia_rate(oY, i, ov[i], h, dY)
     for i in range(L - 1, -1, -1):
         lam = li[i, LI_PARENT]
         if lam >= 0:
@@ -315,7 +317,8 @@ def second_order_backward(li, J, psid, psidd, phid, IC, BC, fC, mats, vecs, clin
 @jit
 def _pair(i, p, j, k, lj, lk, J, psid, psidd, phid, vecs, sk, qq, vv, qv, dM):
     """The 14 case values of the dofs (p, j, k) — p of joint ``i``, j and k on its chain with k at
-    or above j (links ``lj``, ``lk``) — and their writes (seed 004 Alg. 1, Appendix C; §IV-F)."""
+    or above j (links ``lj``, ``lk``) — and their writes (Singh, Russell & Wensing 2022 Alg. 1,
+    Appendix C; §IV-F)."""
     tk = J[k]
     pk = psid[k]
     ppk = psidd[k]
@@ -373,6 +376,31 @@ def _pair(i, p, j, k, lj, lk, J, psid, psidd, phid, vecs, sk, qq, vv, qv, dM):
         vv[p, j, k] = x8
 
 
+#: scratch of :func:`rnea_second_derivatives_range`: one state's work arrays
+RNEA_SECOND_DERIVATIVES_SCRATCH = Layout(
+    ("R", (LINKS, 3, 3)),
+    ("p", (LINKS, 3)),
+    ("oR", (LINKS, 3, 3)),
+    ("op", (LINKS, 3)),
+    ("RJ", (3, 3)),
+    ("J", (DOFS, 6)),
+    ("psid", (DOFS, 6)),
+    ("psidd", (DOFS, 6)),
+    ("phid", (DOFS, 6)),
+    ("ov", (LINKS, 6)),
+    ("vJ", (LINKS, 6)),
+    ("oa", (LINKS, 6)),
+    ("oY", (LINKS, 13)),
+    ("dY", (LINKS, 12)),
+    ("of", (LINKS, 6)),
+    ("fl", (LINKS, 6)),
+    ("mats", (NMATS, 6, 6)),
+    ("vecs", (NVECS, 6)),
+    ("t", (4, 6)),
+)
+_RNEASD = RNEA_SECOND_DERIVATIVES_SCRATCH.spec
+
+
 @jit
 def rnea_second_derivatives_range(li, lf, gv, bl, bf, q, v, a, fext, out, start, stop):
     """``out[0..3] = (∂²τ/∂q², ∂²τ/∂v², ∂²τ/∂q∂v, ∂M/∂q)`` (4, B, nv, nv, nv) for q (B, nq), v, a
@@ -380,26 +408,26 @@ def rnea_second_derivatives_range(li, lf, gv, bl, bf, q, v, a, fext, out, start,
     thread."""
     L = li.shape[0]
     nv = v.shape[1]
-    buf = np.empty(79 * L + 24 * nv + 36 * _NMATS + 6 * _NVECS + 33)
-    R, o = view3(buf, 0, L, 3, 3)
-    p, o = view2(buf, o, L, 3)
-    oR, o = view3(buf, o, L, 3, 3)
-    op, o = view2(buf, o, L, 3)
-    RJ, o = view2(buf, o, 3, 3)
-    J, o = view2(buf, o, nv, 6)
-    psid, o = view2(buf, o, nv, 6)
-    psidd, o = view2(buf, o, nv, 6)
-    phid, o = view2(buf, o, nv, 6)
-    ov, o = view2(buf, o, L, 6)
-    vJ, o = view2(buf, o, L, 6)
-    oa, o = view2(buf, o, L, 6)
-    oY, o = view2(buf, o, L, 13)
-    dY, o = view2(buf, o, L, 12)
-    of, o = view2(buf, o, L, 6)
-    fl, o = view2(buf, o, L, 6)
-    mats, o = view3(buf, o, _NMATS, 6, 6)
-    vecs, o = view2(buf, o, _NVECS, 6)
-    t, o = view2(buf, o, 4, 6)
+    buf = buffer(_RNEASD, L, nv)
+    R = view3(buf, _RNEASD.R, L, nv)
+    p = view2(buf, _RNEASD.p, L, nv)
+    oR = view3(buf, _RNEASD.oR, L, nv)
+    op = view2(buf, _RNEASD.op, L, nv)
+    RJ = view2(buf, _RNEASD.RJ, L, nv)
+    J = view2(buf, _RNEASD.J, L, nv)
+    psid = view2(buf, _RNEASD.psid, L, nv)
+    psidd = view2(buf, _RNEASD.psidd, L, nv)
+    phid = view2(buf, _RNEASD.phid, L, nv)
+    ov = view2(buf, _RNEASD.ov, L, nv)
+    vJ = view2(buf, _RNEASD.vJ, L, nv)
+    oa = view2(buf, _RNEASD.oa, L, nv)
+    oY = view2(buf, _RNEASD.oY, L, nv)
+    dY = view2(buf, _RNEASD.dY, L, nv)
+    of = view2(buf, _RNEASD.of, L, nv)
+    fl = view2(buf, _RNEASD.fl, L, nv)
+    mats = view3(buf, _RNEASD.mats, L, nv)
+    vecs = view2(buf, _RNEASD.vecs, L, nv)
+    t = view2(buf, _RNEASD.t, L, nv)
     clink = np.empty(nv, dtype=np.int64)
     has_fext = fext.shape[0] > 0
     for b in range(start, stop):

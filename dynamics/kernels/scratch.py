@@ -1,30 +1,168 @@
-"""Per-thread scratch space: one allocation per batch slice, carved into C-contiguous views.
+"""Per-thread scratch space: one allocation per batch slice, carved into C-contiguous views, from a
+declared layout.
 
 A state's work arrays (placements, per-link vectors, per-dof columns, …) are views into one flat
 float64 buffer allocated once per call of a ``*_range`` kernel, so a single-state call pays for one
-allocation instead of one per work array.
+allocation instead of one per work array. Each kernel declares its buffer as a :class:`Layout`:
+named fields whose shapes are written in the model sizes :data:`LINKS` and :data:`DOFS`;
+the offsets and the total are computed from the declaration, in Python, once, as polynomials in
+``(L, nv)`` (:class:`Size`). The kernel reads them through the layout's :attr:`Layout.spec`, a
+tuple constant that numba compiles in, so the views cost what hand-counted offsets did::
+
+    AB = Layout(("R", (LINKS, 3, 3)), ("J", (DOFS, 6)))
+    _AB = AB.spec
+
+    @jit
+    def kernel(li, v):
+        L, nv = li.shape[0], v.shape[1]
+        buf = buffer(_AB, L, nv)
+        R = view3(buf, _AB.R, L, nv)
+        J = view2(buf, _AB.J, L, nv)
+
+:data:`THREAD_PAD_ROWS` is the padding between rows that different worker threads write.
 """
 
 from __future__ import annotations
 
-from .jit import jit
+from collections import namedtuple
+
+import numpy as np
+
+from .jit import jit_inline
+
+#: rows between the slices of a per-candidate array that different worker threads write (a row
+#: holds at least one float64, so this is at least one 64-byte cache line): threads writing to one
+#: cache line evict each other's writes (false sharing), which made two rollout candidates on two
+#: threads slower than one candidate on one thread
+THREAD_PAD_ROWS = 8
+
+#: the monomials ``L^i nv^j`` a size may contain, as (i, j); :func:`extent` evaluates them in this order
+MONOMIALS = ((0, 0), (1, 0), (0, 1), (1, 1), (0, 2), (0, 3))
 
 
-@jit
-def view1(buf, o, n0):
-    """``buf[o:o+n0]`` and the next free offset."""
-    return buf[o:o + n0], o + n0
+class Size:
+    """An integer polynomial in the model sizes L and nv (a dimension, an offset or a total)."""
+
+    __slots__ = ("terms",)
+
+    def __init__(self, terms: dict[tuple[int, int], int]):
+        self.terms = {m: int(c) for m, c in terms.items() if c != 0}
+
+    @staticmethod
+    def of(x: int | Size) -> Size:
+        if isinstance(x, Size):
+            return x
+        if isinstance(x, (int, np.integer)) and not isinstance(x, bool) and x >= 0:
+            return Size({(0, 0): int(x)})
+        raise TypeError(f"a scratch size is a non-negative int or a Size, got {x!r}")
+
+    def __add__(self, other: int | Size) -> Size:
+        o = Size.of(other)
+        terms = dict(self.terms)
+        for m, c in o.terms.items():
+            terms[m] = terms.get(m, 0) + c
+        return Size(terms)
+
+    __radd__ = __add__
+
+    def __mul__(self, other: int | Size) -> Size:
+        o = Size.of(other)
+        terms: dict[tuple[int, int], int] = {}
+        for (i, j), c in self.terms.items():
+            for (k, m), d in o.terms.items():
+                terms[(i + k, j + m)] = terms.get((i + k, j + m), 0) + c * d
+        return Size(terms)
+
+    __rmul__ = __mul__
+
+    def __call__(self, L: int, nv: int) -> int:
+        """The value for a model with L links and nv dofs."""
+        return sum(c * L ** i * nv ** j for (i, j), c in self.terms.items())
+
+    def coefficients(self) -> tuple[int, ...]:
+        """The coefficients of :data:`MONOMIALS` (what :func:`extent` takes)."""
+        extra = set(self.terms) - set(MONOMIALS)
+        if extra:
+            raise ValueError(f"scratch sizes are polynomials in the monomials {MONOMIALS} of (L, nv); got {extra}")
+        return tuple(self.terms.get(m, 0) for m in MONOMIALS)
+
+    def __repr__(self) -> str:
+        names = {(0, 0): "", (1, 0): "L", (0, 1): "nv", (1, 1): "L*nv", (0, 2): "nv^2", (0, 3): "nv^3"}
+        parts = [f"{c}*{names.get(m, m)}".rstrip("*") for m, c in sorted(self.terms.items())]
+        return " + ".join(parts) or "0"
 
 
-@jit
-def view2(buf, o, n0, n1):
-    """``buf[o:...]`` as a (n0, n1) array and the next free offset."""
-    n = n0 * n1
-    return buf[o:o + n].reshape((n0, n1)), o + n
+#: the number of links (L) and of dofs (nv) of the model a kernel runs on
+LINKS = Size({(1, 0): 1})
+DOFS = Size({(0, 1): 1})
 
 
-@jit
-def view3(buf, o, n0, n1, n2):
-    """``buf[o:...]`` as a (n0, n1, n2) array and the next free offset."""
-    n = n0 * n1 * n2
-    return buf[o:o + n].reshape((n0, n1, n2)), o + n
+class Layout:
+    """A kernel's scratch buffer: fields ``(name, shape)`` laid out one after the other in the given
+    order, each shape 1 to 3 dimensions of ints or :class:`Size`.
+
+    ``offset[name]``, ``shape[name]`` and ``total`` are :class:`Size`; :attr:`spec` is what the
+    compiled kernel reads: a named tuple with, per field, the coefficient tuples of its offset and
+    of each dimension, and ``total``, the coefficients of the buffer's length."""
+
+    def __init__(self, *fields: tuple[str, tuple]):
+        self.offset: dict[str, Size] = {}
+        self.shape: dict[str, tuple[Size, ...]] = {}
+        o = Size.of(0)
+        for name, shape in fields:
+            if name in self.shape or name == "total" or not name.isidentifier():
+                raise ValueError(f"scratch field name {name!r} is repeated, reserved or not an identifier")
+            if not 1 <= len(shape) <= 3:
+                raise ValueError(f"scratch field {name!r}: 1 to 3 dimensions, got {shape}")
+            dims = tuple(Size.of(d) for d in shape)
+            self.offset[name], self.shape[name] = o, dims
+            n = Size.of(1)
+            for d in dims:
+                n = n * d
+            o = o + n
+        self.total = o
+        spec_type = namedtuple("ScratchSpec", [*self.shape, "total"])
+        self.spec = spec_type(*(tuple(s.coefficients() for s in (self.offset[n], *self.shape[n])) for n in self.shape),
+                              self.total.coefficients())
+
+    def size(self, L: int, nv: int) -> int:
+        """The buffer's length (float64 entries) for a model with L links and nv dofs."""
+        return self.total(L, nv)
+
+
+@jit_inline
+def extent(c, L, nv):
+    """The value at (L, nv) of the size with coefficients c (of :data:`MONOMIALS`)."""
+    return c[0] + L * (c[1] + c[3] * nv) + nv * (c[2] + nv * (c[4] + c[5] * nv))
+
+
+@jit_inline
+def buffer(spec, L, nv):
+    """The uninitialised buffer of a :attr:`Layout.spec` for L links and nv dofs."""
+    return np.empty(extent(spec.total, L, nv))
+
+
+@jit_inline
+def view1(buf, f, L, nv):
+    """Field ``f`` (an entry of a :attr:`Layout.spec`, one dimension) of ``buf``."""
+    o = extent(f[0], L, nv)
+    return buf[o:o + extent(f[1], L, nv)]
+
+
+@jit_inline
+def view2(buf, f, L, nv):
+    """Field ``f`` (two dimensions) of ``buf``, as a C-contiguous (n0, n1) array."""
+    o = extent(f[0], L, nv)
+    n0 = extent(f[1], L, nv)
+    n1 = extent(f[2], L, nv)
+    return buf[o:o + n0 * n1].reshape((n0, n1))
+
+
+@jit_inline
+def view3(buf, f, L, nv):
+    """Field ``f`` (three dimensions) of ``buf``, as a C-contiguous (n0, n1, n2) array."""
+    o = extent(f[0], L, nv)
+    n0 = extent(f[1], L, nv)
+    n1 = extent(f[2], L, nv)
+    n2 = extent(f[3], L, nv)
+    return buf[o:o + n0 * n1 * n2].reshape((n0, n1, n2))

@@ -1,5 +1,5 @@
 """Compiled spatial-algebra primitives on 6-vectors, exploiting the structure of every operator
-(seed 000, Sec. III-B "structured sparsity" and Sec. IV-A: zero-skipping instead of dense 6x6
+(Plancher et al. 2021, Sec. III-B "structured sparsity" and Sec. IV-A: zero-skipping instead of dense 6x6
 products).
 
 Conventions as in :mod:`dynamics.spatial`: motion vectors ``(linear, angular)``, force vectors

@@ -4,8 +4,8 @@ RNEA derivatives).
 Expressing every link quantity in world coordinates (at the world origin) removes the per-link
 spatial transforms from the recursions: a parent accumulates its children's (articulated)
 inertias and forces, and a child inherits its parent's acceleration, by plain addition. This is
-the formulation Pinocchio uses for its derivatives and ``M^-1`` (Carpentier & Mansard, RSS 2018 —
-seed 000's reference [7]; Carpentier, Saurel et al. 2018). A per-dof column ``J_d = Ad(oM_i) S_d``
+the formulation Pinocchio uses for its derivatives and ``M^-1`` (Carpentier & Mansard 2018;
+Carpentier, Saurel et al. 2018). A per-dof column ``J_d = Ad(oM_i) S_d``
 is computed once and reused by every pass; only the motion subspaces (constant in the child frame)
 and the link inertias are transformed, once per link and state.
 

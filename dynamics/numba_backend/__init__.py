@@ -1,4 +1,4 @@
-"""The ``numba`` backend: compiled CPU kernels, parallel over the batch (seed 000's CPU design).
+"""The ``numba`` backend: compiled CPU kernels, parallel over the batch (Plancher et al. 2021's CPU design).
 
 * Each state (knot point) is computed by one compiled function with preallocated scratch and
   structured spatial algebra (:mod:`.spatial`): no interpreter work per state.
@@ -6,7 +6,7 @@
   (``numba.prange``); a single state, a one-thread setting or a batch too small to pay for waking
   the pool runs a non-parallel compiled variant on the calling thread.
 * Every public function of :class:`~dynamics.backend.Backend` is implemented, including the
-  second-order derivatives (seed 004); results match the numpy reference to ~1e-12 relative
+  second-order derivatives (Singh, Russell & Wensing 2022); results match the numpy reference to ~1e-12 relative
   (``tests/test_backend_consistency.py``; ``docs/backends.md``).
 * Kernels are compiled on first use (or by :meth:`NumbaBackend.warmup`) and cached on disk
   (``cache=True``); the model is passed as flat float64/int64 arrays (:mod:`.packing`), so one
@@ -29,18 +29,21 @@ from types import SimpleNamespace
 import numpy as np
 
 from ..backend import Backend, _check_out
-from ..inputs import sum_is_finite
+from ..contact.common import flat_args
+from ..contact.constrained_dynamics import ContactDynamicsDerivatives, ContactDynamicsResult
+from ..contact.impulse import ImpulseDynamicsResult, check_restitution
+from ..contact.kinematics_derivatives import unflatten_motion
+from ..contact.schur import check_pivots
+from ..inputs import sum_is_finite, unflatten
 from ..model import RobotModel
 from ..worker_threads import use_threads
+from ..worker_wait import configure_before_workers_start
 from ..kernels.packing import _cache as _packed_cache
 from ..kernels.packing import as_kernel_input as _f64
 from ..kernels.packing import frame_arrays, packed
 
 if importlib.util.find_spec("numba") is None:  # reported by dynamics.available_backends()
     raise ModuleNotFoundError("the numba backend needs the 'numba' package (pip install numba)")
-
-# how libgomp's workers wait between parallel regions is set when `dynamics` is imported, before
-# numba loads libgomp: dynamics.worker_wait
 
 _REFERENCES = {"local": 0, "world": 1, "local_world_aligned": 2}
 _F64 = np.dtype(np.float64)
@@ -51,6 +54,9 @@ def _k() -> SimpleNamespace:
     """The compiled-kernel modules, imported on first use (importing numba takes ~0.4 s)."""
     global _kernels
     if _kernels is None:
+        # how the thread pool's workers wait is read once, when numba starts it: set it before
+        # numba can (dynamics.worker_wait)
+        configure_before_workers_start()
         import numba
 
         from ..kernels import (aba, aba_derivatives, aba_second_derivatives, crba, kinematics, minv, rnea,
@@ -60,6 +66,19 @@ def _k() -> SimpleNamespace:
                                    rnea_second_derivatives=rnea_second_derivatives,
                                    aba_second_derivatives=aba_second_derivatives, kinematics=kinematics)
     return _kernels
+
+
+_contact_kernels = None
+
+
+def _ck():
+    """:mod:`dynamics.contact.numba_kernels`, imported on first use (it imports numba)."""
+    global _contact_kernels
+    if _contact_kernels is None:
+        _k()   # numba's thread pool settings first (dynamics.worker_wait)
+        from ..contact import numba_kernels
+        _contact_kernels = numba_kernels
+    return _contact_kernels
 
 
 # Serial cost of one state per link [us], measured on a 2.6 GHz Zen 4 core (rounded up); used only
@@ -136,16 +155,15 @@ class NumbaBackend(Backend):
         calls = [(f, int(B)) for f, B in calls if f in kinds]
         if not calls or not ca.cache_is_cold():
             return None
-        # the child takes the derivative kernels (measured cold on the 2-core CI VM, 2026-11-24: second
-        # order alone 34 s, first order 20 s, sharing their passes), the caller the solver's rollout,
-        # cost and backward-pass kernels (≈ 35 s) meanwhile; the second order goes first
+        # the child takes the derivative kernels (the longest compiles, sharing their passes; figures
+        # in docs/backends.md), the caller the solver's rollout, cost and backward-pass kernels
+        # meanwhile; the second order, the longest, goes first
         calls = sorted(dict.fromkeys(calls), key=lambda c: c[0] != "aba_second_derivatives")
         specs = list(dict.fromkeys(f"{f}:{self._variant(kinds[f], model, B)}" for f, B in calls))
         return ca.start(specs, calls)
 
     # ------------------------------------------------------------ compilation
     prefers_compiled_solver = True
-    numba_packed_model = True
     warmup_by_use = True
 
     def compiled_forward_dynamics(self, model: RobotModel):
@@ -238,6 +256,53 @@ class NumbaBackend(Backend):
                     run()
         finally:
             self._threads, self.parallel_threshold_us = saved
+
+    # ------------------------------------------------------------ contact dynamics (fused kernels)
+    # One compiled pass per state (dynamics.contact.numba_kernels) for the sets it covers (no damping,
+    # no 6-D Baumgarte kp term, float64 inputs); anything else runs the generic implementation of
+    # dynamics.contact on this backend's kernels (Backend's methods).
+
+    def frame_motion_derivatives(self, model: RobotModel, q, v, a, contacts):
+        func = "frame_motion_derivatives"
+        batch, (qf, vf, af) = flat_args(func, model, contacts, q=(q, "nq"), v=(v, "nv"), a=(a, "nv"))
+        if not qf.dtype == vf.dtype == af.dtype == _F64:   # complex step: the generic implementation
+            return super().frame_motion_derivatives(model, q, v, a, contacts)
+        return unflatten_motion(batch, _ck().frame_motion_derivatives(self, model, qf, vf, af, contacts))
+
+    def contact_dynamics(self, model: RobotModel, q, v, tau, contacts):
+        func = "contact_dynamics"
+        batch, (qf, vf, tf) = flat_args(func, model, contacts, q=(q, "nq"), v=(v, "nv"), tau=(tau, "nv"))
+        ck = _ck()
+        if not ck.supports_fused(contacts, qf, vf, tf):
+            return super().contact_dynamics(model, q, v, tau, contacts)
+        a, lam, flag, _, _ = ck.contact_dynamics_fused(self, model, qf, vf, tf, contacts, False)
+        check_pivots(contacts, func, flag)
+        return ContactDynamicsResult(unflatten(batch, a), unflatten(batch, lam))
+
+    def contact_dynamics_derivatives(self, model: RobotModel, q, v, tau, contacts, return_values: bool = False,
+                                     out=None):
+        func = "contact_dynamics_derivatives"
+        batch, (qf, vf, tf) = flat_args(func, model, contacts, q=(q, "nq"), v=(v, "nv"), tau=(tau, "nv"))
+        ck = _ck()
+        if not ck.supports_fused(contacts, qf, vf, tf):
+            return super().contact_dynamics_derivatives(model, q, v, tau, contacts, return_values, out)
+        if out is not None:
+            out.check(qf.shape[0], model.nv, contacts.nc, func)
+        a, lam, flag, da, dl = ck.contact_dynamics_fused(self, model, qf, vf, tf, contacts, True, out)
+        check_pivots(contacts, func, flag)
+        d = ContactDynamicsDerivatives(*(unflatten(batch, x) for x in (*da, *dl)))
+        return (ContactDynamicsResult(unflatten(batch, a), unflatten(batch, lam)), d) if return_values else d
+
+    def impulse_dynamics(self, model: RobotModel, q, v_minus, contacts, restitution: float = 0.0):
+        func = "impulse_dynamics"
+        e = check_restitution(restitution, func)
+        batch, (qf, vm) = flat_args(func, model, contacts, q=(q, "nq"), v_minus=(v_minus, "nv"))
+        ck = _ck()
+        if not ck.supports_fused_impulse(contacts, qf, vm):
+            return super().impulse_dynamics(model, q, v_minus, contacts, restitution)
+        v_plus, imp, flag = ck.impulse_dynamics_fused(model, qf, vm, contacts, e)
+        check_pivots(contacts, func, flag)
+        return ImpulseDynamicsResult(unflatten(batch, v_plus), unflatten(batch, imp))
 
     # ------------------------------------------------------------ single-state fast path
     # One state without f_ext / M^-1 (the common call from Python, e.g. per knot or in a custom

@@ -52,9 +52,10 @@ class CompileJob:
 
 
 def cache_is_cold() -> bool:
-    """Whether this package's kernels are not in numba's cache yet (a fresh machine, a new
-    version): compiles (or loads) a one-line probe kernel stamped like every kernel of the package
-    and reports whether numba had to compile it."""
+    """Whether the project's kernels are not in numba's cache yet (a fresh machine, a new version,
+    an edited compiled source): compiles (or loads) a one-line probe kernel, defined in this
+    compiled source and so stamped like every kernel (:mod:`dynamics.kernel_cache`), and reports
+    whether numba had to compile it."""
     from ..kernel_cache import report_compiles
     from ..kernels.jit import jit
 

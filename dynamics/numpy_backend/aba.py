@@ -6,7 +6,6 @@ from __future__ import annotations
 import numpy as np
 
 from ..spatial import force_cross, motion_cross
-from .rnea import rnea
 from .transforms import gravity_acceleration, link_external_forces, link_transforms
 
 
@@ -70,9 +69,3 @@ def aba(model, q, v, tau, fext=None, X=None):
         qdd[:, d0:d0 + nd] = qi
         acc[:, i] = ai + qi @ model.link_S[i].T
     return qdd
-
-
-def forward_dynamics_minv(model, q, v, tau, minv, fext=None):
-    """Second forward-dynamics path ``a = M^-1 (tau - c(q, v))`` with a given ``M^-1`` (B, nv, nv)."""
-    c = rnea(model, q, v, np.zeros_like(v), fext)
-    return np.einsum("bij,bj->bi", minv, tau - c)

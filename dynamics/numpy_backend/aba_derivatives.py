@@ -1,7 +1,7 @@
-"""First-order partial derivatives of forward dynamics (seed 000, Algorithm 3): run ABA, then
+"""First-order partial derivatives of forward dynamics (Plancher et al. 2021, Algorithm 3): run ABA, then
 ∇RNEA with the resulting accelerations as input, and multiply by ``-M^-1``:
 ``∂a/∂q = -M^-1 ∂τ/∂q``, ``∂a/∂v = -M^-1 ∂τ/∂v``, ``∂a/∂τ = M^-1``. With ``minv`` given this is
-Dadu-RBD's ΔiFD (seed 001, Table I)."""
+Dadu-RBD's ΔiFD (Yang, Chen & Han 2023, Table I)."""
 
 from __future__ import annotations
 

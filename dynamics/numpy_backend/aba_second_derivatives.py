@@ -1,6 +1,6 @@
-"""Second-order partial derivatives of forward dynamics: FDSVA-SO (seed 004, §VI, eq. 46).
+"""Second-order partial derivatives of forward dynamics: FDSVA-SO (Singh, Russell & Wensing 2022, §VI, eq. 46).
 
-Differentiating the identity ``ID(q, v, FD(q, v, τ)) = τ`` twice (seed 004 eqs. 44-46) gives, with
+Differentiating the identity ``ID(q, v, FD(q, v, τ)) = τ`` twice (Singh, Russell & Wensing 2022 eqs. 44-46) gives, with
 ``∂a/∂q = −M⁻¹ ∂τ/∂q``, ``∂a/∂v = −M⁻¹ ∂τ/∂v`` (eq. 45) evaluated at ``a = FD(q, v, τ)``::
 
     ∂²a/∂q_j∂q_k = −M⁻¹ (∂²τ/∂q_j∂q_k + ∂M/∂q_j ∂a/∂q_k + ∂M/∂q_k ∂a/∂q_j)
@@ -9,7 +9,7 @@ Differentiating the identity ``ID(q, v, FD(q, v, τ)) = τ`` twice (seed 004 eqs
     ∂²a/∂q_j∂τ_k = −M⁻¹  ∂M/∂q_j M⁻¹[:, k]
 
 and ``∂²a/∂τ² = ∂²a/∂v∂τ = 0``. The ID tensors come from IDSVA-SO (this backend's
-``rnea_second_derivatives``), ``M⁻¹`` from the analytical inverse (seed 004 ref. [52]); the inner
+``rnea_second_derivatives``), ``M⁻¹`` from the analytical inverse (Singh, Russell & Wensing 2022 ref. [52]); the inner
 and outer products are the seed's Direct-Tensor-Matrix variant (§VI-A), which it finds fastest for
 practical robot sizes. The index order is the one of ``rnea_second_derivatives``:
 ``T[b, i, j, k] = ∂_k (∂_j a_i)`` with the ``k``-perturbation applied first; for the

@@ -2,7 +2,7 @@
 
 This is the articulated-body recursion run on all ``nv`` unit torques at once, with velocity and
 gravity set to zero (Carpentier, Saurel et al., "Analytical Inverse of the Joint Space Inertia
-Matrix", 2018; the same backward-forward structure as seed 001's MMinvGen, Algorithm 2): the
+Matrix", 2018; the same backward-forward structure as Yang, Chen & Han 2023's MMinvGen, Algorithm 2): the
 backward sweep builds the articulated inertias and the projected unit-torque forces ``F_i`` (6, nv);
 the forward sweep propagates the resulting accelerations ``P_i`` (6, nv). Row block i of ``M^-1``
 is ``D_i^-1 (E_i - S_i^T F_i - U_i^T X_i P_λ)``.

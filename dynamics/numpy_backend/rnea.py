@@ -1,4 +1,4 @@
-"""Recursive Newton-Euler inverse dynamics (Featherstone, RBDA Table 5.1; seed 000 Algorithm 1
+"""Recursive Newton-Euler inverse dynamics (Featherstone, RBDA Table 5.1; Plancher et al. 2021 Algorithm 1
 with external forces). Body-frame recursion, gravity as a base acceleration ``a_0 = -g``."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """First-order partial derivatives of inverse dynamics, ∂τ/∂q and ∂τ/∂v.
 
-Seed 000, Algorithm 2 (∇RNEA): the RNEA forward and backward sweeps are differentiated column by
+Plancher et al. 2021, Algorithm 2 (∇RNEA): the RNEA forward and backward sweeps are differentiated column by
 column, all nv columns at once. Because every motion subspace is constant in its child frame, the
 derivative of a parent-to-child transform along joint i's tangent is ``∂(X_i y)/∂q_i = (X_i y) × S_i``
 and that of the force transform is ``∂(X_i^T f)/∂q_i = X_i^T (S_i ×* f)``. Configuration derivatives

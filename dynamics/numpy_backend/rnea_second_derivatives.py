@@ -1,6 +1,6 @@
-"""Second-order partial derivatives of inverse dynamics: IDSVA-SO (seed 004, Algorithm 1).
+"""Second-order partial derivatives of inverse dynamics: IDSVA-SO (Singh, Russell & Wensing 2022, Algorithm 1).
 
-Seed 004 (Singh, Russell, Wensing, *On Second-Order Derivatives of Rigid-Body Dynamics*) §IV-G:
+Singh, Russell & Wensing 2022 (Singh, Russell, Wensing, *On Second-Order Derivatives of Rigid-Body Dynamics*) §IV-G:
 one forward pass computes, in the **ground (world) frame**, every joint's motion subspace ``S_j``,
 its time derivative due to the predecessor moving ``ψ̇_j = v_λ(j) × S_j``, its second derivative
 ``ψ̈_j = a_λ(j) × S_j + v_λ(j) × ψ̇_j``, ``Ṡ_j = v_j × S_j`` and the body-level inertia ``I_i``,
@@ -16,7 +16,7 @@ The seed's triple loop over dofs is vectorised here: for each joint ``i`` the do
 dofs of the whole ancestor chain of ``i`` (which is totally ordered, so every pair ``(j, k)`` of
 chain dofs is an ancestor/descendant pair) are processed at once as small dense arrays with a mask
 ``k ⪯ j``; the Python loop is over joints only. The expressions follow the seed's reference C++
-implementation (seed 004 ref. [51], Pinocchio's ``ComputeRNEASecondOrderDerivatives``), re-derived
+implementation (Singh, Russell & Wensing 2022 ref. [51], Pinocchio's ``ComputeRNEASecondOrderDerivatives``), re-derived
 for batched numpy. External forces given in body frames rotate with their body, so they enter only
 through the composite force ``f^C`` (the ``S ×* f^C`` terms), exactly like the first-order IDSVA.
 
@@ -41,7 +41,7 @@ from .transforms import gravity_acceleration
 
 @dataclass(frozen=True)
 class WorldFrameState:
-    """Forward-pass quantities of IDSVA-SO in the world frame (seed 004, Alg. 1 lines 2-11).
+    """Forward-pass quantities of IDSVA-SO in the world frame (Singh, Russell & Wensing 2022, Alg. 1 lines 2-11).
 
     Columns are stored dof-major, (B, nv, 6): ``S`` motion subspace columns, ``psid`` = ψ̇,
     ``psidd`` = ψ̈, ``phid`` = Ṡ = v × S. Composite quantities per link: ``IC`` (B, L, 6, 6)
@@ -95,9 +95,9 @@ def world_frame_state(model, q, v, a, fext=None) -> WorldFrameState:
 # dofs p of i, and the chain dofs j and k):
 _VALUES = ("p1", "p2", "p3", "p4", "p5", "p6", "x1", "x2", "x3", "x4", "x5", "x6", "x7", "x8")
 _TENSORS = ("qq", "vv", "qv", "dM")
-# Where each value goes (seed 004 Alg. 1 backward pass; §IV-F symmetries): tensor, roles (which of
+# Where each value goes (Singh, Russell & Wensing 2022 Alg. 1 backward pass; §IV-F symmetries): tensor, roles (which of
 # p, j, k is the output, first and second index), value, sign, and the case condition on (j, k)
-# (k ⪯ j always; "j!=i" is seed 004's Case B/C split, "k!=j" its Case A/B split).
+# (k ⪯ j always; "j!=i" is Singh, Russell & Wensing 2022's Case B/C split, "k!=j" its Case A/B split).
 _WRITES = (
     ("qq", "pjk", "p2", 1, "all"), ("qv", "pkj", "p1", -1, "all"),
     ("qq", "jkp", "x1", 1, "j!=i"), ("qq", "jpk", "x1", 1, "j!=i"), ("qv", "jkp", "p1", 1, "j!=i"),
@@ -197,7 +197,7 @@ def _mat_vec(M: np.ndarray, x: np.ndarray) -> np.ndarray:
 
 
 def _pair_values(st: WorldFrameState, i: int, lp: _LinkPlan) -> np.ndarray:
-    """The 14 pair values of joint ``i`` (seed 004 Alg. 1, the bodies of the j- and k-loops),
+    """The 14 pair values of joint ``i`` (Singh, Russell & Wensing 2022 Alg. 1, the bodies of the j- and k-loops),
     stacked and flattened: (B, 14 * nd * nA * nA)."""
     P, A = lp.P, lp.A
     Ic, Bc = st.IC[:, i, None], st.BC[:, i, None]                       # (B, 1, 6, 6)

@@ -1,17 +1,17 @@
-"""Parallel-in-depth rigid-body algorithms: scans and odd-even elimination (seeds 002 and 003).
+"""Parallel-in-depth rigid-body algorithms: scans and odd-even elimination (Yang, Wu & Pan 2016, 2017).
 
 The recursive algorithms (RNEA, ABA) take n dependent steps for an n-link chain. These take
 O(log n) dependent steps of batched array operations, at the price of more work:
 
 * ``rnea(..., algorithm="scan")`` — inverse dynamics as a forward scan of velocities and
   accelerations (13×13 operands, or their SE(3)×se(3)² form) and a backward scan of joint
-  forces (seed 003 §III-B/C, Algorithm 1); chains and trees (:mod:`.rnea_scan`).
-* ``forward_dynamics(..., method="jsiia")`` — M by n scan IDs, then a factorisation (seed 003
-  §III-D, Algorithm 2; seed 002 eq. (7)); any tree (:mod:`.jsiia`).
+  forces (Yang, Wu & Pan 2017 §III-B/C, Algorithm 1); chains and trees (:mod:`.rnea_scan`).
+* ``forward_dynamics(..., method="jsiia")`` — M by n scan IDs, then a factorisation (Yang, Wu & Pan 2017
+  §III-D, Algorithm 2; Yang, Wu & Pan 2016 eq. (7)); any tree (:mod:`.jsiia`).
 * ``method="abia"`` — serial articulated-inertia recursion, then scanned linear recursions
-  (seed 003 §III-E, Algorithm 3; seed 002 eq. (8)); serial chains of 1-DoF joints (:mod:`.abia`).
+  (Yang, Wu & Pan 2017 §III-E, Algorithm 3; Yang, Wu & Pan 2016 eq. (8)); serial chains of 1-DoF joints (:mod:`.abia`).
 * ``method="oee"`` — constraint force algorithm with odd-even elimination of its block
-  tri-diagonal system (seed 002 §III–IV, Algorithms 1–2); serial chains of 1-DoF joints with
+  tri-diagonal system (Yang, Wu & Pan 2016 §III–IV, Algorithms 1–2); serial chains of 1-DoF joints with
   invertible link inertias (:mod:`.cfa`, :mod:`.oee`).
 
 Reached through the Backend API: ``be.rnea(model, q, v, a, algorithm="scan")``,
@@ -100,15 +100,15 @@ def rnea(backend, model: RobotModel, q, v, a, fext=None, algorithm: str = "scan"
          operand: str = "group", scan: str = "hillis-steele"):
     """Inverse dynamics ``τ = M a + c(q, v) - Σ J_b^T fext_b`` (..., nv) [N m or N].
 
-    algorithm: ``"scan"`` (seed 003, this package) or ``"recursive"`` (the backend's RNEA).
-    operand: ``"group"`` (SE(3)×se(3)² triples, seed 003 eq. (13)) or ``"matrix"`` (dense 13×13
+    algorithm: ``"scan"`` (Yang, Wu & Pan 2017, this package) or ``"recursive"`` (the backend's RNEA).
+    operand: ``"group"`` (SE(3)×se(3)² triples, Yang, Wu & Pan 2017 eq. (13)) or ``"matrix"`` (dense 13×13
     and 7×7 operands, eqs. (12), (16)). scan: ``"hillis-steele"``, ``"blelloch"`` or ``"serial"``
     (chains; trees always use pointer jumping)."""
     if algorithm == "recursive":
         return backend.rnea(model, q, v, a, fext)
     if algorithm != "scan":
         raise ValueError(f"rnea: unknown algorithm '{algorithm}'; valid algorithms: {', '.join(ALGORITHMS)}")
-    xp, batch, flat = check_args(backend, "rnea", model, fext, q=(q, "nq"), v=(v, "nv"), a=(a, "nv"))
+    xp, batch, flat = check_args("rnea", model, fext, q=(q, "nq"), v=(v, "nv"), a=(a, "nv"))
     rt = _device_runtime(backend, xp)
     qf, vf, af, fe = _to_device(rt, flat)
     c = model_arrays(model, xp if rt is None else rt.xp)
@@ -129,7 +129,7 @@ def forward_dynamics(backend, model: RobotModel, q, v, tau, fext=None, method: s
         return backend.forward_dynamics(model, q, v, tau, fext, method=method)
     if method not in METHODS:
         raise ValueError(f"forward_dynamics: unknown method '{method}'; valid methods: {', '.join(METHODS)}")
-    xp, batch, flat = check_args(backend, "forward_dynamics", model, fext, q=(q, "nq"), v=(v, "nv"),
+    xp, batch, flat = check_args("forward_dynamics", model, fext, q=(q, "nq"), v=(v, "nv"),
                                  tau=(tau, "nv"))
     fails = _requirement_failures(model, model_arrays(model, np))
     if method in fails:

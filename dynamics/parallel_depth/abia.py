@@ -1,13 +1,13 @@
-"""Hybrid articulated-body inertia algorithm, ABIA (seed 003 §II-B eqs. (7)–(8), §III-E and
-Algorithm 3; seed 002 §II-C eq. (8)), for serial chains of 1-DoF joints.
+"""Hybrid articulated-body inertia algorithm, ABIA (Yang, Wu & Pan 2017 §II-B eqs. (7)–(8), §III-E and
+Algorithm 3; Yang, Wu & Pan 2016 §II-C eq. (8)), for serial chains of 1-DoF joints.
 
 1. ``τ̂ = τ - ID(q, q̇, 0)`` with the scan ID (:mod:`.rnea_scan`).
-2. Articulated-body inertias by the *serial* nonlinear recursion (7) (not scannable — seed 003
+2. Articulated-body inertias by the *serial* nonlinear recursion (7) (not scannable — Yang, Wu & Pan 2017
    §II-B, Hyafil & Kung), batched over problems: ``Î_i = I_i + X_{i+1}^T (Î_{i+1} - U U^T / D)
    X_{i+1}`` with ``U = Î_{i+1} S_{i+1}``, ``D = Ω_{i+1} = S_{i+1}^T Î_{i+1} S_{i+1} + armature``.
 3. In parallel: ``Y_{i,i+1} = X_{i+1}^T (1 - U_{i+1} S_{i+1}^T / D_{i+1})``,
    ``Π_{i,i+1} = X_{i+1}^T U_{i+1} / D_{i+1}``.
-4. Backward scan ``ẑ_i = Y_{i,i+1} ẑ_{i+1} + Π_{i,i+1} τ̂_{i+1}`` (operands of seed 003 eq. (18)),
+4. Backward scan ``ẑ_i = Y_{i,i+1} ẑ_{i+1} + Π_{i,i+1} τ̂_{i+1}`` (operands of Yang, Wu & Pan 2017 eq. (18)),
    ``ĉ_i = (τ̂_i - S_i^T ẑ_i) / Ω_i`` in parallel, forward scan
    ``λ_i = Y_{i-1,i}^T λ_{i-1} + S_i ĉ_i`` (eq. (19)) and ``q̈_i = ĉ_i - Π_{i-1,i}^T λ_{i-1}``.
 

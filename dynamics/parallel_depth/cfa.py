@@ -1,11 +1,11 @@
-"""Constraint force algorithm, CFA, with the odd-even elimination solver (seed 002 §III, eqs.
+"""Constraint force algorithm, CFA, with the odd-even elimination solver (Yang, Wu & Pan 2016 §III, eqs.
 (9)–(17), Algorithm 1), for serial chains of 1-DoF joints with invertible link inertias.
 
 With ``K = (1 - Γ) J^-1 (1 - Γ)^T`` (block tri-diagonal: ``K_ii = J_i^-1 + X_i J_{i-1}^-1 X_i^T``,
 ``K_{i,i+1} = -J_i^-1 X_{i+1}^T``) the bias-free equations of motion are ``K F = S q̈`` and
 ``τδ = S^T F + A_rm q̈`` (``A_rm`` = diagonal joint armature). Writing each joint force as
 ``F_i = S̃_i μ_i + W_i F^c_i`` (``S̃_i = S_i / |S_i|²``, ``W_i`` an orthonormal 6×5 basis of the
-constraint-force directions, ``W_i^T S_i = 0``; seed 002 eq. (14)) and eliminating q̈ with ``W^T``
+constraint-force directions, ``W_i^T S_i = 0``; Yang, Wu & Pan 2016 eq. (14)) and eliminating q̈ with ``W^T``
 (eq. (11)) gives the block tri-diagonal system of eq. (15) for the constraint forces ``F^c``;
 ``q̈ = S̃^T K F`` (eq. (13)). Without armature this is exactly ``M^-1 = C - B^T A^-1 B`` (eq. (17)).
 
@@ -65,7 +65,7 @@ def btd_matvec(Kd: Array, Ku: Array, x: Array) -> Array:
 
 def cfa(c: ModelArrays, E: Array, r: Array, v: Array, tau: Array, fl: Array | None,
         method: str = "hillis-steele", refine: int = 1) -> Array:
-    """Joint accelerations (B, L) by the CFA with OEE (seed 002 Algorithm 1 with Algorithm 2).
+    """Joint accelerations (B, L) by the CFA with OEE (Yang, Wu & Pan 2016 Algorithm 1 with Algorithm 2).
 
     refine: steps of iterative refinement ``q̈ += CFA(τδ - M q̈)`` (``M q̈`` by one scan ID, the
     OEE elimination reused). The CFA recovers q̈ from differences of the large inter-link forces

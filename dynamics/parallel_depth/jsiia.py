@@ -1,7 +1,7 @@
-"""Joint-space inertia inversion algorithm, JSIIA (seed 003 §III-D, Algorithm 2; seed 002 §II-C eq. (7)).
+"""Joint-space inertia inversion algorithm, JSIIA (Yang, Wu & Pan 2017 §III-D, Algorithm 2; Yang, Wu & Pan 2016 §II-C eq. (7)).
 
 ``q̈ = M(q)^-1 (τ - τ_bias)``: the bias ``τ_bias = ID(q, q̇, 0)`` and the n columns
-``M[:, j] = ID(q, 0, e_j)`` (no gravity, no external force; seed 003 eq. (17)) are n + 1
+``M[:, j] = ID(q, 0, e_j)`` (no gravity, no external force; Yang, Wu & Pan 2017 eq. (17)) are n + 1
 data-independent scan-based inverse dynamics (:mod:`.rnea_scan`), run as one batch; then one
 batched factorisation and solve (``xp.linalg.solve``: LU with partial pivoting, LAPACK ``gesv``
 on the CPU, cuSOLVER on CuPy). Works on any tree the scan ID handles. Work O(n² log n) for the

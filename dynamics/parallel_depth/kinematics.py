@@ -1,4 +1,4 @@
-"""Per-link joint transforms and external-force mapping in an array namespace (step 0 of seed 003
+"""Per-link joint transforms and external-force mapping in an array namespace (step 0 of Yang, Wu & Pan 2017
 Algorithm 1, ``CalcTransform``: all links at once, no recursion).
 
 Same conventions as :mod:`dynamics.joints` / :func:`dynamics.numpy_backend.transforms.link_transforms`

@@ -2,8 +2,8 @@
 
 Every algorithm in :mod:`dynamics.parallel_depth` is written against an array namespace ``xp``
 (``numpy`` here; ``cupy`` when the inputs are CuPy arrays), so the same code runs on a GPU. This
-module picks ``xp`` from the inputs, checks and flattens the arguments exactly like
-:meth:`dynamics.Backend._args` (same shape/finiteness checks and messages, leading batch
+module picks ``xp`` from the inputs, checks and flattens the arguments exactly like the Backend
+API (:func:`dynamics.backend.batch_args`: same shape/finiteness checks and messages, leading batch
 dimensions broadcast and flattened to one axis ``B``), and caches the model's constant arrays
 (inertias, motion subspaces, joint data, CFA bases) once per model and namespace.
 """
@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from ..backend import batch_args
 from ..inputs import ShapeError
 from ..joints import JointType
 from ..model import RobotModel
@@ -38,14 +39,15 @@ def to_numpy(x: Any) -> np.ndarray:
     return x.get() if hasattr(x, "get") and not isinstance(x, np.ndarray) else np.asarray(x)
 
 
-def check_args(backend, func: str, model: RobotModel, fext, **arrays) -> tuple[ModuleType, tuple[int, ...], list]:
+def check_args(func: str, model: RobotModel, fext, **arrays) -> tuple[ModuleType, tuple[int, ...], list]:
     """``(xp, batch, [flat arrays..., fext or None])`` for ``arrays`` given as ``name=(x, "nq"|"nv")``.
 
-    NumPy inputs go through ``backend._args`` (the Backend API's own checks); CuPy inputs get the
-    same checks on the device. Flat arrays are ``(B, n)`` float64, fext ``(B, nbody, 6)``."""
+    NumPy inputs go through :func:`dynamics.backend.batch_args` (the Backend API's own checks);
+    CuPy inputs get the same checks on the device. Flat arrays are ``(B, n)`` float64, fext
+    ``(B, nbody, 6)``."""
     xp = array_namespace(fext, *(x for x, _ in arrays.values()))
     if xp is np:
-        batch, flat = backend._args(func, model, fext, **arrays)
+        batch, flat = batch_args(func, model, fext, **arrays)
         return np, batch, flat
     if not isinstance(model, RobotModel):
         raise TypeError(f"{func}: expected a RobotModel (from dynamics.load_model) as first argument, "

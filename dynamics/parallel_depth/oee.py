@@ -1,11 +1,11 @@
-"""Odd-even elimination (OEE) for symmetric block tri-diagonal systems (seed 002 §IV, Algorithm 2;
+"""Odd-even elimination (OEE) for symmetric block tri-diagonal systems (Yang, Wu & Pan 2016 §IV, Algorithm 2;
 Fijany, Sharf & D'Eleuterio 1995; Levit 1989).
 
 Solves ``A x = R`` for ``A`` with symmetric diagonal blocks ``D_i`` and lower blocks equal to the
 transposed upper blocks ``U_i = A_{i,i+1}``. Step ``j`` (stride ``s = 2^(j-1)``) eliminates, in
 every row at once, the couplings to rows ``i ± s`` with ``E_i = U_i D_{i+s}^-1`` and
-``K_i = U_{i-s}^T D_{i-s}^-1`` (computed by solves with ``D``, seed 002 lines 3–4), which couples
-row i to ``i ± 2s`` only (seed 002 eq. (19)); after ``ceil(log2 n)`` steps the matrix is block
+``K_i = U_{i-s}^T D_{i-s}^-1`` (computed by solves with ``D``, Yang, Wu & Pan 2016 lines 3–4), which couples
+row i to ``i ± 2s`` only (Yang, Wu & Pan 2016 eq. (19)); after ``ceil(log2 n)`` steps the matrix is block
 diagonal and every block row is solved independently (line 16). O(log n) steps, O(n log n) work —
 each step is a handful of batched k×k solves and products over all rows.
 
@@ -34,7 +34,7 @@ class OEEFactors:
 
 def oee_factor(D: Array, U: Array) -> OEEFactors:
     """Odd-even elimination of the matrix with diagonal blocks D (B, n, k, k) and upper blocks
-    U (B, n-1, k, k) (``A_{i,i+1}``; ``A_{i+1,i} = U_i^T``), seed 002 Algorithm 2 lines 1–8, 13."""
+    U (B, n-1, k, k) (``A_{i,i+1}``; ``A_{i+1,i} = U_i^T``), Yang, Wu & Pan 2016 Algorithm 2 lines 1–8, 13."""
     xp = array_namespace(D)
     n = D.shape[1]
     steps = []

@@ -1,6 +1,6 @@
-"""Inverse dynamics as two scans on semigroups (seed 003 §III-B, §III-C, Algorithm 1).
+"""Inverse dynamics as two scans on semigroups (Yang, Wu & Pan 2017 §III-B, §III-C, Algorithm 1).
 
-Forward scan (seed 003 eq. (12)/(13)): in the project's body-frame convention the link velocity
+Forward scan (Yang, Wu & Pan 2017 eq. (12)/(13)): in the project's body-frame convention the link velocity
 and acceleration recursions ``v_i = X_i v_λ + S_i q̇_i``, ``a_i = X_i a_λ + S_i q̈_i + v_i × S_i q̇_i``
 are one linear recursion ``[a_i; v_i; 1] = A_i [a_λ; v_λ; 1]`` with the 13×13 operand
 
@@ -9,13 +9,13 @@ are one linear recursion ``[a_i; v_i; 1] = A_i [a_λ; v_λ; 1]`` with the 13×13
            [0,    0,               1      ]],
 
 whose products keep that block form, so an operand is equivalently the triple
-``(X, ξ1, ξ2) ∈ SE(3) × se(3)²`` with the product of seed 003 eq. (13)
+``(X, ξ1, ξ2) ∈ SE(3) × se(3)²`` with the product of Yang, Wu & Pan 2017 eq. (13)
 ``(X, ξ1, ξ2) ⊕ (X', ξ1', ξ2') = (X X', X ξ1' - ξ2 × X ξ2' + ξ1, X ξ2' + ξ2)``. ``operand="group"``
 scans the triples (X as ``(E, r)``, 24 numbers), ``operand="matrix"`` the dense 13×13 matrices. The
 base state ``(a_0, v_0) = (-g, 0)`` is applied after the scan, in parallel (the "parallel
 isomorphism" step of §III-B).
 
-Backward scan (seed 003 eq. (16)): ``F_i = X_{i+1}^T F_{i+1} + F̂_i`` with the link bias forces
+Backward scan (Yang, Wu & Pan 2017 eq. (16)): ``F_i = X_{i+1}^T F_{i+1} + F̂_i`` with the link bias forces
 ``F̂_i = I_i a_i + v_i ×* I_i v_i - f^ext_i`` computed in parallel after the forward scan; the
 affine operands ``(X_{i+1}^T, F̂_i)`` are scanned from the tip (group form ``(E, r, f)`` or dense
 7×7). Then ``τ_i = S_i^T F_i + armature_i q̈_i`` in parallel.
@@ -83,7 +83,7 @@ def _unskew(xp, S: Array) -> Array:
 
 def forward_scan(c: ModelArrays, E: Array, r: Array, vJ: Array, aJ: Array, gravity: bool = True,
                  operand: str = "group", method: str = "hillis-steele") -> ForwardScan:
-    """Velocities and accelerations of all links by one scan (seed 003 eq. (12)/(13)).
+    """Velocities and accelerations of all links by one scan (Yang, Wu & Pan 2017 eq. (12)/(13)).
 
     E, r: link transforms ``X_i`` (B, L, 3, 3), (B, L, 3); vJ, aJ: joint motions ``S_i q̇_i`` and
     ``S_i q̈_i`` (B, L, 6). gravity: start from ``a_0 = -g`` (else 0)."""
@@ -114,7 +114,7 @@ def forward_scan(c: ModelArrays, E: Array, r: Array, vJ: Array, aJ: Array, gravi
 def backward_scan(c: ModelArrays, E: Array, r: Array, fhat: Array, fwd: ForwardScan,
                   operand: str = "group", method: str = "hillis-steele") -> Array:
     """Joint reaction forces ``F_i`` (B, L, 6) from the link bias forces ``F̂_i`` (B, L, 6):
-    suffix scan of seed 003 eq. (16) on chains, world-frame subtree sums on trees."""
+    suffix scan of Yang, Wu & Pan 2017 eq. (16) on chains, world-frame subtree sums on trees."""
     xp = c.xp
     if not c.topo.serial:
         return _tree_backward(c, fhat, fwd, method)

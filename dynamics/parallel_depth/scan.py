@@ -1,6 +1,6 @@
 """Inclusive scans (all-prefix-sums) of batched operands under an associative product.
 
-Seed 003 §III-A / seed 002 §II-B (after Blelloch 1990): a linear recursion ``x_i = b_i x_{i-1} + c_i``
+Yang, Wu & Pan 2017 §III-A / Yang, Wu & Pan 2016 §II-B (after Blelloch 1990): a linear recursion ``x_i = b_i x_{i-1} + c_i``
 is the scan of the operands ``a_i = [[b_i, c_i], [0, 1]]`` under matrix multiplication, so the
 n-step recursion can be evaluated in O(log n) parallel steps. Here an *element* is a tuple of
 arrays whose axis 1 is the scan axis (axis 0 is the batch), and ``combine(outer, inner)`` returns
@@ -128,7 +128,7 @@ def inclusive_scan(el: Element, combine: Combine, method: str = "hillis-steele")
 
 def affine_combine(outer: Element, inner: Element) -> Element:
     """Product of affine maps ``x -> T x + t`` given as ``(T, t)`` (..., k, k), (..., k):
-    ``(T_o T_i, T_o t_i + t_o)`` — the homogeneous ``[[T, t], [0, 1]]`` operands of seed 002 eq. (5)."""
+    ``(T_o T_i, T_o t_i + t_o)`` — the homogeneous ``[[T, t], [0, 1]]`` operands of Yang, Wu & Pan 2016 eq. (5)."""
     To, to = outer
     Ti, ti = inner
     return To @ Ti, (To @ ti[..., None])[..., 0] + to

@@ -2,7 +2,7 @@
 
 A motion transform ``X = [[E, -E [r]x], [0, E]]`` (Featherstone's ``plux(E, r)``; in the
 project's convention ``X = motion_transform(R, p)`` with ``E = R^T``, ``r = p``) is stored as the
-pair ``(E, r)`` (..., 3, 3), (..., 3) — the SE(3) element of seed 003 §III-B — instead of a 6×6
+pair ``(E, r)`` (..., 3, 3), (..., 3) — the SE(3) element of Yang, Wu & Pan 2017 §III-B — instead of a 6×6
 matrix. Motion vectors are ``(linear, angular)``, force vectors ``(force, torque)``. Every
 function takes the namespace from its arguments (works on numpy and CuPy arrays alike).
 """

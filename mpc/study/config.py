@@ -7,9 +7,14 @@ naming the key and the fix. Flags given on the command line override the file's 
 
 from __future__ import annotations
 
+import argparse
 import math
+import tomllib
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+
+from ..args import latency_arg
+from ..controller import SOLVERS
 
 MODES = ("lockstep", "realtime")
 EXECUTORS = ("local", "ray")
@@ -102,11 +107,8 @@ def _pos_float(key: str, v) -> float:
 
 def _latency(v) -> str:
     """Normalise a latency spec (``measured``, ``fixed:20ms`` ...) to ``measured`` / ``fixed:<ms>ms``."""
-    import argparse
-
-    from mpc.cli import _latency_arg
     try:
-        sec = _latency_arg(str(v).strip())
+        sec = latency_arg(str(v).strip())
     except argparse.ArgumentTypeError as e:
         raise ConfigError(f"study: latency: {e}") from None
     return "measured" if sec is None else f"fixed:{sec * 1e3:g}ms"
@@ -124,8 +126,6 @@ def _unique(key: str, items: list) -> tuple:
 def build_config(values: dict) -> StudyConfig:
     """A validated :class:`StudyConfig` from a mapping of flag/TOML keys to values (None values are
     ignored: not given)."""
-    from mpc.controller import SOLVERS
-
     known = {f.name for f in fields(StudyConfig)}
     kw: dict = {}
     for key, v in values.items():
@@ -185,8 +185,6 @@ def build_config(values: dict) -> StudyConfig:
 
 def read_toml(path: Path) -> dict:
     """The keys of a study TOML file (top level, or under a ``[study]`` table)."""
-    import tomllib
-
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"study: config file '{path}' not found")

@@ -14,8 +14,11 @@ the runs in flight (their temporary folders are then discarded by the caller).
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
+import platform
+import shutil
 import signal
 import subprocess
 import sys
@@ -52,8 +55,7 @@ class Outcome:
 
 def project_root() -> Path:
     """The folder holding the ``mpc`` package (put on the runs' PYTHONPATH when it exists there)."""
-    import mpc
-    return Path(mpc.__file__).resolve().parents[1]
+    return Path(__file__).resolve().parents[2]
 
 
 def run_env(threads: int, pythonpath: str | None = None) -> dict[str, str]:
@@ -82,7 +84,6 @@ def _child_setup(cpus: list[int] | None):
     and, with several runs at once, bind to this run's CPUs."""
     def setup():
         try:
-            import ctypes
             ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
         except (OSError, AttributeError):
             pass
@@ -169,9 +170,6 @@ class LocalExecutor:
 
 def _ray_run(config: dict, env: dict, pythonpath: str) -> tuple[int, float, str, dict]:
     """A run on a Ray node, in a fresh subprocess there; returns (exit code, wall s, node, files)."""
-    import platform
-    import shutil
-
     t0 = time.perf_counter()
     tmp = Path(tempfile.mkdtemp(prefix="mpc-study-"))
     try:
@@ -201,7 +199,7 @@ class RayExecutor:
     def __init__(self, address: str | None = None, jobs: int = 1, threads: int | None = None,
                  num_cpus: int | None = None):
         try:
-            import ray
+            import ray      # optional (the cluster extra): only this executor needs it
         except ImportError:
             raise RuntimeError("the Ray executor needs ray: pip install 'mpc-accel[cluster]' (or pip install ray)") \
                 from None

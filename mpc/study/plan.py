@@ -13,6 +13,9 @@ import json
 import re
 from dataclasses import asdict, dataclass
 
+import dynamics
+import tasks
+
 from .config import StudyConfig
 
 
@@ -80,9 +83,7 @@ def split_backends(names: tuple[str, ...]) -> tuple[tuple[str, ...], dict[str, s
     """(the backends available here, {unavailable backend: why}) by the backend registry's own
     check (:func:`dynamics.available_backends`, as ``mpc-accel backends`` shows). An unknown name
     raises ValueError with the known ones."""
-    from dynamics import available_backends
-
-    table = available_backends()
+    table = dynamics.available_backends()
     unknown = [n for n in names if n not in table]
     if unknown:
         raise ValueError(f"study: unknown backend '{unknown[0]}'; known backends: {', '.join(table)}")
@@ -92,8 +93,6 @@ def split_backends(names: tuple[str, ...]) -> tuple[tuple[str, ...], dict[str, s
 
 def check_tasks(names: tuple[str, ...]) -> None:
     """Raise ValueError naming a task spec that does not resolve (before any run starts)."""
-    import tasks
-
     for n in names:
         try:
             tasks.resolve_task(n)

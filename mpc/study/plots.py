@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sim.plots import PlotsUnavailable, _pyplot
+from sim.plots import PlotsUnavailable, pyplot
 from sim.report import STAGES
 
 STAGE_COLORS = {"derivatives": "#4C72B0", "backward": "#DD8452", "forward": "#55A868", "cost": "#C44E52",
@@ -50,7 +50,7 @@ def _median(vals) -> float:
 
 def _plain_ticks(ax, xticks=None, axes: str = "y") -> None:
     """Plain numbers (not 10^k) on the log ``axes`` ("x", "y" or "xy"); xticks: values to mark on x."""
-    from matplotlib.ticker import NullFormatter, ScalarFormatter
+    from matplotlib.ticker import NullFormatter, ScalarFormatter   # optional (the plot extra), as pyplot()
     if xticks:
         ax.set_xticks(xticks, [str(x) for x in xticks])
         ax.xaxis.set_minor_formatter(NullFormatter())
@@ -67,7 +67,7 @@ def _axes(plt, n: int, width: float = 5.0):
 
 
 def plot_rate_vs_horizon(rows: list[dict], path: Path) -> Path:
-    plt = _pyplot()
+    plt = pyplot()
     tasks = _tasks(rows)
     multi_s = len({r["solver"] for r in rows}) > 1
     multi_l = len({r["latency"] for r in rows}) > 1
@@ -100,7 +100,7 @@ def plot_rate_vs_horizon(rows: list[dict], path: Path) -> Path:
 
 
 def plot_tracking_vs_rate(rows: list[dict], path: Path) -> Path:
-    plt = _pyplot()
+    plt = pyplot()
     tasks = _tasks(rows)
     multi_s = len({r["solver"] for r in rows}) > 1
     multi_l = len({r["latency"] for r in rows}) > 1
@@ -142,7 +142,7 @@ def plot_tracking_vs_rate(rows: list[dict], path: Path) -> Path:
 
 
 def plot_stages(rows: list[dict], path: Path) -> Path:
-    plt = _pyplot()
+    plt = pyplot()
     tasks = _tasks(rows)
     multi_s = len({r["solver"] for r in rows}) > 1
     width = max(5.0, 0.6 * max(len({(r["backend"], r["solver"], r["horizon"]) for r in rows if r["task"] == t})

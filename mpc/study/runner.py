@@ -14,6 +14,7 @@ from . import store, table
 from .config import StudyConfig
 from .executors import Job, make_executor
 from .plan import RunSpec, check_tasks, plan_runs, split_backends
+from .plots import PlotsUnavailable, write_plots
 
 
 @dataclass
@@ -61,7 +62,6 @@ def write_outputs(out: Path, specs: list[RunSpec] | None, skipped: dict[str, str
     files = table.write_table(out, rows, skipped_rows)
     notes = []
     if plots:
-        from .plots import PlotsUnavailable, write_plots
         try:
             files += write_plots(out, rows)
         except PlotsUnavailable as e:

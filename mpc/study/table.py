@@ -12,6 +12,7 @@ import csv
 import io
 import json
 import math
+import os
 from pathlib import Path
 
 from sim.report import STAGES
@@ -167,8 +168,6 @@ def to_markdown(rows: list[dict], columns=MD_COLUMNS) -> str:
 
 def write_table(out: Path, rows: list[dict], skipped: list[dict] | None = None) -> list[Path]:
     """results.csv, results.json and results.md in ``out`` (each written then renamed)."""
-    import os
-
     out = Path(out)
     files = []
     for name, text in (("results.csv", to_csv(rows)), ("results.md", to_markdown(rows))):

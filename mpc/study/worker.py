@@ -15,6 +15,10 @@ from pathlib import Path
 
 import numpy as np
 
+from ..cli import build_parser, cmd_run
+
+from .plan import RunSpec
+
 
 def emulation_block(result) -> dict | None:
     """Accelerator-model bookkeeping of a run on an emulating backend (None otherwise). Times in s
@@ -39,10 +43,6 @@ def emulation_block(result) -> dict | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from mpc.cli import build_parser, cmd_run
-
-    from .plan import RunSpec
-
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 2:
         print("usage: python -m mpc.study.worker SPEC_JSON OUT_DIR", file=sys.stderr)

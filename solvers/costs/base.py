@@ -73,8 +73,8 @@ class CostContext:
     def contact_solve(self, contacts):
         """``(dynamics, lam (B, nc), dlam (3, B, nc, nv))`` that the problem's dynamics stage already
         computed for these knots with this :class:`~dynamics.ContactSet` in the same derivative
-        evaluation (``dynamics`` is the :class:`~solvers.discrete_dynamics.DiscreteDynamics` that
-        did, for its torque model), or None."""
+        evaluation (``dynamics`` is the :class:`~solvers.integrators.base.IntegratedModel` that
+        did, for its ``actuation``), or None."""
         solves = self.contact_solves
         return None if solves is None else solves.get(id(contacts))
 

@@ -29,7 +29,6 @@ on-disk cache) on its first use.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
@@ -43,7 +42,7 @@ from .state import ControlCost, StateCost
 STATE, CONTROL, FRAME_POSITION, JOINT_LIMIT, STATE_LIE = 0, 1, 2, 3, 4
 _MATH = ("value", "derivatives", "residual", "residual_jacobian", "_accumulate")
 
-frames_knot = None                       # bound from the backend's CompiledKinematics on compilation
+frames_knot = None                       # the kernel library's, bound on the first compilation
 prange = range                           # numba.prange once numba is imported (first compilation)
 frames_workspace = None
 difference_x = None
@@ -196,33 +195,38 @@ def _cost_parallel(margs, joints, flink, ff, nq, nv, E, KS, FK, P, IX, X, U, der
 
 
 _compiled = None
-_bound_hash: str | None = None
 
 
-def _kernel(kin):
-    """The compiled kernel calling ``kin.frames_knot`` (a :class:`dynamics.backend.CompiledKinematics`);
-    as :func:`solvers.rollout_numba._kernel`: one process binds one backend's functions, and the
-    on-disk cache is stamped with their ``source_hash``."""
-    global _compiled, frames_knot, frames_workspace, difference_x, difference_jacobian, _bound_hash, prange
+def runs_kernel_library(kin) -> bool:
+    """Whether ``kin`` (a :class:`dynamics.backend.CompiledKinematics` or None) is the kernel
+    library's frame kinematics and Lie-group difference: what the compiled cost kernel calls."""
+    if kin is None:
+        return False
+    from dynamics.kernels import kinematics, lie
+    return (kin.frames_knot is kinematics.frames_knot and kin.workspace is kinematics.frames_workspace
+            and kin.difference_x is lie.difference_x and kin.difference_jacobian is lie.difference_jacobian)
+
+
+def _kernel():
+    """The compiled kernel, calling the kernel library's frame kinematics
+    (:func:`dynamics.kernels.kinematics.frames_knot`) and SO(3)/SE(3) difference directly, so every
+    backend whose :meth:`~dynamics.Backend.compiled_kinematics` runs the kernel library shares it;
+    compiled with the project's options and cache stamp (:mod:`dynamics.kernels.jit`)."""
+    global _compiled, frames_knot, frames_workspace, difference_x, difference_jacobian, prange
     if _compiled is not None:
-        if kin.source_hash != _bound_hash or kin.frames_knot is not frames_knot:
-            raise RuntimeError("the compiled cost kernel is already bound to another backend's kinematics in this "
-                               "process; set problem.compile_costs = False for the second backend")
         return _compiled
-    from numba import njit
     from numba import prange as numba_prange
 
-    from dynamics.kernel_cache import stamp_sources
-    here = Path(__file__).resolve()
-    stamp_sources("solvers.costs.compiled", lambda path: path == here, lambda: _bound_hash)
-    frames_knot, frames_workspace, _bound_hash = kin.frames_knot, kin.workspace, kin.source_hash
-    difference_x, difference_jacobian = kin.difference_x, kin.difference_jacobian
+    from dynamics.kernels import kinematics, lie
+    from dynamics.kernels.jit import jit_inline, jit_parallel
+    frames_knot, frames_workspace = kinematics.frames_knot, kinematics.frames_workspace
+    difference_x, difference_jacobian = lie.difference_x, lie.difference_jacobian
     prange = numba_prange
     # the kernel body is inlined into the parallel driver, the one function compiled (a callee compiled
     # on its own would be compiled, then linked and optimised again inside the driver)
     g = globals()
-    g["_cost_kernel"] = njit(inline="always", cache=True, fastmath={"contract"}, error_model="numpy")(_cost_kernel)
-    _compiled = njit(cache=True, parallel=True, fastmath={"contract"}, error_model="numpy")(_cost_parallel)
+    g["_cost_kernel"] = jit_inline(_cost_kernel)
+    _compiled = jit_parallel(_cost_parallel)
     return _compiled
 
 
@@ -425,7 +429,7 @@ class CompiledCosts:
         Jc = self._Jc.get((nt, S))
         if Jc is None:
             Jc = self._Jc[(nt, S)] = np.empty((nt, S))
-        _kernel(kin)(kin.model_args, kin.joint_rows, self.flink, self.ff, m.nq, m.nv, self.E, self.KS, self.FK, self.P,
+        _kernel()(kin.model_args, kin.joint_rows, self.flink, self.ff, m.nq, m.nv, self.E, self.KS, self.FK, self.P,
                      self.IX, X, U, deriv, Jc, *outs, nt)
         if nt == 1:
             J[:] = Jc[0]

@@ -15,9 +15,9 @@ from __future__ import annotations
 import numpy as np
 
 from dynamics import RobotModel
-from dynamics.joints import JointType
+from dynamics.actuation import Actuation
 
-from ..contact_rows import contact_dynamics_rows
+from ..contact_or_nan import contact_dynamics_or_nan
 from .base import CostContext, ResidualCost, check_per_knot
 
 
@@ -31,42 +31,16 @@ class _ContactForces:
         if contacts.model is not model:
             raise ValueError("the ContactSet was built for another RobotModel than the cost's")
         self.model, self.contacts, self.passive = model, contacts, bool(passive_forces)
-        self.B = np.asarray(model.actuation_matrix, float)
-        nv = model.nv
-        self.damping = np.asarray(model.dof_damping, float) if passive_forces else np.zeros(nv)
-        self.stiffness = np.zeros(nv)
-        if passive_forces:
-            scalar = np.flatnonzero(np.isin(model.link_type, (JointType.HINGE, JointType.SLIDE)))
-            self.stiffness[model.link_dofadr[scalar]] = model.link_stiffness[scalar]
-            self._springs = [(int(model.link_qadr[i]), int(model.link_dofadr[i])) for i in scalar
-                             if model.link_stiffness[i] != 0]
-        else:
-            self._springs = []
-        self._same: dict = {}
+        self.actuation = Actuation(model, passive_forces)
+        self.B, self.damping, self.stiffness = self.actuation.B, self.actuation.damping, self.actuation.stiffness
 
     def torques(self, q, v, u):
-        tau = u @ self.B.T - self.damping * v
-        for qa, va in self._springs:
-            tau[:, va] -= self.stiffness[va] * (q[:, qa] - self.model.qpos_spring[qa])
-        return tau
-
-    def _same_torques(self, dyn) -> bool:
-        """Whether ``dyn`` (a DiscreteDynamics) maps (q, v, u) to the same τ as :meth:`torques`."""
-        key = id(dyn)
-        same = self._same.get(key)
-        if same is None:
-            same = (dyn.model is self.model and np.array_equal(dyn.B, self.B)
-                    and np.array_equal(dyn.damping, self.damping) and np.array_equal(dyn.stiffness, self.stiffness))
-            if len(self._same) > 16:
-                self._same.clear()
-            self._same[key] = (same, dyn)       # dyn kept alive so that its id is not reused
-            return same
-        return same[0]
+        return self.actuation.torques(q, v, u)
 
     def forces(self, ctx: CostContext) -> np.ndarray:
         def compute():
             q, v = ctx.q, np.ascontiguousarray(ctx.v)
-            return contact_dynamics_rows(ctx.backend, self.model, q, v, self.torques(q, v, ctx.u), self.contacts)[1]
+            return contact_dynamics_or_nan(ctx.backend, self.model, q, v, self.torques(q, v, ctx.u), self.contacts)[1]
         return ctx.memo(("contact_forces", id(self.contacts), self.passive), compute)
 
     def jacobians(self, ctx: CostContext):
@@ -74,7 +48,7 @@ class _ContactForces:
         :meth:`forces` (no second contact-dynamics call in a derivative evaluation)."""
         def compute():
             shared = ctx.contact_solve(self.contacts)
-            if shared is not None and self._same_torques(shared[0]):
+            if shared is not None and self.actuation.same_as(shared[0].actuation):
                 # the dynamics stage solved these knots' contact dynamics with the same torques
                 _, lam, (dl_dq, dl_dv, dl_dt) = shared
             else:
@@ -83,10 +57,7 @@ class _ContactForces:
                                                                        self.contacts, return_values=True)
                 dl_dq, dl_dv, dl_dt = d[3], d[4], d[5]
             ctx.cache.setdefault(("contact_forces", id(self.contacts), self.passive), lam)
-            if np.any(self.stiffness):
-                dl_dq = dl_dq - dl_dt * self.stiffness
-            if np.any(self.damping):
-                dl_dv = dl_dv - dl_dt * self.damping
+            dl_dq, dl_dv = self.actuation.chain_partials(dl_dq, dl_dv, dl_dt)
             return np.concatenate([dl_dq, dl_dv], axis=-1), dl_dt @ self.B
         return ctx.memo(("contact_force_jacobians", id(self.contacts), self.passive), compute)
 

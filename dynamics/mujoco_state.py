@@ -1,4 +1,6 @@
-"""Conversions between a MuJoCo ``MjData`` and the model state ``x = concat(q, v)``.
+"""Conversions between a MuJoCo ``MjData`` and the model state ``x = concat(q, v)``, and where the
+model's controls go in MuJoCo's ``ctrl``: what the simulator (:mod:`sim.runner`) and the tasks
+(settling a robot on the floor, reading its contacts) share.
 
 ``q`` is MuJoCo's ``qpos``; ``v`` differs from ``qvel`` only for free joints, whose linear velocity
 MuJoCo stores in world coordinates and the model in body coordinates (``docs/conventions.md``).
@@ -13,8 +15,8 @@ from dataclasses import dataclass
 import mujoco
 import numpy as np
 
-from dynamics.inputs import as_array
-from dynamics.model import RobotModel
+from .inputs import as_array
+from .model import RobotModel
 
 
 def read_state(model: RobotModel, data: mujoco.MjData) -> np.ndarray:

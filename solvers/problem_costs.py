@@ -1,0 +1,222 @@
+"""The cost side of a shooting problem: values of whole trajectories (batched over candidates, for
+the line search) and derivatives along one trajectory, written into a problem's data.
+
+    J = Σ_{t<N} s_t · l_t(x_t, u_t) + l_N(x_N),    s_t = dt_t (or 1 on an impulse knot)
+
+Kinematics are computed once per evaluation and shared by every cost group and the terminal cost;
+the library's cost terms run as one compiled call when the backend offers compiled kinematics
+(:mod:`solvers.costs.compiled`), the rest on the Python path.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dynamics.inputs import sum_is_finite
+
+from .costs import CostContext, CostDerivatives
+from .costs.compiled import CompiledCosts, runs_kernel_library
+from .knots import KnotGroup
+
+
+def contact_solves_for(rows: slice, solves) -> dict | None:
+    """``{id(ContactSet): (dynamics, lam, dlam)}`` for the knots ``rows`` from the contact solves
+    ``[(rows, integrated model, ContactDynamicsBuffers)]`` of dynamics groups that cover all of them."""
+    found = None
+    for r, dyn, buf in solves:
+        if r.start <= rows.start and rows.stop <= r.stop:
+            a, b = rows.start - r.start, rows.stop - r.start
+            found = found or {}
+            found[id(dyn.contacts)] = (dyn, buf.lam[a:b], buf.dl[:, a:b])
+    return found
+
+
+def accumulate_scaled(cost, ctx: CostContext, scale, dst: CostDerivatives) -> None:
+    """``dst = scale · cost.derivatives(ctx)`` in place (the terms accumulated with their weights,
+    then scaled); scale a float or per-knot (n,)."""
+    dst.fill(0.0)
+    cost._accumulate(ctx, dst, 1.0)
+    if isinstance(scale, float):
+        if scale != 1.0:
+            dst.scale(scale)
+    else:
+        dst.scale_rows(scale)
+
+
+class ProblemCosts:
+    """Cost evaluation of ``problem`` (a :class:`~solvers.problem.ShootingProblem`, which owns this)."""
+
+    def __init__(self, problem):
+        self.problem = problem
+        self._cc = None                 # CompiledCosts, or (signature, None) when unavailable
+        self._index: dict = {}          # knot-index arrays of the current knot structure
+
+    def restructured(self) -> None:
+        """Forget what depended on the previous knot structure (after re-phasing)."""
+        self._index = {}
+
+    # ------------------------------------------------------------ helpers
+    def ctx(self, x, u, knots, **kw) -> CostContext:
+        p = self.problem
+        return CostContext(p.model, p.backend, p.state, x, u, knots, **kw)
+
+    def knots(self, key, make) -> np.ndarray:
+        """Knot-index arrays of the current structure, made once per key (group index, candidates)."""
+        arr = self._index.get(key)
+        if arr is None:
+            if len(self._index) > 256:
+                self._index.clear()
+            arr = self._index[key] = make()
+            arr.setflags(write=False)
+        return arr
+
+    def scale_of(self, g: KnotGroup) -> float | np.ndarray:
+        """The cost scale of a group's knots: one float when they share it, else (n,)."""
+        d = self.problem.cost_scales[g.rows]
+        return float(d[0]) if np.all(d == d[0]) else d
+
+    def _rows(self, gi: int, g: KnotGroup, S: int, stride: int):
+        """Rows of group g's knots in S stacked trajectories of ``stride`` knots: a slice when
+        S == 1 and the knots are contiguous, else an index array."""
+        if S == 1:
+            return g.rows
+        return self.knots(("rows", gi, S, stride), lambda: (np.arange(S)[:, None] * stride + g.knots).ravel())
+
+    def compiled(self) -> CompiledCosts | None:
+        """The problem's :class:`~solvers.costs.compiled.CompiledCosts` (rebuilt when the knot
+        structure or a cost's terms change), or None: disabled, no compiled kinematics on this
+        backend, or no supported term."""
+        p = self.problem
+        if not p.compile_costs:
+            return None
+        sig = CompiledCosts.signature_of(p)
+        cc = self._cc
+        if isinstance(cc, tuple):
+            if cc[0] == sig:
+                return None
+        elif cc is not None and cc.signature == sig:
+            return cc
+        kin = p.backend.compiled_kinematics(p.model)
+        cc = CompiledCosts(p, kin) if runs_kernel_library(kin) else None
+        if cc is None or cc.empty:
+            self._cc = (sig, None)
+            return None
+        self._cc = cc
+        return cc
+
+    # ------------------------------------------------------------ values
+    def running(self, xs: np.ndarray, us: np.ndarray) -> np.ndarray:
+        """``s_t · l_t(x_t, u_t)`` for xs (..., N+1 or N, nx), us (..., N, nu): (..., N)."""
+        p = self.problem
+        N, nx, nu = p.horizon, p.nx, p.nu
+        lead = us.shape[:-2]
+        S = int(np.prod(lead, dtype=int))
+        X = xs[..., :N, :].reshape(S, N, nx)
+        U = us.reshape(S, N, nu)
+        out = np.empty((S, N))
+        for g in p.cost_groups:
+            x = X[:, g.rows].reshape(-1, nx)
+            u = U[:, g.rows].reshape(-1, nu)
+            val = g.item.value(self.ctx(x, u, np.tile(g.knots, S))).reshape(S, -1)
+            out[:, g.rows] = p.cost_scales[g.rows] * val
+        return out.reshape(lead + (N,))
+
+    def terminal(self, xN: np.ndarray) -> np.ndarray:
+        """``l_N(x_N)`` for xN (..., nx): (...)."""
+        p = self.problem
+        lead = xN.shape[:-1]
+        if p.terminal_cost is None:
+            return np.zeros(lead)
+        x = xN.reshape(-1, p.nx)
+        return p.terminal_cost.value(self.ctx(x, None, np.full(x.shape[0], p.horizon))).reshape(lead)
+
+    def total(self, xs: np.ndarray, us: np.ndarray) -> np.ndarray:
+        """Total cost J (...) of trajectories xs (..., N+1, nx), us (..., N, nu)."""
+        fast = self.total_batched(xs, us)
+        if fast is not None:
+            return fast
+        return self.running(xs, us).sum(axis=-1) + self.terminal(xs[..., -1, :])
+
+    def total_batched(self, xs: np.ndarray, us: np.ndarray) -> np.ndarray | None:
+        """:meth:`total` for the usual case — xs (..., N+1, nx) finite, us (..., N, nu) — with the
+        kinematics of all S·(N+1) states computed once and shared by every cost group and the
+        terminal cost. None otherwise (the general path then evaluates, or raises)."""
+        p = self.problem
+        N, nx, nu = p.horizon, p.nx, p.nu
+        lead = xs.shape[:-2]
+        if xs.shape[-2:] != (N + 1, nx) or us.shape != lead + (N, nu):
+            return None
+        S = 1
+        for n in lead:
+            S *= n
+        X = xs.reshape(S * (N + 1), nx)
+        if not sum_is_finite(X):
+            return None
+        cc = self.compiled()
+        if cc is not None and cc.covers_all:      # one compiled call, nothing on the Python path
+            return cc.values(np.ascontiguousarray(xs.reshape(S, N + 1, nx)),
+                             np.ascontiguousarray(us.reshape(S, N, nu))).reshape(lead)
+        U = us.reshape(S * N, nu)
+        full = self.ctx(X, None, self.knots(("all", S), lambda: np.tile(np.arange(N + 1), S)), checked=True)
+        J = np.zeros(S) if cc is None else cc.values(np.ascontiguousarray(X.reshape(S, N + 1, nx)),
+                                                     np.ascontiguousarray(U.reshape(S, N, nu)))
+        for gi, g in enumerate(p.cost_groups):
+            item = g.item if cc is None else cc.python_part(gi, g.item)
+            if item is None:
+                continue
+            x_rows, u_rows = self._rows(gi, g, S, N + 1), self._rows(gi, g, S, N)
+            contiguous = S == 1 and g.contiguous
+            ctx = self.ctx(X[x_rows], U[u_rows], self.knots(("knots", gi, S), lambda: np.tile(g.knots, S)),
+                           checked=True, knot_range=(g.rows.start, g.rows.stop) if contiguous else None,
+                           parent=full, rows=x_rows)
+            dt = self.scale_of(g)
+            J += (dt * item.value(ctx).reshape(S, -1) if isinstance(dt, float)
+                  else item.value(ctx).reshape(S, -1) * dt).sum(axis=-1)
+        terminal = p.terminal_cost if cc is None or p.terminal_cost is None else cc.python_part(-1, p.terminal_cost)
+        if terminal is not None:
+            rows = slice(N, N + 1) if S == 1 else self.knots(("term_rows", S), lambda: np.arange(S) * (N + 1) + N)
+            term = self.ctx(X[rows], None, self.knots(("term", S), lambda: np.full(S, N)), checked=True,
+                            knot_range=(N, N + 1) if S == 1 else None, parent=full, rows=rows)
+            J += terminal.value(term)
+        return J.reshape(lead)
+
+    # ------------------------------------------------------------ derivatives
+    def derivatives_into(self, xs: np.ndarray, us: np.ndarray, run: CostDerivatives, term: CostDerivatives,
+                         solves=()) -> None:
+        """Running (N knots, each scaled by s_t) and terminal (1 knot) cost derivatives along a
+        checked trajectory xs (N+1, nx), us (N, nu), written into ``run`` and ``term``. solves: the
+        contact solves of the dynamics stage at the same (xs, us), ``[(rows, integrated model,
+        ContactDynamicsBuffers)]``, handed to the cost contexts of the knots they cover
+        (:meth:`CostContext.contact_solve`)."""
+        p = self.problem
+        N = p.horizon
+        cc = self.compiled()
+        if cc is not None and cc.covers_all:      # one compiled call, nothing on the Python path
+            run.fill(0.0)
+            term.fill(0.0)
+            cc.add_derivatives(np.ascontiguousarray(xs), np.ascontiguousarray(us), run, term)
+            return
+        full = self.ctx(xs, None, self.knots("all", lambda: np.arange(N + 1)), checked=True, knot_range=(0, N + 1))
+        for gi, g in enumerate(p.cost_groups):
+            rows = g.rows
+            item = g.item if cc is None else cc.python_part(gi, g.item)
+            dst = run.rows(rows) if g.contiguous else CostDerivatives.zeros(g.knots.size, p.ndx, p.nu)
+            if item is None:
+                dst.fill(0.0)
+            else:
+                ctx = self.ctx(xs[rows], us[rows], g.knots, checked=True,
+                               knot_range=(rows.start, rows.stop) if g.contiguous else None, parent=full, rows=rows,
+                               contact_solves=contact_solves_for(rows, solves) if solves and g.contiguous else None)
+                accumulate_scaled(item, ctx, self.scale_of(g), dst)
+            if not g.contiguous:
+                run.set_rows(rows, dst)
+        terminal = p.terminal_cost if cc is None or p.terminal_cost is None else cc.python_part(-1, p.terminal_cost)
+        if terminal is None:
+            term.fill(0.0)
+        else:
+            ctx = self.ctx(xs[N:N + 1], None, self.knots("term", lambda: np.array([N])), checked=True,
+                           knot_range=(N, N + 1), parent=full, rows=slice(N, N + 1))
+            accumulate_scaled(terminal, ctx, 1.0, term)
+        if cc is not None:
+            # the compiled terms, already scaled by their weight and dt, added on top
+            cc.add_derivatives(np.ascontiguousarray(xs), np.ascontiguousarray(us), run, term)
