@@ -18,33 +18,24 @@ Prints JSON (see benchmarks/README.md for the conventions shared with benchmarks
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
-import json
 import sys
 import time
 from pathlib import Path
 from typing import Any, Callable
 
 _HERE = Path(__file__).resolve().parent
-_ROOT = _HERE.parent
-if __name__ == "__main__":
-    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-    sys.path.insert(0, str(_ROOT))
+if __name__ == "__main__":  # as a script this folder is sys.path[0]; import the project from the repository root
+    sys.path[:] = [str(_HERE.parent)] + [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 
 import numpy as np  # noqa: E402
 
 import dynamics  # noqa: E402
 
 dynamics.worker_wait.configure_worker_wait()  # before Pinocchio/Crocoddyl load libgomp (dynamics.worker_wait)
+from benchmarks.machine import load_average, machine_info  # noqa: E402
+from benchmarks.output import emit_result  # noqa: E402
+from benchmarks.timing import measure  # noqa: E402
 from dynamics.contact import constraint_rows, forces, kinematics_derivatives, schur  # noqa: E402
-
-try:
-    from benchmarks.dynamics import _load_average, machine_info  # noqa: E402
-    from benchmarks.timing import measure  # noqa: E402
-except ModuleNotFoundError:  # pragma: no cover
-    sys.path.insert(0, str(_HERE))
-    from dynamics import _load_average, machine_info  # type: ignore  # noqa: E402
-    from timing import measure  # type: ignore  # noqa: E402
 
 CASES = {
     "hyq": (("lf_foot", "rf_foot", "lh_foot", "rh_foot"), "point"),
@@ -99,8 +90,8 @@ class PinAnchor:
     def __init__(self, model: dynamics.RobotModel, frames, kind: str):
         import mujoco
         import pinocchio as pin
-        sys.path.insert(0, str(_ROOT / "tests"))
-        import pinocchio_models as pm_
+
+        from tests.helpers import pinocchio_models as pm_
         self.pin = pin
         self.oracle = pm_.oracle_from_mjcf(model.path, mujoco.MjModel.from_xml_path(model.path))
         pm = self.oracle.model
@@ -139,7 +130,6 @@ def stage_breakdown(be, model, contacts, q, v, tau, repeats: int) -> dict[str, f
     the fused per-state kernel (dynamics/contact/numba_kernels.py), the fused kernel's total with
     and without derivatives is added ("fused: ..."); the generic stages then show what the kernels
     it inlines (minv, rnea, rnea_derivatives, frame motion derivatives) cost on their own."""
-    z = np.zeros_like(v)
     st: dict[str, Callable[[], Any]] = {}
     if be.compiled_contact_dynamics(model, contacts) is not None:   # a backend with fused contact kernels
         from dynamics.contact import numba_kernels
@@ -184,7 +174,7 @@ def run(args) -> dict[str, Any]:
     results = []
     stages = {}
     rng = np.random.default_rng(11)
-    load_start = _load_average()
+    load_start = load_average()
     for robot in args.robots:
         frames, kind = CASES[robot]
         model = dynamics.load_model(robot)
@@ -234,10 +224,11 @@ def run(args) -> dict[str, Any]:
                                                                           max(1, args.repeats // 2))
     target = [r for r in results if r["backend"] == TARGET["backend"] and r["N"] == TARGET["N"]
               and r["function"] == TARGET["function"] and "ratio_vs_pinocchio_loop" in r]
+    machine = machine_info(load_start)
     return {
         "benchmark": "contact_dynamics",
-        "date_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "machine": {**machine_info(), "load_average_1_5_15min": {"start": load_start, "end": _load_average()}},
+        "date_utc": machine["utc"],
+        "machine": machine,
         "numba_threads": args.threads if args.threads is not None else _default_threads(),
         "anchor": "pinocchio-loop: pin.constraintDynamics (+ pin.computeConstraintDynamicsDerivatives) per state "
                   "in a Python loop, ProximalSettings(1e-12, mu=0, max_iter=1)",
@@ -265,10 +256,7 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     out = run(args)
     out["wall_seconds"] = time.perf_counter() - t0
-    text = json.dumps(out, indent=1)
-    if args.out is not None:
-        args.out.write_text(text)
-    print(text)
+    emit_result(out, args.out)
     for robot, res in out["target"]["result"].items():
         print(f"[contact_dynamics] target {TARGET['function']} numba N={TARGET['N']} <= {TARGET['max_ratio']}x "
               f"Pinocchio loop: {robot} {out['target']['ratios'][robot]:.2f} -> {res}", file=sys.stderr)

@@ -14,35 +14,24 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
-import json
-import os
-import platform
-import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 _HERE = Path(__file__).resolve().parent
-_ROOT = _HERE.parent
-if __name__ == "__main__":
-    # Run as a script, this file's folder is sys.path[0] and this very file would shadow the
-    # ``dynamics`` package; import the project from the repository root instead.
-    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-    sys.path.insert(0, str(_ROOT))
+if __name__ == "__main__":  # as a script this folder is sys.path[0], and this very file would shadow the package
+    sys.path[:] = [str(_HERE.parent)] + [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 
 import numpy as np  # noqa: E402
 
 import dynamics  # noqa: E402
 
 dynamics.worker_wait.configure_worker_wait()  # before Pinocchio/Crocoddyl load libgomp (dynamics.worker_wait)
+from benchmarks.machine import load_average, machine_info  # noqa: E402
+from benchmarks.output import emit_result  # noqa: E402
+from benchmarks.timing import Timing, measure  # noqa: E402
 from dynamics.second_order_numerical import aba_second_derivatives_numerical  # noqa: E402
-
-try:  # the timing helper lives next to this file
-    from benchmarks.timing import Timing, measure  # noqa: E402
-except ModuleNotFoundError:  # pragma: no cover - imported from an unusual working directory
-    sys.path.insert(0, str(_HERE))
-    from timing import Timing, measure  # type: ignore  # noqa: E402
 
 FIRST_ORDER = ("rnea", "crba", "minv", "aba", "rnea_derivatives", "aba_derivatives")
 SECOND_ORDER = ("rnea_second_derivatives", "aba_second_derivatives")
@@ -205,70 +194,6 @@ def _import_pin():
         import pinocchio as pin
         return pin
     except ImportError:
-        return None
-
-
-# ------------------------------------------------------------------------------ machine info
-def machine_info() -> dict[str, Any]:
-    """CPU, core counts, library versions and thread settings, for the JSON header."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.lower().startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    versions: dict[str, str | None] = {"python": platform.python_version(), "numpy": np.__version__}
-    for mod, attr in (("scipy", "__version__"), ("numba", "__version__"), ("mujoco", "__version__"),
-                      ("pinocchio", "__version__")):
-        try:
-            versions["pin" if mod == "pinocchio" else mod] = getattr(__import__(mod), attr)
-        except ImportError:
-            versions["pin" if mod == "pinocchio" else mod] = None
-    threads: dict[str, Any] = {k: os.environ.get(k) for k in (
-        "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS",
-        "NUMBA_THREADING_LAYER")}
-    try:
-        import numba
-        threads["numba_num_threads"] = numba.get_num_threads()
-        threads["numba_config_num_threads"] = numba.config.NUMBA_NUM_THREADS
-        try:
-            threads["numba_threading_layer"] = numba.threading_layer()
-        except ValueError:  # raised until a parallel numba function has run
-            threads["numba_threading_layer"] = None
-    except ImportError:
-        pass
-    try:
-        blas = np.show_config(mode="dicts")["Build Dependencies"]["blas"]
-        threads["numpy_blas"] = f"{blas.get('name')} {blas.get('version')}"
-    except Exception:  # the layout of show_config differs across numpy versions; informational only
-        threads["numpy_blas"] = None
-    from dynamics.worker_wait import worker_wait_status
-    threads["worker_wait"] = worker_wait_status()
-    affinity = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
-    return {"cpu_model": cpu, "logical_cores": os.cpu_count(), "usable_cores": affinity,
-            "platform": platform.platform(), "versions": versions, "threads": threads,
-            "git_commit": _git_commit()}
-
-
-def _load_average() -> list[float] | None:
-    """System load (1, 5, 15 min): other processes on the machine distort timings."""
-    try:
-        return [round(x, 2) for x in os.getloadavg()]
-    except OSError:
-        return None
-
-
-def _git_commit() -> str | None:
-    try:
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=_ROOT, capture_output=True, text=True,
-                             timeout=5).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=_ROOT,
-                               capture_output=True, text=True, timeout=5).stdout.strip()
-        return (sha + ("-dirty" if dirty else "")) or None
-    except (OSError, subprocess.SubprocessError):
         return None
 
 
@@ -486,7 +411,7 @@ def run(st: Settings, progress: bool = True) -> dict[str, Any]:
     skipped: list[dict[str, str]] = []
     robots_info: dict[str, Any] = {}
     last: dict[tuple[str, str, str], tuple[int, float]] = {}   # job key -> (N, seconds) last timed
-    load_start = _load_average()
+    load_start = load_average()
     try:
         for ri, robot in enumerate(st.robots):
             model = dynamics.load_model(robot)
@@ -542,7 +467,7 @@ def run(st: Settings, progress: bool = True) -> dict[str, Any]:
         "benchmark": "dynamics",
         "timestamp": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "command": " ".join([Path(sys.argv[0]).name if sys.argv and sys.argv[0] else "dynamics.py", *sys.argv[1:]]),
-        "machine": {**machine_info(), "load_average_1_5_15min": {"start": load_start, "end": _load_average()}},
+        "machine": machine_info(load_start),
         "settings": {"robots": st.robots, "batch": st.batch, "batch_second_order": st.batch_second_order,
                      "backends": st.backends, "functions": st.functions, "repeats": st.repeats,
                      "min_time_s": st.min_time, "budget_s": st.budget, "seed": st.seed, "quick": st.quick,
@@ -574,9 +499,9 @@ def dispatch_overhead(st: Settings, pin) -> list[dict[str, Any]]:
     public function on one state ``(n,)`` vs its serial kernel called through numba's dispatcher
     on preallocated, already prepared arrays (what no Python wrapper can go below), and one
     Pinocchio call. ``overhead_s`` = public - kernel: argument checks, allocation and dispatch."""
-    from dynamics.numba_backend import _k
     from dynamics.kernels.packing import as_kernel_input as _f64
     from dynamics.kernels.packing import packed
+    from dynamics.numba_backend import _k
     be = dynamics.get_backend("numba")
     k = _k()
     out = []
@@ -686,17 +611,6 @@ def format_table(result: dict[str, Any]) -> str:
             v = "—" if t["value"] is None else f"{t['value']:.3g}"
             lines.append(f"| {t['target']} | {t['robot']} | {v} | {t['limit']:.3g} | {t['met']} |")
     return "\n".join(lines)
-
-
-def emit_result(result: dict[str, Any], out: Path | None, table: str | None = None) -> None:
-    """Print ``result`` as JSON on stdout, also write it to ``out`` (if given) and ``table`` on stderr."""
-    text = json.dumps(result, indent=1)
-    if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text + "\n")
-    print(text)
-    if table is not None:
-        print(table, file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:

@@ -17,21 +17,21 @@ Prints JSON on stdout (``--out`` also writes it). ``python benchmarks/fpga_sim_a
 from __future__ import annotations
 
 import argparse
-import json
-import platform
 import sys
 import time
 from pathlib import Path
 
 _HERE = Path(__file__).resolve().parent
-_ROOT = _HERE.parent
-if __name__ == "__main__":
-    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-    sys.path.insert(0, str(_ROOT))
+if __name__ == "__main__":  # as a script this folder is sys.path[0]; import the project from the repository root
+    sys.path[:] = [str(_HERE.parent)] + [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 
 import numpy as np  # noqa: E402
 
 import dynamics  # noqa: E402
+
+dynamics.worker_wait.configure_worker_wait()  # before Pinocchio/Crocoddyl load libgomp (dynamics.worker_wait)
+from benchmarks.machine import machine_info  # noqa: E402
+from benchmarks.output import emit_result  # noqa: E402
 from dynamics.fpga_sim import FpgaSimBackend, QFormat  # noqa: E402
 
 DEFAULT_FORMATS = ("Q8.8", "Q8.12", "Q12.5", "Q12.8", "Q12.12", "Q12.16", "Q16.8", "Q16.12", "Q16.16", "Q12.20",
@@ -133,7 +133,7 @@ def main(argv=None) -> int:
 
     data = {
         "benchmark": "fpga_sim_accuracy",
-        "machine": {"python": platform.python_version(), "numpy": np.__version__, "platform": platform.platform()},
+        "machine": machine_info(),
         "settings": {"robots": robots, "formats": formats, "rounding": rounding, "states": n_states, "seed": args.seed,
                      "horizon": horizon, "dt": args.dt, "max_iter": max_iter, "cost_rtol": args.cost_rtol,
                      "quick": args.quick, "function": "dIFD (completely fused, host q̈ and M⁻¹)"},
@@ -143,10 +143,7 @@ def main(argv=None) -> int:
                   "max|x - ref| / max|ref|; rms_rel: RMS error / RMS of the reference",
                   "bound_normalised: the rigorous running-error bound of the backend, max bound / max(1, max|x|)"],
     }
-    text = json.dumps(data, indent=1)
-    print(text)
-    if args.out:
-        args.out.write_text(text)
+    emit_result(data, args.out)
     return 0
 
 

@@ -13,28 +13,23 @@ time the emulation itself takes). Prints JSON (``--out`` also writes it).
 from __future__ import annotations
 
 import argparse
-import json
-import platform
 import sys
 import time
 from pathlib import Path
 
 _HERE = Path(__file__).resolve().parent
-_ROOT = _HERE.parent
-if __name__ == "__main__":
-    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-    sys.path.insert(0, str(_ROOT))
+if __name__ == "__main__":  # as a script this folder is sys.path[0]; import the project from the repository root
+    sys.path[:] = [str(_HERE.parent)] + [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 
 import numpy as np  # noqa: E402
 
 import dynamics  # noqa: E402
-from dynamics.fpga_sim import AcceleratorDesign, FpgaSimBackend  # noqa: E402
 
-try:
-    from benchmarks.timing import measure  # noqa: E402
-except ModuleNotFoundError:  # pragma: no cover
-    sys.path.insert(0, str(_HERE))
-    from timing import measure  # type: ignore  # noqa: E402
+dynamics.worker_wait.configure_worker_wait()  # before Pinocchio/Crocoddyl load libgomp (dynamics.worker_wait)
+from benchmarks.machine import machine_info  # noqa: E402
+from benchmarks.output import emit_result  # noqa: E402
+from benchmarks.timing import measure  # noqa: E402
+from dynamics.fpga_sim import AcceleratorDesign, FpgaSimBackend  # noqa: E402
 
 KNOTS = (16, 32, 64, 128)
 
@@ -146,7 +141,7 @@ def main(argv=None) -> int:
                     "latency_mode_us_at_125MHz": d.latency_cycles / 125e6 * 1e6,
                     "published_dadu_dIFD_latency_us": 0.76}
     data = {"benchmark": "fpga_sim_design",
-            "machine": {"python": platform.python_version(), "numpy": np.__version__, "platform": platform.platform()},
+            "machine": machine_info(),
             "settings": {"robots": robots, "bases": args.bases, "knots": knots, "backends": backends,
                          "max_pes": max_pes, "quick": args.quick, "clock_hz": 55.6e6},
             "design_spaces": tables, "knots_comparison": comparisons, "dadu_configuration": dadu,
@@ -155,10 +150,7 @@ def main(argv=None) -> int:
                       "*_measured_s are wall-clock medians on this machine; fpga_sim_host_emulation_s is what the "
                       "Python emulation itself took here",
                       "dsp_proxy: RoboShape iiwa per-PE DSPs plus block_size² per backward PE (relative only)"]}
-    text = json.dumps(data, indent=1)
-    print(text)
-    if args.out:
-        args.out.write_text(text)
+    emit_result(data, args.out)
     return 0
 
 

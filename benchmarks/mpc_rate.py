@@ -37,39 +37,27 @@ ratio to the anchor measured in the same run (see benchmarks/README.md).
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
 import json
-import os
-import platform
-import statistics
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 _HERE = Path(__file__).resolve().parent
-_ROOT = _HERE.parent
-if __name__ == "__main__":
-    # as a script this folder is sys.path[0]; import the project from the repository root
-    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-    sys.path.insert(0, str(_ROOT))
-
-import numpy as np  # noqa: E402
+if __name__ == "__main__":  # as a script this folder is sys.path[0]; import the project from the repository root
+    sys.path[:] = [str(_HERE.parent)] + [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 
 import dynamics  # noqa: E402
 
 dynamics.worker_wait.configure_worker_wait()  # before Pinocchio/Crocoddyl load libgomp (dynamics.worker_wait)
 import tasks  # noqa: E402
+from benchmarks.anchors import CrocoddylFDDP, crocoddyl_importable  # noqa: E402
+from benchmarks.machine import machine_info  # noqa: E402
+from benchmarks.output import run_and_emit  # noqa: E402
+from benchmarks.timing import measure  # noqa: E402
 from mpc import MPC  # noqa: E402
 from sim import report  # noqa: E402
 from sim.runner import simulate  # noqa: E402
-
-try:
-    from benchmarks.timing import measure  # noqa: E402
-except ModuleNotFoundError:  # pragma: no cover - run from an unusual working directory
-    sys.path.insert(0, str(_HERE))
-    from timing import measure  # type: ignore  # noqa: E402
-
 
 LEGGED_RT_TARGET = {"hyq": 1.0, "quadruped": 1.0, "atlas": 0.5, "humanoid": 0.5}  # issue #12, x real time
 # issue #13, fixed-base tasks: the MPC update (median closed-loop update latency) at most this many
@@ -119,27 +107,6 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--out", help="also write the JSON to this file")
     ap.add_argument("--table", action="store_true", help="print a text table on stderr")
     return ap
-
-
-def machine_info() -> dict[str, Any]:
-    versions = {"python": platform.python_version(), "numpy": np.__version__}
-    for mod in ("mujoco", "numba", "crocoddyl", "pinocchio"):
-        try:
-            versions[mod] = getattr(__import__(mod), "__version__", "?")
-        except Exception:  # optional packages: absent is fine
-            versions[mod] = None
-    threads = {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMBA_NUM_THREADS")}
-    threads["worker_wait"] = dynamics.worker_wait.worker_wait_status()
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {"cpu": cpu, "cores": os.cpu_count(), "platform": platform.platform(), "versions": versions,
-            "threads": threads, "utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
 
 
 def _criteria(ev: dict) -> list[dict[str, Any]]:
@@ -202,24 +169,18 @@ def time_ours(task, N: int, dt: float, backend: str, solver: str, repeats: int) 
 
 
 def time_crocoddyl_iteration(task, N: int, dt: float, repeats: int) -> dict[str, Any]:
-    import crocoddyl
-
-    from solvers.crocoddyl_problem import build_crocoddyl_problem, to_crocoddyl_controls, to_pinocchio_states
+    from solvers.crocoddyl_problem import to_crocoddyl_controls, to_pinocchio_states
     problem, xs, us = warm_start_problem(task, N, dt, "numpy" if task.model.nv <= 7 else "numba")
     try:
-        cp = build_crocoddyl_problem(problem)
+        croc = CrocoddylFDDP(problem, threads=1)     # one thread, like our solvers
     except NotImplementedError as e:
         return {"unavailable": f"no Crocoddyl counterpart of this problem: {e}"}
-    cp.nthreads = 1  # one thread, like our solvers
-    solver = crocoddyl.SolverFDDP(cp)
-    solver.th_stop = 1e-300  # (must be > 0) never stop before the one iteration
     xs_l, us_l = list(to_pinocchio_states(problem, xs)), to_crocoddyl_controls(problem, us)
-    t1 = measure(lambda: solver.solve(xs_l, us_l, 1, False), repeats=repeats, min_time=0.02)
-    t0 = measure(lambda: solver.solve(xs_l, us_l, 0, False), repeats=repeats, min_time=0.02)
-    cp.calc(xs_l, us_l)
-    td = measure(lambda: cp.calcDiff(xs_l, us_l), repeats=repeats, min_time=0.02)
-    return {"iteration_s": t1.seconds, "solve_0_iterations_s": t0.seconds, "calcdiff_s": td.seconds,
-            "solver": "crocoddyl.SolverFDDP", "version": getattr(crocoddyl, "__version__", "?"), "threads": 1,
+    t = croc.time_iterations(xs_l, us_l, 1, repeats)
+    croc.problem.calc(xs_l, us_l)
+    td = measure(lambda: croc.problem.calcDiff(xs_l, us_l), repeats=repeats, min_time=0.02)
+    return {"iteration_s": t.solve.seconds, "solve_0_iterations_s": t.setup.seconds, "calcdiff_s": td.seconds,
+            **croc.describe(),
             "note": "solve(warm start, maxiter=1): calc + backward + forward of one iteration, as one MPC update; "
                     "calcdiff_s: problem.calcDiff on the same trajectory (the derivative stage)"}
 
@@ -284,13 +245,7 @@ def run(args) -> dict[str, Any]:
                                "ask for it with --backends fpga-sim")
     small = ([b.strip() for b in args.small_horizon_backends.split(",") if b.strip()]
              if args.small_horizon_backends is not None else (["numpy", "fpga-sim"] if legged else []))
-    have_croc = False
-    if not args.no_crocoddyl:
-        try:
-            import crocoddyl  # noqa: F401
-            have_croc = True
-        except ImportError:
-            pass
+    have_croc = crocoddyl_importable(skip=args.no_crocoddyl)
     entries = []
     t_start = time.perf_counter()
     for N in horizons:
@@ -362,17 +317,5 @@ def format_table(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> dict[str, Any]:
-    args = build_parser().parse_args(argv)
-    result = run(args)
-    text = json.dumps(report.jsonable(result), indent=2)
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text + "\n")
-    if args.table:
-        print(format_table(result), file=sys.stderr)
-    return result
-
-
 if __name__ == "__main__":
-    main()
+    run_and_emit(build_parser(), run, format_table)

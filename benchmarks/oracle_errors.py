@@ -1,28 +1,28 @@
 """Measured errors of the numpy reference backend against every independent oracle.
 
 For each model (the bundled ``iiwa``, ``hyq``, ``atlas`` and two random ~30-body MJCF trees from
-``tests/random_trees.py``, one free-floating and one fixed-base) and a few seeded random states
+``tests/helpers/random_trees.py``, one free-floating and one fixed-base) and a few seeded random states
 (``model.random_configuration(rng)``, v, a, tau ~ N(0, 1)), the numpy backend
 (``dynamics.get_backend("numpy")``) is compared with:
 
 * ``mujoco``      — MuJoCo with its equations of motion reduced to plain rigid-body dynamics
-  (constraints, springs, dampers, actuators disabled, as in tests/test_oracle_mujoco.py):
+  (constraints, springs, dampers, actuators disabled, as in tests/dynamics/test_oracle_mujoco.py):
   ``mj_fullM`` vs ``crba``, ``qfrc_bias`` vs ``bias_forces``, ``mj_inverse`` vs ``rnea``, forward
   dynamics ``qacc`` vs ``aba``, ``xpos``/``xmat`` vs ``body_placements``, ``mj_jacBody`` /
   ``mj_jacSite`` vs ``frame_jacobian`` (local_world_aligned and local). Free-joint velocities are
   mapped through ``qvel = T v`` (``model.qvel_from_v`` etc., docs/conventions.md).
-* ``pinocchio``   — a Pinocchio model of the same mechanism (tests/pinocchio_models.py: Pinocchio's
+* ``pinocchio``   — a Pinocchio model of the same mechanism (tests/helpers/pinocchio_models.py: Pinocchio's
   MJCF reader for the bundled robots, a programmatically built model for the random trees):
   ``rnea``, ``crba``, ``computeMinverse`` vs ``minv``, ``aba``, ``computeRNEADerivatives`` vs
   ``rnea_derivatives``, ``computeABADerivatives`` vs ``aba_derivatives``. The oracle model itself is
   checked against MuJoCo's forward kinematics first (``oracle_self_checks`` in the JSON).
 * ``central_diff`` / ``complex_step`` — central differences (step 1e-6) of the public batched
   functions and complex step (step 1e-20) of the numpy kernels, configurations perturbed along
-  the tangent ``q ⊕ h e_j`` (as tests/test_derivatives_numerical.py), vs ``rnea_derivatives`` and
+  the tangent ``q ⊕ h e_j`` (as tests/dynamics/test_derivatives_numerical.py), vs ``rnea_derivatives`` and
   ``aba_derivatives``.
 * ``second_order_central`` / ``second_order_complex`` — central differences (step 1e-5) and
   complex step of the analytical first-order derivatives (``rnea_derivatives``, ``crba``,
-  ``aba_derivatives``; as tests/test_second_order.py) vs ``rnea_second_derivatives`` (including
+  ``aba_derivatives``; as tests/solvers/test_second_order.py) vs ``rnea_second_derivatives`` (including
   ``dM_dq`` against differences of ``crba``) and ``aba_second_derivatives``.
 
 For each (model, oracle, quantity): ``max_abs = max |ours - oracle|`` and
@@ -47,36 +47,42 @@ from typing import Any, Callable
 
 _HERE = Path(__file__).resolve().parent
 _ROOT = _HERE.parent
-if __name__ == "__main__":
-    # Run as a script, this file's folder is sys.path[0] and benchmarks/dynamics.py would shadow the
-    # ``dynamics`` package; import the project from the repository root instead.
+if __name__ == "__main__":  # as a script this folder is sys.path[0], and benchmarks/dynamics.py would shadow the package
     sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-    sys.path.insert(0, str(_ROOT))
-_TESTS = str(_ROOT / "tests")
-if _TESTS not in sys.path:
-    sys.path.append(_TESTS)  # random_trees, pinocchio_models, oracle_helpers: test helpers, used as the tests use them
 if str(_ROOT) not in sys.path:
-    sys.path.insert(0, str(_ROOT))  # benchmarks.dynamics (machine_info, emit_result), whatever the working directory
+    sys.path.insert(0, str(_ROOT))  # the project, benchmarks.machine and the test helpers (tests.helpers), whatever the working directory
 
 import numpy as np  # noqa: E402
 
 import dynamics  # noqa: E402
-from benchmarks.dynamics import emit_result, machine_info  # noqa: E402
+
+dynamics.worker_wait.configure_worker_wait()  # before Pinocchio/Crocoddyl load libgomp (dynamics.worker_wait)
+from benchmarks.machine import machine_info  # noqa: E402
+from benchmarks.output import emit_result  # noqa: E402
 from dynamics.numpy_backend import aba as k_aba  # noqa: E402
 from dynamics.numpy_backend import rnea as k_rnea  # noqa: E402
 from dynamics.second_order_numerical import aba_second_derivatives_numerical  # noqa: E402
-from oracle_helpers import (H_CS, H_FD, H_FD2, cs, fd, mj_frame_jacobian, mj_frames, oracle_mjmodel,  # noqa: E402
-                            rnea_second_numerical)
+from tests.helpers.oracle_helpers import (  # noqa: E402
+    H_CS,
+    H_FD,
+    H_FD2,
+    cs,
+    fd,
+    mj_frame_jacobian,
+    mj_frames,
+    oracle_mjmodel,
+    rnea_second_numerical,
+)
 
 BE = dynamics.get_backend("numpy")
 BUNDLED = ("iiwa", "hyq", "atlas")
-# random trees as in tests/test_backend_consistency.py: (seed, nbodies, free_root)
+# random trees as in tests/dynamics/test_backend_consistency.py: (seed, nbodies, free_root)
 TREES = {"tree30_free": (601, 30, True), "tree30_fixed": (602, 30, False)}
 ALL_MODELS = (*BUNDLED, *TREES)
 FIRST_ORDER_ORACLES = ("mujoco", "pinocchio", "central_diff", "complex_step")
 SECOND_ORDER_ORACLES = ("second_order_central", "second_order_complex")
 ALL_ORACLES = FIRST_ORDER_ORACLES + SECOND_ORDER_ORACLES
-# numerical-differentiation steps H_FD (1e-6), H_CS (1e-20) and H_FD2 (1e-5): tests/oracle_helpers.py
+# numerical-differentiation steps H_FD (1e-6), H_CS (1e-20) and H_FD2 (1e-5): tests/helpers/oracle_helpers.py
 
 
 # ------------------------------------------------------------------------------ error bookkeeping
@@ -129,7 +135,7 @@ def load_case(name: str) -> Case:
         model = dynamics.load_model(name)
         mj = mujoco.MjModel.from_xml_path(model.path)  # compiled afresh: the oracles never see our loader
         return Case(name, model, mj, f"bundled {Path(model.path).name}", model.path)
-    from random_trees import random_tree_model
+    from tests.helpers.random_trees import random_tree_model
     seed, nb, free = TREES[name]
     model, mj = random_tree_model(seed, nb, free_root=free, refs=True)
     return Case(name, model, mj, f"random_tree_model({seed}, {nb}, free_root={free}, refs=True)", None)
@@ -196,9 +202,10 @@ def _sym_upper(M: np.ndarray) -> np.ndarray:
 
 
 def pin_oracle(c: Case):
-    """The PinOracle of tests/pinocchio_models.py: MJCF reader for bundled robots, programmatic for trees."""
+    """The PinOracle of tests/helpers/pinocchio_models.py: MJCF reader for bundled robots, programmatic for trees."""
     import mujoco
-    import pinocchio_models as pm_
+
+    from tests.helpers import pinocchio_models as pm_
     if c.xml_path is not None:
         return pm_.oracle_from_mjcf(c.xml_path, mujoco.MjModel.from_xml_path(c.xml_path))
     return pm_.oracle_from_mujoco(c.mj)
@@ -252,7 +259,7 @@ def oracle_pinocchio(c: Case, rec: Recorder, self_checks: Recorder) -> None:
 
 
 # ------------------------------------------------------------------------------ numerical oracles
-# fd, cs (and rnea_second_numerical below): tests/oracle_helpers.py, shared with the tests
+# fd, cs (and rnea_second_numerical below): tests/helpers/oracle_helpers.py, shared with the tests
 def oracle_numerical(c: Case, rec: Recorder, method: str) -> None:
     model, name = c.model, c.name
     oracle = "central_diff" if method == "central" else "complex_step"

@@ -25,26 +25,25 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
-import json
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 _HERE = Path(__file__).resolve().parent
-_ROOT = _HERE.parent
-if __name__ == "__main__":
-    # run as a script, this folder would be sys.path[0] and benchmarks/dynamics.py would shadow the package
-    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-    sys.path.insert(0, str(_ROOT))
+if __name__ == "__main__":  # as a script this folder is sys.path[0], and benchmarks/dynamics.py would shadow the package
+    sys.path[:] = [str(_HERE.parent)] + [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 
 import numpy as np  # noqa: E402
 
 import dynamics  # noqa: E402
-from benchmarks.dynamics import _load_average, machine_info  # noqa: E402
+
+dynamics.worker_wait.configure_worker_wait()  # before Pinocchio/Crocoddyl load libgomp (dynamics.worker_wait)
+from benchmarks.machine import load_average, machine_info  # noqa: E402
+from benchmarks.output import emit_result  # noqa: E402
 from benchmarks.timing import measure  # noqa: E402
 from dynamics import parallel_depth as pd  # noqa: E402
-from tests.random_chains import random_chain_model, random_state  # noqa: E402
+from tests.helpers.random_chains import random_chain_model, random_state  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -215,41 +214,39 @@ def plot(links: list[Record], problems: list[Record], folder: Path) -> list[str]
     folder.mkdir(parents=True, exist_ok=True)
     style = {"recursive": "-", "aba": "-"}
 
-    def lines(ax, recs, key, kind):
+    def panel(ax, recs, key, kind, xlabel, title):
         for lab in dict.fromkeys(r.label for r in recs if r.kind == kind):
             pts = sorted((getattr(r, key), r.seconds * 1e3) for r in recs if r.label == lab)
             algo = next(r.algorithm for r in recs if r.label == lab)
             ax.loglog(*zip(*pts), style.get(algo, "--"), marker="o", ms=3, label=lab)
         ax.grid(True, which="both", alpha=0.3)
         ax.set_ylabel("computation time per call (ms)")
+        ax.set_xlabel(xlabel)
+        ax.set_title(title)
+        ax.legend(fontsize=7)
 
     files = []
+
+    def save(fig, name):
+        fig.tight_layout()
+        p = folder / name
+        fig.savefig(p, dpi=120)
+        plt.close(fig)
+        files.append(str(p))
+
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
     for ax, kind, title in zip(axes, ("FD", "ID"), ("forward dynamics", "inverse dynamics")):
-        lines(ax, links, "nlinks", kind)
-        ax.set_xlabel("number of links (one problem)")
-        ax.set_title(f"{title} vs link number (cf. Yang, Wu & Pan 2016 Fig. 2)")
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    p = folder / "parallel_depth_links.png"
-    fig.savefig(p, dpi=120)
-    plt.close(fig)
-    files.append(str(p))
+        panel(ax, links, "nlinks", kind, "number of links (one problem)",
+              f"{title} vs link number (cf. Yang, Wu & Pan 2016 Fig. 2)")
+    save(fig, "parallel_depth_links.png")
     ns = sorted({r.nlinks for r in problems})
     fig, axes = plt.subplots(2, max(1, len(ns)), figsize=(6 * max(1, len(ns)), 8), squeeze=False)
     for j, n in enumerate(ns):
         sub = [r for r in problems if r.nlinks == n]
         for i, (kind, title) in enumerate((("FD", "forward dynamics"), ("ID", "inverse dynamics"))):
-            ax = axes[i, j]
-            lines(ax, sub, "problems", kind)
-            ax.set_xlabel("number of independent problems (one batched call)")
-            ax.set_title(f"{title}, {n}-link chain (cf. Yang, Wu & Pan 2016 Fig. 3)")
-            ax.legend(fontsize=7)
-    fig.tight_layout()
-    p = folder / "parallel_depth_problems.png"
-    fig.savefig(p, dpi=120)
-    plt.close(fig)
-    files.append(str(p))
+            panel(axes[i, j], sub, "problems", kind, "number of independent problems (one batched call)",
+                  f"{title}, {n}-link chain (cf. Yang, Wu & Pan 2016 Fig. 3)")
+    save(fig, "parallel_depth_problems.png")
     return files
 
 
@@ -313,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     impls = implementations(backends)
     started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-    load0 = _load_average()
+    load0 = load_average()
     links = run_series("vs_links", [(n, 1) for n in sorted(args.links)], impls, backends, args.seed, args.repeats,
                        args.budget, args.max_call, args.progress)
     sizes = [(n, N) for n in sorted(args.problem_links) for N in sorted(args.problems)
@@ -325,17 +322,11 @@ def main(argv: list[str] | None = None) -> int:
     lines, cross = summarize(links, problems)
     files = [] if args.no_plots else plot(links, problems, args.plots)
     data = {"benchmark": "parallel_depth", "started_utc": started, "machine": machine_info(),
-            "load_average": {"start": load0, "end": _load_average()},
+            "load_average": {"start": load0, "end": load_average()},
             "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
             "vs_links": [asdict(r) for r in links], "vs_problems": [asdict(r) for r in problems],
             "crossovers": cross, "summary": lines, "plots": files}
-    text = json.dumps(data, indent=1)
-    if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text)
-    print(text)
-    for line in lines:
-        print(line, file=sys.stderr)
+    emit_result(data, args.out, "\n".join(lines))
     return 0
 
 

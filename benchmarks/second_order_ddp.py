@@ -11,7 +11,7 @@ Problems: the iiwa reaching task (``tasks.get_task("iiwa-reach")``, default opti
 N ∈ {16, 32, 64}, and a free-base HyQ problem without contacts (state regularisation towards
 "standing" + CoM height + small control cost; it falls, but the tensors are what is timed) for
 N ∈ {16}. Every provider runs on the same problem from the same initial guess (gravity
-compensation rolled out from x0), so the iterates agree (``tests/test_ddp_second_order_provider.py``)
+compensation rolled out from x0), so the iterates agree (``tests/solvers/test_ddp_second_order_provider.py``)
 and the runs differ only in the tensor provider; ``agreement`` in each entry records the relative
 difference of the final cost to the analytical run as a check.
 
@@ -43,37 +43,27 @@ stderr). Speed is never asserted in tests; see benchmarks/README.md for the envi
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
-import json
-import os
-import platform
-import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any, Callable
 
 _HERE = Path(__file__).resolve().parent
-_ROOT = _HERE.parent
-if __name__ == "__main__":
-    # as a script this folder is sys.path[0]; import the project from the repository root
-    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-    sys.path.insert(0, str(_ROOT))
+if __name__ == "__main__":  # as a script this folder is sys.path[0]; import the project from the repository root
+    sys.path[:] = [str(_HERE.parent)] + [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 
 import numpy as np  # noqa: E402
 
 import dynamics  # noqa: E402
+
+dynamics.worker_wait.configure_worker_wait()  # before Pinocchio/Crocoddyl load libgomp (dynamics.worker_wait)
 import tasks  # noqa: E402
+from benchmarks.machine import load_average, machine_info  # noqa: E402
+from benchmarks.output import run_and_emit  # noqa: E402
+from benchmarks.timing import measure, time_iterations  # noqa: E402
 from dynamics.second_order_numerical import aba_second_derivatives_numerical  # noqa: E402
 from solvers import DDP, ShootingProblem  # noqa: E402
 from solvers.costs import ComPositionCost, ControlCost, CostSum, StateCost  # noqa: E402
-
-try:  # the shared timing helper lives next to this file
-    from benchmarks.timing import measure  # noqa: E402
-except ModuleNotFoundError:  # pragma: no cover - run from an unusual working directory
-    sys.path.insert(0, str(_HERE))
-    from timing import measure  # type: ignore  # noqa: E402
 
 PROVIDERS = ("analytical", "fd", "complex")
 ROBOTS = ("iiwa", "hyq")
@@ -113,29 +103,6 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
-def machine_info() -> dict[str, Any]:
-    versions = {"python": platform.python_version(), "numpy": np.__version__}
-    for mod in ("scipy", "pinocchio", "mujoco"):
-        try:
-            versions[mod] = getattr(__import__(mod), "__version__", "?")
-        except Exception:  # optional packages: absent is fine
-            versions[mod] = None
-    try:
-        load = list(os.getloadavg())
-    except OSError:
-        load = None
-    try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=_ROOT,
-                                timeout=10).stdout.strip() or None
-    except Exception:  # not a checkout / no git: not essential
-        commit = None
-    return {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
-            "cpu_count": os.cpu_count(), "versions": versions, "load_average_1_5_15min": load,
-            "threads": {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
-                                                        "NUMBA_NUM_THREADS")},
-            "git_commit": commit, "utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
-
-
 # ------------------------------------------------------------------------------------------ problems
 def iiwa_problem(N: int, dt: float, second_order: str) -> ShootingProblem:
     """The iiwa reaching task's problem (default task options)."""
@@ -143,8 +110,9 @@ def iiwa_problem(N: int, dt: float, second_order: str) -> ShootingProblem:
     return task.build_problem(task.initial_state(), N, dt, backend="numpy", second_order=second_order)
 
 
-def hyq_problem(N: int, dt: float, second_order: str) -> ShootingProblem:
-    """HyQ standing-regularisation problem, free base, no contacts (5 cm above "standing", at rest)."""
+def hyq_problem(N: int, dt: float, second_order: str, backend="numpy") -> ShootingProblem:
+    """HyQ standing-regularisation problem, free base, no contacts (5 cm above "standing", at rest);
+    tests/solvers/test_ddp_second_order_provider.py runs the same problem."""
     m = dynamics.load_model("hyq")
     x_ref = np.concatenate([m.keyframe("standing"), np.zeros(m.nv)])
     x0 = x_ref.copy()
@@ -153,7 +121,7 @@ def hyq_problem(N: int, dt: float, second_order: str) -> ShootingProblem:
                        "u": (ControlCost(m), 1e-4),
                        "com": (ComPositionCost(m, [0.0, 0.0, 0.6]), 1.0)})
     terminal = CostSum({"x": (StateCost(m, x_ref, np.full(2 * m.nv, 10.0)), 1.0)})
-    return ShootingProblem.uniform(m, x0, N, dt, running, terminal, backend="numpy", second_order=second_order)
+    return ShootingProblem.uniform(m, x0, N, dt, running, terminal, backend=backend, second_order=second_order)
 
 
 PROBLEMS: dict[str, Callable[[int, float, str], ShootingProblem]] = {"iiwa": iiwa_problem, "hyq": hyq_problem}
@@ -175,24 +143,20 @@ def time_provider(problem: ShootingProblem, provider: str, K: int, repeats: int,
                   gauss_newton_fallback: bool = False) -> dict[str, Any]:
     xs0, us0 = problem.initial_guess()
     solver = DDP(problem, refresh_gains=False, gauss_newton_fallback=gauss_newton_fallback)
-    runs: dict[int, list[dict]] = {0: [], K: []}
 
     def solve(k: int):
         r = solver.solve(us_init=us0, max_iter=k, tol=0.0)
-        runs[k].append(dict(r.timings, iterations=r.iterations, final_cost=r.cost, steps=r.step_sizes,
-                            fallbacks=r.gauss_newton_fallbacks))
-        return r
+        return dict(r.timings, iterations=r.iterations, final_cost=r.cost, steps=r.step_sizes,
+                    fallbacks=r.gauss_newton_fallbacks)
 
-    t_k = measure(lambda: solve(K), repeats=repeats, min_time=0.0)
-    t_0 = measure(lambda: solve(0), repeats=repeats, min_time=0.0)
-    stage = {s: (statistics.median(r[s] for r in runs[K]) - statistics.median(r[s] for r in runs[0])) / K
-             for s in STAGES}
+    t = time_iterations(solve, K, repeats)
+    t_k, t_0 = t.solve, t.setup
     data = problem.create_data(second_order=True)
     t_d2 = measure(lambda: problem.derivatives(xs0, us0, second_order=True, data=data), repeats=repeats)
     t_d1 = measure(lambda: problem.derivatives(xs0, us0, second_order=False, data=data), repeats=repeats)
     t_t = measure(tensor_call(problem, provider, xs0, us0), repeats=repeats)
-    last = runs[K][-1]
-    return {"per_iteration_s": (t_k.seconds - t_0.seconds) / K, "per_iteration_stage_s": stage,
+    last = t.solve_results[-1]
+    return {"per_iteration_s": t.per_iteration_s(), "per_iteration_stage_s": t.per_iteration_stage_s(STAGES),
             "derivative_stage_s": t_d2.seconds, "first_order_stage_s": t_d1.seconds, "tensor_s": t_t.seconds,
             "second_order_assembly_s": t_d2.seconds - t_d1.seconds - t_t.seconds,
             "iterations": last["iterations"], "final_cost": last["final_cost"], "step_sizes": last["steps"],
@@ -217,7 +181,7 @@ def run(args) -> dict[str, Any]:
                 "hyq": [4] if args.quick else _int_list("hyq-horizons", args.hyq_horizons)}
     K = 2 if args.quick else args.iterations
     repeats = 1 if args.quick else args.repeats
-    load_start = machine_info()["load_average_1_5_15min"]
+    load_start = load_average()
     t_start = time.perf_counter()
     entries = []
     for robot in robots:
@@ -238,8 +202,7 @@ def run(args) -> dict[str, Any]:
                                    abs(e["final_cost"] - ref["final_cost"]) / abs(ref["final_cost"]),
                                    "same_step_sizes": e["step_sizes"] == ref["step_sizes"]}
                                   if ref is not None else None)
-    info = machine_info()
-    info["load_average_1_5_15min"] = {"start": load_start, "end": info["load_average_1_5_15min"]}
+    info = machine_info(load_start)
     return {"benchmark": "second_order_ddp",
             "problems": {"iiwa": "tasks iiwa-reach, default options", "hyq": "free base, no contacts, "
                          "state regularisation + CoM height + control cost, x0 5 cm above 'standing'"},
@@ -264,17 +227,5 @@ def format_table(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> dict[str, Any]:
-    args = build_parser().parse_args(argv)
-    result = run(args)
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text + "\n")
-    if args.table:
-        print(format_table(result), file=sys.stderr)
-    return result
-
-
 if __name__ == "__main__":
-    main()
+    run_and_emit(build_parser(), run, format_table)

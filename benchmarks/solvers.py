@@ -21,36 +21,24 @@ on stderr). Environment: see benchmarks/README.md and docs/solvers.md.
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
-import json
-import os
-import platform
-import statistics
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 _HERE = Path(__file__).resolve().parent
-_ROOT = _HERE.parent
-if __name__ == "__main__":
-    # as a script this folder is sys.path[0]; import the project from the repository root
-    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-    sys.path.insert(0, str(_ROOT))
-
-import numpy as np  # noqa: E402
+if __name__ == "__main__":  # as a script this folder is sys.path[0]; import the project from the repository root
+    sys.path[:] = [str(_HERE.parent)] + [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 
 import dynamics  # noqa: E402
 
 dynamics.worker_wait.configure_worker_wait()  # before Pinocchio/Crocoddyl load libgomp (dynamics.worker_wait)
 import tasks  # noqa: E402
+from benchmarks.anchors import CrocoddylFDDP, crocoddyl_importable  # noqa: E402
+from benchmarks.machine import machine_info  # noqa: E402
+from benchmarks.output import run_and_emit  # noqa: E402
+from benchmarks.timing import time_iterations  # noqa: E402
 from solvers import DDP, ILQR  # noqa: E402
-
-try:  # the shared timing helper lives next to this file
-    from benchmarks.timing import measure  # noqa: E402
-except ModuleNotFoundError:  # pragma: no cover - run from an unusual working directory
-    sys.path.insert(0, str(_HERE))
-    from timing import measure  # type: ignore  # noqa: E402
 
 STAGES = ("derivatives", "backward", "forward", "cost", "total")
 SOLVERS = {"ilqr": ILQR, "ddp": DDP}
@@ -78,24 +66,6 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
-def machine_info() -> dict[str, Any]:
-    versions = {"python": platform.python_version(), "numpy": np.__version__}
-    for mod in ("crocoddyl", "pinocchio", "numba", "mujoco"):
-        try:
-            versions[mod] = getattr(__import__(mod), "__version__", "?")
-        except Exception:  # optional packages: absent is fine
-            versions[mod] = None
-    try:
-        load = list(os.getloadavg())
-    except OSError:
-        load = None
-    return {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
-            "cpu_count": os.cpu_count(), "versions": versions, "load_average_1_5_15min": load,
-            "threads": {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
-                                                        "NUMBA_NUM_THREADS")},
-            "utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
-
-
 def make_problem(N: int, dt: float, backend: str):
     task = tasks.get_task("iiwa-reach")
     return task.build_problem(task.initial_state(), N, dt, backend=backend, passive_forces=False)
@@ -104,46 +74,26 @@ def make_problem(N: int, dt: float, backend: str):
 def time_ours(problem, solver_cls, K: int, repeats: int, line_search: str, box: bool) -> dict[str, Any]:
     xs0, us0 = problem.initial_guess()
     solver = solver_cls(problem, refresh_gains=False, line_search=line_search, box=box)
-    runs: dict[int, list[dict]] = {0: [], K: []}
 
     def solve(k):
         r = solver.solve(us_init=us0, max_iter=k, tol=0.0)
-        runs[k].append(dict(r.timings, iterations=r.iterations, final_cost=r.cost, steps=r.step_sizes))
-        return r
+        return dict(r.timings, iterations=r.iterations, final_cost=r.cost, steps=r.step_sizes)
 
-    t_k = measure(lambda: solve(K), repeats=repeats, min_time=0.0)
-    t_0 = measure(lambda: solve(0), repeats=repeats, min_time=0.0)
-    med = {s: statistics.median(r[s] for r in runs[K]) - statistics.median(r[s] for r in runs[0]) for s in STAGES}
-    last = runs[K][-1]
-    return {"per_iteration_s": (t_k.seconds - t_0.seconds) / K,
-            "per_iteration_stage_s": {s: med[s] / K for s in STAGES},
+    t = time_iterations(solve, K, repeats)
+    last = t.solve_results[-1]
+    return {"per_iteration_s": t.per_iteration_s(), "per_iteration_stage_s": t.per_iteration_stage_s(STAGES),
             "iterations": last["iterations"], "cost_after": last["final_cost"], "step_sizes": last["steps"],
-            "solve_s": t_k.seconds, "setup_s": t_0.seconds}
+            "solve_s": t.solve.seconds, "setup_s": t.setup.seconds}
 
 
 def time_crocoddyl(problem, K: int, repeats: int, threads: int, box: bool) -> dict[str, Any]:
-    import crocoddyl
-
-    from solvers.crocoddyl_problem import build_crocoddyl_problem
-    cp = build_crocoddyl_problem(problem, bounds=box)
-    cp.nthreads = threads        # its OpenMP loop over knots; our solvers run on one thread
+    croc = CrocoddylFDDP(problem, threads=threads, box=box)
     xs0, us0 = problem.initial_guess()
-    xs0, us0 = list(xs0), list(us0)
-    solver = crocoddyl.SolverBoxFDDP(cp) if box else crocoddyl.SolverFDDP(cp)
-    solver.th_stop = 1e-300   # (must be > 0) never stop early: K full iterations
-    info = {}
-
-    def solve(k):
-        solver.solve(xs0, us0, k, False)
-        info[k] = (solver.iter, solver.cost)
-
-    t_k = measure(lambda: solve(K), repeats=repeats, min_time=0.02)
-    t_0 = measure(lambda: solve(0), repeats=repeats, min_time=0.02)
-    iters = max(int(info[K][0]), 1)
-    return {"per_iteration_s": (t_k.seconds - t_0.seconds) / iters, "iterations": iters,
-            "cost_after": float(info[K][1]), "solve_s": t_k.seconds, "setup_s": t_0.seconds,
-            "solver": "crocoddyl." + type(solver).__name__, "version": getattr(crocoddyl, "__version__", "?"),
-            "threads": int(cp.nthreads)}
+    t = croc.time_iterations(list(xs0), list(us0), K, repeats)
+    iters, cost = t.solve_results[-1]
+    iters = max(iters, 1)
+    return {"per_iteration_s": t.per_iteration_s(iters), "iterations": iters, "cost_after": cost,
+            "solve_s": t.solve.seconds, "setup_s": t.setup.seconds, **croc.describe()}
 
 
 def run(args) -> dict[str, Any]:
@@ -155,13 +105,7 @@ def run(args) -> dict[str, Any]:
     for s in solver_names:
         if s not in SOLVERS:
             raise SystemExit(f"unknown solver '{s}'; choose from {', '.join(SOLVERS)}")
-    have_croc = False
-    if not args.no_crocoddyl:
-        try:
-            import crocoddyl  # noqa: F401
-            have_croc = True
-        except ImportError:
-            pass
+    have_croc = crocoddyl_importable(skip=args.no_crocoddyl)
     entries = []
     t_start = time.perf_counter()
     for N in horizons:
@@ -198,17 +142,5 @@ def format_table(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> dict[str, Any]:
-    args = build_parser().parse_args(argv)
-    result = run(args)
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text + "\n")
-    if args.table:
-        print(format_table(result), file=sys.stderr)
-    return result
-
-
 if __name__ == "__main__":
-    main()
+    run_and_emit(build_parser(), run, format_table)

@@ -82,3 +82,45 @@ def measure(fn: Callable[[], Any], repeats: int = 5, min_time: float = 0.02,
         samples.append(_time_loops(fn, loops) / loops)
     return Timing(seconds=median(samples), samples=samples, repeats=len(samples), loops=loops,
                   warmup_seconds=warm)
+
+
+@dataclass(frozen=True)
+class IterationTiming:
+    """A solve of K iterations and one of 0 iterations from the same start, each timed by :func:`measure`.
+
+    solve / setup: the K- and 0-iteration timings; solve_results / setup_results: what each call
+    of ``solve(K)`` / ``solve(0)`` returned (warm-up included), for stage timers and final costs.
+    """
+
+    iterations: int
+    solve: Timing
+    setup: Timing
+    solve_results: list[Any]
+    setup_results: list[Any]
+
+    def per_iteration_s(self, iterations: int | None = None) -> float:
+        """(K-iteration time − 0-iteration time) / iterations (default K): the 0-iteration solve —
+        initial rollout, one derivative evaluation and backward pass — removes the set-up cost."""
+        return (self.solve.seconds - self.setup.seconds) / (iterations or self.iterations)
+
+    def per_iteration_stage_s(self, stages: tuple[str, ...],
+                              stage_seconds: Callable[[Any], dict[str, float]] = lambda r: r) -> dict[str, float]:
+        """The same difference for each stage timer (medians over the calls) / K."""
+        def med(results: list[Any], s: str) -> float:
+            return median(stage_seconds(r)[s] for r in results)
+        return {s: (med(self.solve_results, s) - med(self.setup_results, s)) / self.iterations for s in stages}
+
+
+def time_iterations(solve: Callable[[int], Any], iterations: int, repeats: int,
+                    min_time: float = 0.0) -> IterationTiming:
+    """Time ``solve(iterations)`` then ``solve(0)`` with :func:`measure` (``solve(k)`` runs k
+    iterations from the same initial guess; what it returns is kept — return a snapshot, not an
+    object the solver reuses)."""
+    results: dict[int, list[Any]] = {iterations: [], 0: []}
+
+    def run(k: int) -> None:
+        results[k].append(solve(k))
+
+    t_k = measure(lambda: run(iterations), repeats=repeats, min_time=min_time)
+    t_0 = measure(lambda: run(0), repeats=repeats, min_time=min_time)
+    return IterationTiming(iterations, t_k, t_0, results[iterations], results[0])

@@ -507,6 +507,18 @@ class Backend:
         progress: optional ``progress(label, done, total)`` called before each step."""
 
 
+class CombinedComKernel:
+    """Mix-in for a backend whose one kernel ``_com(model, q, with_J) -> (com (B, 3), J (B, 3, nv))``
+    gives the centre of mass and, where ``with_J``, its Jacobian."""
+
+    def _center_of_mass(self, model, q):
+        return self._com(model, q, False)[0]
+
+    def _com_jacobian(self, model, q):
+        com, J = self._com(model, q, True)
+        return J, com
+
+
 @dataclass(frozen=True)
 class BackendInfo:
     """How to build a backend: ``module:cls`` imported lazily (so an optional dependency such as

@@ -26,7 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .inputs import as_array, broadcast_batch, unflatten
+from .backend import batch_args
+from .inputs import unflatten
 from .model import RobotModel
 
 
@@ -70,18 +71,10 @@ def contract_output(lam, *tensors) -> tuple[np.ndarray, ...]:
 
 
 def _inputs(func: str, model: RobotModel, fext, lam, **arrays):
-    """Checked, broadcast and flattened ``(batch, [*arrays, lam, fext or None])``."""
-    if not isinstance(model, RobotModel):
-        raise TypeError(f"{func}: expected a RobotModel (from dynamics.load_model), got {type(model).__name__}")
-    sizes = {"q": model.nq, "v": model.nv, "a": model.nv, "tau": model.nv}
-    checked = {k: (as_array(k, x, (sizes[k],), func), 1) for k, x in arrays.items()}
-    checked["lam"] = (as_array("lam", lam, (model.nv,), func), 1)
-    if fext is not None:
-        checked["fext"] = (as_array("fext", fext, (model.nbody, 6), func), 2)
-    batch, flat = broadcast_batch(func, checked)
-    if fext is None:
-        flat.append(None)
-    return batch, flat
+    """Checked, broadcast and flattened ``(batch, [*arrays, lam, fext or None])`` (the backend's
+    :func:`dynamics.backend.batch_args`)."""
+    return batch_args(func, model, fext, **{k: (x, "nq" if k == "q" else "nv") for k, x in arrays.items()},
+                      lam=(lam, "nv"))
 
 
 def rnea_second_order_contraction(model: RobotModel, q, v, a, lam, fext=None) -> RNEASecondOrderContraction:

@@ -12,12 +12,17 @@ import ast
 import math
 
 
+def _convert(s: str, convert, what: str):
+    """``convert(s)``; an argparse error naming ``what`` was expected if it fails."""
+    try:
+        return convert(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected {what}, got '{s}'") from None
+
+
 def positive_int(s: str) -> int:
     """An integer > 0."""
-    try:
-        v = int(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got '{s}'") from None
+    v = _convert(s, int, "a positive integer")
     if v <= 0:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {v}")
     return v
@@ -25,10 +30,7 @@ def positive_int(s: str) -> int:
 
 def positive_float(s: str) -> float:
     """A finite number > 0."""
-    try:
-        v = float(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got '{s}'") from None
+    v = _convert(s, float, "a positive number")
     if not math.isfinite(v) or v <= 0:
         raise argparse.ArgumentTypeError(f"expected a positive finite number, got {s}")
     return v
@@ -36,10 +38,7 @@ def positive_float(s: str) -> float:
 
 def nonnegative_float(s: str) -> float:
     """A finite number >= 0."""
-    try:
-        v = float(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got '{s}'") from None
+    v = _convert(s, float, "a number >= 0")
     if not math.isfinite(v) or v < 0:
         raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {s}")
     return v
@@ -61,10 +60,7 @@ def task_arg(s: str) -> tuple[str, object]:
 
 def nonnegative_int(s: str) -> int:
     """An integer >= 0."""
-    try:
-        v = int(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got '{s}'") from None
+    v = _convert(s, int, "an integer >= 0")
     if v < 0:
         raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {v}")
     return v

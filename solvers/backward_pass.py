@@ -14,7 +14,7 @@ Mastalli et al. 2020, eq. (11) (FDDP: the value gradient at the end of each inte
     V_xx = Q_xx + Kᵀ Q_uu K + Kᵀ Q_ux + Q_uxᵀ K
 
 Two implementations of the same recursion: the Python reference below and one compiled numba
-call (:mod:`solvers.riccati_numba`), chosen once per solver; tests/test_riccati_numba.py checks
+call (:mod:`solvers.riccati_numba`), chosen once per solver; tests/solvers/test_riccati_numba.py checks
 that they agree.
 """
 

@@ -24,7 +24,7 @@ backend's ``aba`` / ``contact_dynamics`` / ``impulse_dynamics`` run: :func:`dyna
 :func:`dynamics.contact.numba_kernels.contact_range` and ``impulse_range``, the torque and the Euler
 step of :mod:`dynamics.kernels.passive` and :mod:`dynamics.kernels.integrators`), and the policy is
 :mod:`solvers.rollout_numba`'s; this module holds the knot loop only, binds no backend, and its
-result agrees with the Python path to rounding (tests/test_contact_rollout.py). The candidates are
+result agrees with the Python path to rounding (tests/solvers/test_contact_rollout.py). The candidates are
 split into one contiguous slice per worker thread, as in :mod:`solvers.rollout_numba`.
 
 Importing this module imports numba and the kernel library; the kernel is compiled (or loaded from

@@ -1,5 +1,5 @@
-"""The same shooting problem in Crocoddyl, for comparisons (tests/test_solvers_crocoddyl.py,
-tests/test_crocoddyl_contact.py, benchmarks/solvers.py, benchmarks/mpc_rate.py). Crocoddyl is
+"""The same shooting problem in Crocoddyl, for comparisons (tests/solvers/test_solvers_crocoddyl.py,
+tests/solvers/test_crocoddyl_contact.py, benchmarks/solvers.py, benchmarks/mpc_rate.py). Crocoddyl is
 optional and imported only here.
 
 Mapping (Mastalli et al. 2020; Crocoddyl 3): the robot comes from ``pin.buildModelFromMJCF`` of

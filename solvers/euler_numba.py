@@ -13,7 +13,7 @@ With ``τ = B u - D v - K_s (q - q_spring)``, ``a = ABA(q, v, τ)``, ``v⁺ = v 
 
 (``D``, ``K_s`` diagonal.) The torque and the step are the kernel library's one compiled definition
 (:func:`dynamics.kernels.passive.joint_torques`, :func:`dynamics.kernels.integrators.euler_velocity`).
-The numpy path stays the reference (``tests/test_euler_numba.py`` compares both). Importing this
+The numpy path stays the reference (``tests/solvers/test_euler_numba.py`` compares both). Importing this
 module imports numba; the kernels compile on first use.
 """
 

@@ -24,10 +24,10 @@ from .integrators import IntegratedModel
 from .knots import KnotStructure, check_running_models
 from .problem_costs import ProblemCosts
 from .problem_data import ProblemData, ProblemDerivatives
-from .state_space import StateSpace
+from .state_space import StateSizes, StateSpace
 
 
-class ShootingProblem:
+class ShootingProblem(StateSizes):
     """Discrete-time optimal control problem over N knots, each described by an
     :class:`~solvers.action_model.ActionModel` (its dynamics, cost and dt).
 
@@ -170,18 +170,7 @@ class ShootingProblem:
         names = {g.item.integrator for g in self.dynamics_groups}
         return names.pop() if len(names) == 1 else "mixed"
 
-    # ------------------------------------------------------------ sizes, state, bounds
-    @property
-    def nx(self) -> int:
-        return self.state.nx
-
-    @property
-    def ndx(self) -> int:
-        return self.state.ndx
-
-    @property
-    def nu(self) -> int:
-        return self.model.nu
+    # ------------------------------------------------------------ state, bounds (sizes: StateSizes)
 
     def _bound(self, name: str, b) -> np.ndarray:
         b = np.array(b, dtype=float)

@@ -4,7 +4,7 @@ The same recursion as :meth:`solvers.ilqr.ILQR._backward_pass` (iLQR/DDP/FDDP, T
 Todorov 2012 eq. 5–11; control limits by Tassa, Mansard & Todorov 2014 Algorithm 2 with the box QP
 of :mod:`solvers.box_qp`; FDDP's gap terms, Mastalli et al. 2020 eq. 11), compiled with numba so
 that one backward pass over N knots is one call instead of ~15 small numpy/LAPACK calls per knot.
-The Python implementation stays the reference (``tests/test_riccati_numba.py`` compares both);
+The Python implementation stays the reference (``tests/solvers/test_riccati_numba.py`` compares both);
 the solvers use this one when the problem's dynamics backend is ``numba`` (``compiled=None``) or
 when asked to (``compiled=True``). The Cholesky factorisation and substitutions of ``Q_uu`` are the
 kernel library's (:mod:`dynamics.kernels.dense`, shared with the contact kernels).

@@ -128,3 +128,20 @@ class StateSpace:
         idx = np.arange(nv, 2 * nv)
         out[..., idx, idx] = vel_sign
         return out
+
+
+class StateSizes:
+    """Mix-in: ``nx``, ``ndx`` (from the attribute ``state``, a :class:`StateSpace`) and ``nu`` (from
+    the attribute ``model``) of an object defined over a robot's state space."""
+
+    @property
+    def nx(self) -> int:
+        return self.state.nx
+
+    @property
+    def ndx(self) -> int:
+        return self.state.ndx
+
+    @property
+    def nu(self) -> int:
+        return self.model.nu

@@ -27,11 +27,11 @@ from dynamics import ContactSet, RobotModel, get_backend
 from dynamics.joints import JointType
 from dynamics.lie import so3_log
 from dynamics.mujoco_state import ActuatorMap, read_state, write_state
-from solvers import ActionModel, ComPositionCost, ContactDynamics, ControlCost, CostSum, ShootingProblem, StateCost
+from solvers import ComPositionCost, ContactDynamics, ControlCost, CostSum, ShootingProblem, StateCost
 from solvers.costs import ContactForceCost, WrenchConeCost
 
-from .base import Criterion, Disturbance, Evaluation, Event, MetricInfo, Task
-from .legged import floating_robot_and_frames
+from .base import Criterion, Disturbance, Evaluation, Event, MetricInfo
+from .legged import StandingTask, floating_robot_and_frames
 from .registry import register_task
 
 BUNDLED_FEET = {"atlas": ("l_foot_site", "r_foot_site")}
@@ -51,7 +51,7 @@ def _smoothstep(s: np.ndarray) -> np.ndarray:
 @register_task("humanoid-balance", "any humanoid (default Atlas): both soles flat, CoM squat and lateral lean, "
                                    "pushes")
 @dataclass
-class HumanoidBalance(Task):
+class HumanoidBalance(StandingTask):
     """Humanoid standing on two flat soles. robot: a bundled name or an MJCF path with actuators on
     every joint and a free-floating pelvis; feet: the two sole frames (sites at the sole centres,
     +z the sole normal; defaults for the bundled robots); sole_size: the sole rectangle's
@@ -64,6 +64,9 @@ class HumanoidBalance(Task):
     sole_size: tuple | None = None
     waypoints: tuple = DEFAULT_WAYPOINTS
     pushes: tuple = ()
+    computed_posture = ("computed (the model has no 'standing' keyframe): soles raised 5 % of the leg length "
+                        "towards the pelvis and levelled by inverse kinematics, pelvis lowered onto the floor and "
+                        "settled in MuJoCo with the joints held")
     duration_s: float = 7.0
     w_com: float = 2000.0               # CoM position [1/(m² s)]
     w_base_pos: float = 20.0            # pelvis position, following the CoM offset (a squat bends the knees)
@@ -159,18 +162,6 @@ class HumanoidBalance(Task):
             out.append(found)
         return np.array(out)
 
-    def _standing_state(self) -> tuple[np.ndarray, str]:
-        m = self.model
-        try:
-            q = np.array(m.keyframe("standing"), float)
-            source = "keyframe 'standing' of the model"
-        except (KeyError, ValueError):
-            q = self._computed_standing_configuration()
-            source = ("computed (the model has no 'standing' keyframe): soles raised 5 % of the leg length towards "
-                      "the pelvis and levelled by inverse kinematics, pelvis lowered onto the floor and settled in "
-                      "MuJoCo with the joints held")
-        return np.concatenate([q, np.zeros(m.nv)]), source
-
     def _computed_standing_configuration(self) -> np.ndarray:
         """A standing configuration for a model without a 'standing' keyframe: from the reference
         configuration with the joints moved slightly towards the middle of their ranges, damped
@@ -240,11 +231,7 @@ class HumanoidBalance(Task):
             tau = kp * (q[7:] - x[7:m.nq]) - kd * x[m.nq + 6:]
             act.apply(d, np.clip(u_hold + Bp @ tau, m.u_lower, m.u_upper))
             mujoco.mj_step(mj, d)
-        x = read_state(m, d)
-        if not np.all(np.isfinite(x)) or np.abs(x[m.nq:]).max() > 2e-2:
-            raise ValueError(f"{self.name}: the computed standing posture of '{self.robot}' did not come to rest "
-                             f"in MuJoCo; add a keyframe named 'standing'")
-        return x[:m.nq]
+        return self._at_rest(d)
 
     def _standing_wrenches_and_torques(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Sole wrenches λ (12,) (local frames) closest to the weight shared evenly by the two soles
@@ -254,16 +241,11 @@ class HumanoidBalance(Task):
         m = self.model
         be = get_backend("numpy")
         q = x[:m.nq]
-        g = be.gravity_torques(m, q)
         J = np.concatenate([be.frame_jacobian(m, q, f, "local") for f in self.feet])          # (12, nv)
         weight = -float(m.total_mass * m.gravity[2])
         lam_even = np.concatenate([np.r_[be.frame_placement(m, q, f)[0].T @ [0.0, 0.0, weight / 2], np.zeros(3)]
                                    for f in self.feet])
-        Jb = J[:, :6].T
-        lam = lam_even + np.linalg.pinv(Jb) @ (g[:6] - Jb @ lam_even)
-        B = np.asarray(m.actuation_matrix, float)
-        u = np.linalg.lstsq(B, g - J.T @ lam, rcond=None)[0]
-        return lam, u
+        return self._holding(q, J, lam_even)
 
     def _sole_corners(self, x) -> np.ndarray:
         """World positions (T, 2, 4, 3) of the sole rectangles' corners at states x (T, nx)."""
@@ -278,13 +260,6 @@ class HumanoidBalance(Task):
         return np.stack(out, axis=1)
 
     # ------------------------------------------------------------ references
-    @property
-    def duration(self) -> float:  # type: ignore[override]
-        return float(self.duration_s)
-
-    def initial_state(self) -> np.ndarray:
-        return self.x_stand.copy()
-
     def offsets_at(self, t) -> np.ndarray:
         """CoM target offsets (..., 2) = (dy, dz) [m] from the standing CoM at times t [s]."""
         t = np.asarray(t, float)
@@ -357,12 +332,7 @@ class HumanoidBalance(Task):
         terminal = CostSum({"com": (ComPositionCost(m, coms), self.terminal_factor * self.w_com),
                             "state": (StateCost(m, refs, self.terminal_factor * w), 1.0)})
         dyn = ContactDynamics(self.contacts, integrator=integrator, passive_forces=passive)
-        am = ActionModel(m, running, dt, dyn)
-        problem = ShootingProblem(x0, [am] * horizon, ActionModel(m, terminal, 0.0, dyn),
-                                  backend=self.resolve_backend(backend), **solver_opts)
-        problem.initial_controls = self.u_stand
-        self.update_problem(problem, 0.0)
-        return problem
+        return self._standing_problem(x0, horizon, dt, running, terminal, dyn, backend, solver_opts)
 
     def reference_wrenches(self, t) -> np.ndarray:
         """Sole wrench references (..., 12) at times t [s]: the standing wrenches with the weight

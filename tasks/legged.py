@@ -14,6 +14,7 @@ import numpy as np
 
 from dynamics import ContactSet, get_backend, load_model
 from dynamics.mujoco_state import ActuatorMap, read_state, write_state
+from solvers import ActionModel, ShootingProblem
 
 from .base import Disturbance, Task
 
@@ -56,7 +57,72 @@ def floating_robot_and_frames(name: str, robot: str, feet, bundled: dict, n: int
     return m, feet
 
 
-class LeggedTask(Task):
+class StandingTask(Task):
+    """Mix-in for tasks of a floating robot that start at rest in a standing posture (legged and
+    humanoid). The subclass (a dataclass) has the fields ``robot`` and ``duration_s``, sets
+    ``model`` and ``x_stand``, gives :meth:`_computed_standing_configuration` for a model without a
+    ``standing`` keyframe and describes it in the class attribute ``computed_posture``."""
+
+    computed_posture = "computed (the model has no 'standing' keyframe)"
+
+    @property
+    def duration(self) -> float:  # type: ignore[override]
+        return float(self.duration_s)
+
+    def initial_state(self) -> np.ndarray:
+        return self.x_stand.copy()
+
+    def _standing_state(self) -> tuple[np.ndarray, str]:
+        """The standing state (q, 0) from the model's keyframe ``standing``, else computed, and where
+        it came from."""
+        m = self.model
+        try:
+            q = np.array(m.keyframe("standing"), float)
+            source = "keyframe 'standing' of the model"
+        except (KeyError, ValueError):
+            q = self._computed_standing_configuration()
+            source = self.computed_posture
+        return np.concatenate([q, np.zeros(m.nv)]), source
+
+    def _computed_standing_configuration(self) -> np.ndarray:
+        raise NotImplementedError
+
+    def _standing_problem(self, x0, horizon: int, dt: float, running, terminal, dyn, backend,
+                          solver_opts: dict) -> ShootingProblem:
+        """The shooting problem of ``horizon`` knots of ``dt`` with the same running cost and
+        dynamics ``dyn`` at every knot, starting from the standing controls, references of time 0."""
+        m = self.model
+        am = ActionModel(m, running, dt, dyn)
+        problem = ShootingProblem(x0, [am] * horizon, ActionModel(m, terminal, 0.0, dyn),
+                                  backend=self.resolve_backend(backend), **solver_opts)
+        problem.initial_controls = self.u_stand
+        self.update_problem(problem, 0.0)
+        return problem
+
+    def _holding(self, q: np.ndarray, J: np.ndarray, lam_even: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The contact forces λ closest to ``lam_even`` (the weight shared evenly) that hold the base
+        still at q (the 6 unactuated rows of ``g(q) = B u + Jᵀ λ``, J the contact rows (nc, nv)), and
+        the torques u that then hold the joints."""
+        m = self.model
+        g = get_backend("numpy").gravity_torques(m, q)
+        Jb = J[:, :6].T                                                  # (6, nc)
+        lam = lam_even + np.linalg.pinv(Jb) @ (g[:6] - Jb @ lam_even)
+        B = np.asarray(m.actuation_matrix, float)
+        u = np.linalg.lstsq(B, g - J.T @ lam, rcond=None)[0]
+        return lam, u
+
+    def _at_rest(self, d) -> np.ndarray:
+        """The configuration of MuJoCo data ``d`` at the end of settling a computed posture; an error
+        if it did not come to rest."""
+        m = self.model
+        x = read_state(m, d)
+        if not np.all(np.isfinite(x)) or np.abs(x[m.nq:]).max() > 2e-2:
+            raise ValueError(f"{self.name}: the computed standing posture of '{self.robot}' did not come to rest "
+                             f"in MuJoCo; add a keyframe named 'standing'")
+        return x[:m.nq]
+
+
+class LeggedTask(StandingTask):
     """Mix-in for legged tasks. The subclass (a dataclass) has the fields ``robot`` (bundled name or
     MJCF path), ``feet`` (contact frames, a tuple or a comma-separated string; None for the bundled
     robots' defaults) and ``pushes`` (``(t, body, (fx, fy, fz), duration)`` rows), and the class
@@ -65,6 +131,9 @@ class LeggedTask(Task):
     ``standing_height`` and the pushes."""
 
     n_feet: int = 4
+    computed_posture = ("computed (the model has no 'standing' keyframe): feet under their straight-leg positions, "
+                        "legs bent until the feet rise 15 % of the leg length towards the trunk, trunk lowered onto "
+                        "the floor and settled in MuJoCo with the joints held")
 
     def _setup_legged(self) -> None:
         self.model, self.feet = floating_robot_and_frames(self.name, self.robot, self.feet, BUNDLED_FEET, self.n_feet)
@@ -80,18 +149,6 @@ class LeggedTask(Task):
             m.body_id(p.body)
 
     # ------------------------------------------------------------ posture
-    def _standing_state(self) -> tuple[np.ndarray, str]:
-        m = self.model
-        try:
-            q = np.array(m.keyframe("standing"), float)
-            source = "keyframe 'standing' of the model"
-        except (KeyError, ValueError):
-            q = self._computed_standing_configuration()
-            source = ("computed (the model has no 'standing' keyframe): feet under their straight-leg positions, "
-                      "legs bent until the feet rise 15 % of the leg length towards the trunk, trunk lowered onto "
-                      "the floor and settled in MuJoCo with the joints held")
-        return np.concatenate([q, np.zeros(m.nv)]), source
-
     def _computed_standing_configuration(self) -> np.ndarray:
         """A standing configuration for a model without a 'standing' keyframe: damped least-squares
         inverse kinematics of the feet (trunk fixed) from the reference configuration with
@@ -140,11 +197,7 @@ class LeggedTask(Task):
             tau = kp * e - kd * x[m.nq + 6:]
             act.apply(d, np.clip(Bp @ tau, m.u_lower, m.u_upper))
             mujoco.mj_step(mj, d)
-        x = read_state(m, d)
-        if not np.all(np.isfinite(x)) or np.abs(x[m.nq:]).max() > 2e-2:
-            raise ValueError(f"{self.name}: the computed standing posture of '{self.robot}' did not come to rest "
-                             f"in MuJoCo; add a keyframe named 'standing'")
-        return x[:m.nq]
+        return self._at_rest(d)
 
     def _foot_radius(self) -> float:
         """Radius of a sphere geom centred on a foot frame (the floor contact is its surface), else 0."""
@@ -168,15 +221,9 @@ class LeggedTask(Task):
         feet = self.feet if feet is None else tuple(feet)
         be = get_backend("numpy")
         q = x[:m.nq]
-        g = be.gravity_torques(m, q)
         J = np.concatenate([be.frame_jacobian(m, q, f, "local_world_aligned")[:3] for f in feet])  # (3k, nv)
         weight = -float(m.total_mass * m.gravity[2])
-        lam_even = np.tile([0.0, 0.0, weight / len(feet)], len(feet))
-        Jb = J[:, :6].T                                                  # (6, 3k)
-        lam = lam_even + np.linalg.pinv(Jb) @ (g[:6] - Jb @ lam_even)
-        B = np.asarray(m.actuation_matrix, float)
-        u = np.linalg.lstsq(B, g - J.T @ lam, rcond=None)[0]
-        return lam, u
+        return self._holding(q, J, np.tile([0.0, 0.0, weight / len(feet)], len(feet)))
 
     # ------------------------------------------------------------ measured in MuJoCo
     def foot_positions(self, x) -> np.ndarray:

@@ -21,7 +21,7 @@ import numpy as np
 
 from dynamics import RobotModel
 from dynamics.lie import quat_multiply
-from solvers import ActionModel, ContactDynamics, ControlCost, CostSum, ShootingProblem, StateCost, StateSpace
+from solvers import ContactDynamics, ControlCost, CostSum, ShootingProblem, StateCost, StateSpace
 from solvers.costs import ContactForceCost, FrictionConeCost
 
 from .base import Criterion, Evaluation, Event, MetricInfo, Task
@@ -76,13 +76,6 @@ class QuadrupedStand(LeggedTask, Task):
         self._setup_legged()   # model, feet, contacts, standing posture, forces, torques, pushes
 
     # ------------------------------------------------------------ Task interface
-    @property
-    def duration(self) -> float:  # type: ignore[override]
-        return float(self.duration_s)
-
-    def initial_state(self) -> np.ndarray:
-        return self.x_stand.copy()
-
     def pose_at(self, t) -> np.ndarray:
         """(dz, roll, pitch, yaw) targets (..., 4) active at times t [s]."""
         i = np.searchsorted(self._poses[:, 0], np.asarray(t, float), side="right") - 1
@@ -117,12 +110,7 @@ class QuadrupedStand(LeggedTask, Task):
                                                      passive_forces=passive), self.w_cone)})
         terminal = StateCost(m, refs, self.terminal_factor * w)
         dyn = ContactDynamics(self.contacts, integrator=integrator, passive_forces=passive)
-        am = ActionModel(m, running, dt, dyn)
-        problem = ShootingProblem(x0, [am] * horizon, ActionModel(m, terminal, 0.0, dyn),
-                                  backend=self.resolve_backend(backend), **solver_opts)
-        problem.initial_controls = self.u_stand
-        self.update_problem(problem, 0.0)
-        return problem
+        return self._standing_problem(x0, horizon, dt, running, terminal, dyn, backend, solver_opts)
 
     def update_problem(self, problem: ShootingProblem, t: float) -> None:
         times = float(t) + np.concatenate([[0.0], np.cumsum(problem.dts)])

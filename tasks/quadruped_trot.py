@@ -176,13 +176,6 @@ class QuadrupedTrot(LeggedTask, Task):
         return float(lo), float(lo + self.swing_time)
 
     # ------------------------------------------------------------ Task interface
-    @property
-    def duration(self) -> float:  # type: ignore[override]
-        return float(self.duration_s)
-
-    def initial_state(self) -> np.ndarray:
-        return self.x_stand.copy()
-
     def _weights(self) -> np.ndarray:
         nj = self.model.nv - 6
         return np.r_[self.w_base_xy, self.w_base_xy, self.w_base_z, np.full(3, self.w_base_rot),

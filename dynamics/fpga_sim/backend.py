@@ -35,6 +35,19 @@ _KERNEL_FUNCTION = {"_rnea": "ID", "_crba": "M", "_minv": "Minv", "_aba": "FD", 
                     "_aba_derivatives": "dFD"}
 
 
+def _numpy_kinematics(name: str):
+    """A kinematics method of the backend that is not on the accelerator: the float64 numpy
+    reference ``dynamics.numpy_backend.kinematics.<name>``, no accelerator time, no error bound."""
+
+    def method(self, model, *args):
+        self._delegated()
+        return getattr(_kin, name)(model, *args)
+
+    method.__name__ = method.__qualname__ = "_" + name
+    method.__doc__ = "Not on the accelerator: float64 numpy reference."
+    return method
+
+
 @dataclass(frozen=True)
 class LastTiming:
     """Timing of the last emulated call. ``*_s`` in seconds; everything but ``host_wall_s`` is
@@ -226,37 +239,11 @@ class FpgaSimBackend(Backend):
 
     def _delegated(self) -> None:
         self.last_error_bound = None     # a float64 result: no fixed-point bound applies
-    def _frame_placement(self, model, q, frame):
-        """Not on the accelerator: float64 numpy reference."""
-        self._delegated()
-        return _kin.frame_placement(model, q, frame)
 
-    def _body_placements(self, model, q):
-        """Not on the accelerator: float64 numpy reference."""
-        self._delegated()
-        return _kin.body_placements(model, q)
-
-    def _site_placements(self, model, q):
-        """Not on the accelerator: float64 numpy reference."""
-        self._delegated()
-        return _kin.site_placements(model, q)
-
-    def _frame_jacobian(self, model, q, frame, reference):
-        """Not on the accelerator: float64 numpy reference."""
-        self._delegated()
-        return _kin.frame_jacobian(model, q, frame, reference)
-
-    def _frame_jacobian_time_variation(self, model, q, v, frame, reference):
-        """Not on the accelerator: float64 numpy reference."""
-        self._delegated()
-        return _kin.frame_jacobian_time_variation(model, q, v, frame, reference)
-
-    def _center_of_mass(self, model, q):
-        """Not on the accelerator: float64 numpy reference."""
-        self._delegated()
-        return _kin.center_of_mass(model, q)
-
-    def _com_jacobian(self, model, q):
-        """Not on the accelerator: float64 numpy reference."""
-        self._delegated()
-        return _kin.com_jacobian(model, q)
+    _frame_placement = _numpy_kinematics("frame_placement")
+    _body_placements = _numpy_kinematics("body_placements")
+    _site_placements = _numpy_kinematics("site_placements")
+    _frame_jacobian = _numpy_kinematics("frame_jacobian")
+    _frame_jacobian_time_variation = _numpy_kinematics("frame_jacobian_time_variation")
+    _center_of_mass = _numpy_kinematics("center_of_mass")
+    _com_jacobian = _numpy_kinematics("com_jacobian")

@@ -162,11 +162,7 @@ def rnea_fx(model: RobotModel, q: np.ndarray, v: Fx, a: Fx, fext: np.ndarray | N
     fl = None if fl is None else Fx.from_float(fl, ctx)
     vel, acc, f = [None] * L, [None] * L, [None] * L
     for i in range(L):
-        lam = int(model.link_parent[i])
-        S = const(consts[i].S, ctx)
-        I = const(consts[i].inertia, ctx)
-        cols = _dof_slice(model, i)
-        vJ = S.mv(v[:, cols])
+        lam, S, I, cols, vJ = _link_joint(model, consts, i, v, ctx)
         aJ = S.mv(a[:, cols])
         if lam < 0:
             vel[i] = vJ
@@ -195,6 +191,14 @@ def rnea_fx(model: RobotModel, q: np.ndarray, v: Fx, a: Fx, fext: np.ndarray | N
     return RneaState(X, vel, acc, f, f_local, tau)
 
 
+def _link_joint(model: RobotModel, consts: list, i: int, v: Fx, ctx: FxContext):
+    """Link i's parent (-1 at the root), motion subspace S and inertia as constants, its dof slice
+    and its joint velocity ``S q̇_i``."""
+    S = const(consts[i].S, ctx)
+    cols = _dof_slice(model, i)
+    return int(model.link_parent[i]), S, const(consts[i].inertia, ctx), cols, S.mv(v[:, cols])
+
+
 def _links_in_dof_order(model: RobotModel) -> list[int]:
     return sorted(range(model.nlinks), key=lambda i: int(model.link_dofadr[i]))
 
@@ -212,11 +216,7 @@ def rnea_derivatives_fx(model: RobotModel, st: RneaState, v: Fx, ctx: FxContext)
     Z = Fx.zeros((B, 6, nv), ctx)
     dvq, dvv, daq, dav, dfq, dfv = ([None] * L for _ in range(6))
     for i in range(L):
-        lam = int(model.link_parent[i])
-        S = const(consts[i].S, ctx)
-        I = const(consts[i].inertia, ctx)
-        cols = _dof_slice(model, i)
-        vJ = S.mv(v[:, cols])
+        lam, S, I, cols, vJ = _link_joint(model, consts, i, v, ctx)
         if lam >= 0:
             Xv = X[i].mv(st.vel[lam])
             Xa = X[i].mv(st.acc[lam])

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..backend import Backend, BackendUnavailableError
+from ..backend import Backend, BackendUnavailableError, CombinedComKernel
 from ..model import RobotModel
 from ..kernels.packing import frame_arrays, packed
 from .runtime import INSTALL_HINT, Compiler, Runtime, make_runtime
@@ -116,7 +116,7 @@ def _levels(li: np.ndarray) -> np.ndarray:
     return lvl
 
 
-class GpuBackend(Backend):
+class GpuBackend(CombinedComKernel, Backend):
     """CUDA-kernel backend (see the module docstring).
 
     simulate: run the kernels in Numba's CUDA simulator (any machine; slow, for testing only).
@@ -474,13 +474,6 @@ class GpuBackend(Backend):
                          o[0], o[1], mx)
         com, J = self._run("center_of_mass", md, B, [q], [(3,), (3, nv)], launch)
         return com, J
-
-    def _center_of_mass(self, model, q):
-        return self._com(model, q, False)[0]
-
-    def _com_jacobian(self, model, q):
-        com, J = self._com(model, q, True)
-        return J, com
 
     # ------------------------------------------------------------ device-resident calls
     _DEVICE_FUNCTIONS = {"rnea": 3, "crba": 1, "minv": 1, "aba": 3, "rnea_derivatives": 3, "aba_derivatives": 3,

@@ -5,7 +5,7 @@
 (``⊕``: the configuration manifold's integration, :func:`.lie.integrate_q`; ``q + dt v⁺`` on
 hinge/slide joints). The numpy reference is :meth:`solvers.integrators.euler.EulerModel.step`;
 this is the one compiled definition, used by the solvers' compiled rollouts and Euler-derivative
-stage (tests/test_kernels_passive_euler.py compares both).
+stage (tests/dynamics/kernels/test_kernels_passive_euler.py compares both).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ many small steps (the solvers' compiled rollout gets them through
 :meth:`dynamics.Backend.compiled_forward_dynamics`).
 
 The same closed forms and Taylor series (below θ² = 0.25) as the batched numpy implementation,
-:mod:`dynamics.lie` / :mod:`dynamics.joints`, which is the reference; tests/test_rollout_numba.py
+:mod:`dynamics.lie` / :mod:`dynamics.joints`, which is the reference; tests/solvers/test_rollout_numba.py
 checks that they agree to rounding. ``joints`` rows are ``(kind, qadr, dofadr)`` with kind 0 =
 hinge/slide, 1 = ball, 2 = free (:func:`joint_rows`).
 """

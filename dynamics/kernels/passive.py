@@ -4,7 +4,7 @@ hinge/slide joint springs K_s, both diagonal).
 
 The numpy reference is :class:`dynamics.actuation.Actuation` (``torques``); this is the one
 compiled definition, used by the solvers' compiled rollouts and Euler-derivative stage
-(tests/test_kernels_passive_euler.py compares both).
+(tests/dynamics/kernels/test_kernels_passive_euler.py compares both).
 """
 
 from __future__ import annotations

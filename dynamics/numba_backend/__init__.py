@@ -7,7 +7,7 @@
   the pool runs a non-parallel compiled variant on the calling thread.
 * Every public function of :class:`~dynamics.backend.Backend` is implemented, including the
   second-order derivatives (Singh, Russell & Wensing 2022); results match the numpy reference to ~1e-12 relative
-  (``tests/test_backend_consistency.py``; ``docs/backends.md``).
+  (``tests/dynamics/test_backend_consistency.py``; ``docs/backends.md``).
 * Kernels are compiled on first use (or by :meth:`NumbaBackend.warmup`) and cached on disk
   (``cache=True``); the model is passed as flat float64/int64 arrays (:mod:`.packing`), so one
   compilation serves every robot. Importing this package imports neither numba nor the kernels.
@@ -28,7 +28,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from ..backend import Backend, _check_out
+from ..backend import Backend, CombinedComKernel, _check_out
 from ..contact.common import flat_args
 from ..contact.constrained_dynamics import ContactDynamicsDerivatives, ContactDynamicsResult
 from ..contact.impulse import ImpulseDynamicsResult, check_restitution
@@ -87,7 +87,7 @@ _COST_PER_LINK_US = {"rnea": 0.2, "crba": 0.2, "minv": 0.5, "aba": 0.35, "rnea_d
                      "aba_derivatives": 0.75, "kinematics": 0.15, "second_order": 2.0}
 
 
-class NumbaBackend(Backend):
+class NumbaBackend(CombinedComKernel, Backend):
     """Compiled CPU backend.
 
     threads: worker threads for batched calls (``None``: numba's default, all cores or
@@ -412,37 +412,36 @@ class NumbaBackend(Backend):
         return super().aba_derivatives(model, q, v, tau, fext, minv, return_acceleration, out, acceleration_out)
 
     # ------------------------------------------------------------ dynamics kernels
-    def _rnea(self, model, q, v, a, fext):
+    def _dynamics(self, name: str, model, q, v, x, fext):
+        """rnea (x = a, gives tau) or aba (x = tau, gives qdd): (B, nv) from kernel ``name``."""
         pm = packed(model)
-        k = _k().rnea
-        tau = np.empty((q.shape[0], pm.nv))
+        k = getattr(_k(), name)
+        out = np.empty((q.shape[0], pm.nv))
         fe = pm.no_fext if fext is None else _f64(fext)
-        self._run("rnea", pm, k.rnea_range, k.rnea_parallel, q.shape[0], pm.li, pm.lf, pm.gv, pm.bl, pm.bf, _f64(q),
-                  _f64(v), _f64(a), fe, tau)
-        return tau
+        self._run(name, pm, getattr(k, name + "_range"), getattr(k, name + "_parallel"), q.shape[0], pm.li, pm.lf,
+                  pm.gv, pm.bl, pm.bf, _f64(q), _f64(v), _f64(x), fe, out)
+        return out
+
+    def _matrix(self, name: str, model, q):
+        """crba (M) or minv (M⁻¹): (B, nv, nv) from kernel ``name``."""
+        pm = packed(model)
+        k = getattr(_k(), name)
+        out = np.empty((q.shape[0], pm.nv, pm.nv))
+        self._run(name, pm, getattr(k, name + "_range"), getattr(k, name + "_parallel"), q.shape[0], pm.li, pm.lf,
+                  _f64(q), out)
+        return out
+
+    def _rnea(self, model, q, v, a, fext):
+        return self._dynamics("rnea", model, q, v, a, fext)
 
     def _crba(self, model, q):
-        pm = packed(model)
-        k = _k().crba
-        M = np.empty((q.shape[0], pm.nv, pm.nv))
-        self._run("crba", pm, k.crba_range, k.crba_parallel, q.shape[0], pm.li, pm.lf, _f64(q), M)
-        return M
+        return self._matrix("crba", model, q)
 
     def _minv(self, model, q):
-        pm = packed(model)
-        k = _k().minv
-        Mi = np.empty((q.shape[0], pm.nv, pm.nv))
-        self._run("minv", pm, k.minv_range, k.minv_parallel, q.shape[0], pm.li, pm.lf, _f64(q), Mi)
-        return Mi
+        return self._matrix("minv", model, q)
 
     def _aba(self, model, q, v, tau, fext):
-        pm = packed(model)
-        k = _k().aba
-        qdd = np.empty((q.shape[0], pm.nv))
-        fe = pm.no_fext if fext is None else _f64(fext)
-        self._run("aba", pm, k.aba_range, k.aba_parallel, q.shape[0], pm.li, pm.lf, pm.gv, pm.bl, pm.bf, _f64(q),
-                  _f64(v), _f64(tau), fe, qdd)
-        return qdd
+        return self._dynamics("aba", model, q, v, tau, fext)
 
     def _rnea_derivatives(self, model, q, v, a, fext):
         pm = packed(model)
@@ -579,9 +578,3 @@ class NumbaBackend(Backend):
         self._run("kinematics", pm, k.com_range, k.com_parallel, B, pm.li, pm.lf, pm.gv, _f64(q), com, J)
         return com, J
 
-    def _center_of_mass(self, model, q):
-        return self._com(model, q, False)[0]
-
-    def _com_jacobian(self, model, q):
-        com, J = self._com(model, q, True)
-        return J, com

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..spatial import force_cross, motion_cross
-from .transforms import gravity_acceleration, link_external_forces, link_transforms
+from .transforms import gravity_acceleration, pass_inputs
 
 
 def _inv(D: np.ndarray) -> np.ndarray:
@@ -17,12 +17,7 @@ def _inv(D: np.ndarray) -> np.ndarray:
 
 def aba(model, q, v, tau, fext=None, X=None):
     """Joint accelerations ``a = M^-1 (tau - c)`` (B, nv) in O(n)."""
-    B = q.shape[0]
-    L = model.nlinks
-    dtype = np.result_type(q, v, tau, np.float64, *(() if fext is None else (fext,)))
-    if X is None:
-        X, _, _ = link_transforms(model, q)
-    fl = link_external_forces(model, fext, B, dtype)
+    B, L, dtype, X, fl = pass_inputs(model, q, v, tau, fext, X)
     vel = np.zeros((B, L, 6), dtype=dtype)
     c = np.zeros((B, L, 6), dtype=dtype)
     IA = np.broadcast_to(model.link_inertia, (B, L, 6, 6)).astype(dtype, copy=True)

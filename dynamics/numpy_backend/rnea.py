@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..spatial import force_cross, motion_cross
-from .transforms import gravity_acceleration, link_external_forces, link_transforms
+from .transforms import gravity_acceleration, pass_inputs
 
 
 def rnea_pass(model, q, v, a, fext=None, X=None, gravity=True):
@@ -16,12 +16,7 @@ def rnea_pass(model, q, v, a, fext=None, X=None, gravity=True):
     algorithms reuse: X (B, L, 6, 6), vel/acc (B, L, 6) link velocities/accelerations and
     f (B, L, 6) link forces *after* the backward accumulation (forces transmitted by each joint).
     """
-    B = q.shape[0]
-    L = model.nlinks
-    dtype = np.result_type(q, v, a, np.float64, *(() if fext is None else (fext,)))
-    if X is None:
-        X, _, _ = link_transforms(model, q)
-    fl = link_external_forces(model, fext, B, dtype)
+    B, L, dtype, X, fl = pass_inputs(model, q, v, a, fext, X)
     vel = np.zeros((B, L, 6), dtype=dtype)
     acc = np.zeros((B, L, 6), dtype=dtype)
     f = np.zeros((B, L, 6), dtype=dtype)

@@ -38,3 +38,13 @@ def link_external_forces(model, fext: np.ndarray | None, B: int, dtype) -> np.nd
         out[:, lk, :3] += f
         out[:, lk, 3:] += n
     return out
+
+
+def pass_inputs(model, q: np.ndarray, x: np.ndarray, y: np.ndarray, fext: np.ndarray | None, X: np.ndarray | None):
+    """What a recursive pass over the links starts from: ``(B, L, dtype, X, fl)`` with dtype the
+    result type of q, the two per-dof inputs x, y and fext (at least float64; complex under a
+    complex step), X the link transforms (computed where None) and fl the per-link external forces."""
+    dtype = np.result_type(q, x, y, np.float64, *(() if fext is None else (fext,)))
+    if X is None:
+        X, _, _ = link_transforms(model, q)
+    return q.shape[0], model.nlinks, dtype, X, link_external_forces(model, fext, q.shape[0], dtype)

@@ -43,6 +43,14 @@ def _series_key(row: dict, multi_solver: bool, multi_latency: bool) -> str:
     return k + (" (simulated)" if _simulated(row) else "")
 
 
+def _series_keys(rows: list[dict]):
+    """The series key of a row among ``rows``: :func:`_series_key` naming the solver and the latency
+    only where the rows have several."""
+    multi_s = len({r["solver"] for r in rows}) > 1
+    multi_l = len({r["latency"] for r in rows}) > 1
+    return lambda row: _series_key(row, multi_s, multi_l)
+
+
 def _median(vals) -> float:
     v = [x for x in vals if x is not None]
     return float(np.median(v)) if v else float("nan")
@@ -66,18 +74,40 @@ def _axes(plt, n: int, width: float = 5.0):
     return fig, axes[0]
 
 
-def plot_rate_vs_horizon(rows: list[dict], path: Path) -> Path:
+def _panels(rows: list[dict]):
+    """pyplot, a figure with a panel per task of ``rows`` and the (panel, task) pairs."""
     plt = pyplot()
     tasks = _tasks(rows)
-    multi_s = len({r["solver"] for r in rows}) > 1
-    multi_l = len({r["latency"] for r in rows}) > 1
     fig, axes = _axes(plt, len(tasks))
-    for ax, task in zip(axes, tasks):
+    return plt, fig, zip(axes, tasks)
+
+
+def _label(ax, task: str, xlabel: str, ylabel: str) -> None:
+    """A task's panel: axis labels, the task as title, a grid on both axes."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(task)
+    ax.grid(True, which="both", alpha=0.3)
+
+
+def _save(plt, fig, title: str, path: Path, fontsize=None, rect=None) -> Path:
+    """Title the figure, lay it out (in ``rect``, default the whole figure), write it to path, close it."""
+    fig.suptitle(title, **({} if fontsize is None else {"fontsize": fontsize}))
+    fig.tight_layout(rect=rect)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_rate_vs_horizon(rows: list[dict], path: Path) -> Path:
+    plt, fig, panels = _panels(rows)
+    key_of = _series_keys(rows)
+    for ax, task in panels:
         series: dict[str, dict[int, list]] = defaultdict(lambda: defaultdict(list))
         sim = {}
         for r in rows:
             if r["task"] == task:
-                key = _series_key(r, multi_s, multi_l)
+                key = key_of(r)
                 series[key][r["horizon"]].append(r["control_loop_hz"])
                 sim[key] = _simulated(r)
         for key, by_h in series.items():
@@ -87,29 +117,19 @@ def plot_rate_vs_horizon(rows: list[dict], path: Path) -> Path:
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         _plain_ticks(ax, sorted({r["horizon"] for r in rows if r["task"] == task}))
-        ax.set_xlabel("horizon N [knots]")
-        ax.set_ylabel("control-loop frequency [Hz]")
-        ax.set_title(task)
-        ax.grid(True, which="both", alpha=0.3)
+        _label(ax, task, "horizon N [knots]", "control-loop frequency [Hz]")
         ax.legend(fontsize=8)
-    fig.suptitle("control-loop frequency vs horizon (median over seeds)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, "control-loop frequency vs horizon (median over seeds)", path)
 
 
 def plot_tracking_vs_rate(rows: list[dict], path: Path) -> Path:
-    plt = pyplot()
-    tasks = _tasks(rows)
-    multi_s = len({r["solver"] for r in rows}) > 1
-    multi_l = len({r["latency"] for r in rows}) > 1
-    fig, axes = _axes(plt, len(tasks))
-    for ax, task in zip(axes, tasks):
+    plt, fig, panels = _panels(rows)
+    key_of = _series_keys(rows)
+    for ax, task in panels:
         groups: dict[str, list] = defaultdict(list)
         for r in rows:
             if r["task"] == task and r["control_loop_hz"] is not None and r["tracking_error_mean"] is not None:
-                groups[_series_key(r, multi_s, multi_l)].append(r)
+                groups[key_of(r)].append(r)
         unit = next((r["tracking_unit"] for r in rows if r["task"] == task and r.get("tracking_unit")), "")
         metric = next((r["tracking_metric"] for r in rows if r["task"] == task and r.get("tracking_metric")), "error")
         for i, (key, rs) in enumerate(groups.items()):
@@ -128,17 +148,10 @@ def plot_tracking_vs_rate(rows: list[dict], path: Path) -> Path:
         errs = [r["tracking_error_mean"] for rs in groups.values() for r in rs]
         if errs and min(errs) > 0 and max(errs) / min(errs) > 10:   # log only when it spans a decade
             ax.set_yscale("log")
-        ax.set_xlabel("control-loop frequency [Hz]")
-        ax.set_ylabel(f"mean {metric}" + (f" [{unit}]" if unit else ""))
-        ax.set_title(task)
-        ax.grid(True, which="both", alpha=0.3)
+        _label(ax, task, "control-loop frequency [Hz]", f"mean {metric}" + (f" [{unit}]" if unit else ""))
         if groups:
             ax.legend(fontsize=8)
-    fig.suptitle("tracking error vs control-loop frequency (one point per run)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, "tracking error vs control-loop frequency (one point per run)", path)
 
 
 def plot_stages(rows: list[dict], path: Path) -> Path:
@@ -192,11 +205,8 @@ def plot_stages(rows: list[dict], path: Path) -> Path:
         fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 7), fontsize=8)
     note = ("\n* fpga-sim: accelerator calls simulated by its hardware model, the rest of the update measured"
             if any(_simulated(r) for r in rows) else "")
-    fig.suptitle("update time per stage (median over updates and seeds)" + note, fontsize=10)
-    fig.tight_layout(rect=(0, 0.08, 1, 1))
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, "update time per stage (median over updates and seeds)" + note, path, fontsize=10,
+                 rect=(0, 0.08, 1, 1))
 
 
 def write_plots(out: Path, rows: list[dict]) -> list[Path]:

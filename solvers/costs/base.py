@@ -274,6 +274,27 @@ def check_per_knot(name: str, value, tail: tuple[int, ...]) -> np.ndarray:
     return arr
 
 
+class PerKnotReference:
+    """A residual cost's reference (``target`` or ``reference``) as a descriptor: reading gives the
+    stored array (attribute ``store``); assigning validates the value with :func:`check_per_knot`
+    against the shape ``tail`` (a tuple, or a function of the cost giving it) or with ``check(label,
+    value)`` where given, ``label`` (``{name}`` is the cost's name) naming it in the errors."""
+
+    def __init__(self, store: str, label: str, tail=(), check=None):
+        self.store, self.label, self.tail, self.check = store, label, tail, check
+
+    def __get__(self, cost, owner=None):
+        return self if cost is None else getattr(cost, self.store)
+
+    def __set__(self, cost, value) -> None:
+        label = self.label.format(name=cost.name)
+        if self.check is not None:
+            value = self.check(label, value)
+        else:
+            value = check_per_knot(label, value, self.tail(cost) if callable(self.tail) else self.tail)
+        setattr(cost, self.store, value)
+
+
 class Cost:
     """A cost term. Subclasses implement :meth:`value` and :meth:`derivatives` on a
     :class:`CostContext`. ``hessian`` says which second derivative :meth:`derivatives` returns:

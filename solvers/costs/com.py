@@ -6,7 +6,7 @@ import numpy as np
 
 from dynamics import RobotModel
 
-from .base import CostContext, ResidualCost, check_per_knot
+from .base import CostContext, PerKnotReference, ResidualCost
 
 
 class ComPositionCost(ResidualCost):
@@ -21,15 +21,7 @@ class ComPositionCost(ResidualCost):
         super().__init__(weights)
         self.target = target
 
-    @property
-    def target(self) -> np.ndarray:
-        return self._target
-
-    @target.setter
-    def target(self, c) -> None:
-        self._target = check_per_knot(f"{self.name} target", c, (3,))
-
-    reference = target
+    target = reference = PerKnotReference("_target", "{name} target", (3,))
 
     def residual(self, ctx: CostContext) -> np.ndarray:
         return ctx.center_of_mass() - ctx.rows_of(f"{self.name} target", self._target, (3,))

@@ -18,7 +18,7 @@ from dynamics import RobotModel
 from dynamics.actuation import Actuation
 
 from ..contact_or_nan import contact_dynamics_or_nan
-from .base import CostContext, ResidualCost, check_per_knot
+from .base import CostContext, PerKnotReference, ResidualCost
 
 
 class _ContactForces:
@@ -88,13 +88,7 @@ class ContactForceCost(_ContactForceResidual):
         super().__init__(weights)
         self.reference = np.zeros(self.nr) if reference is None else reference
 
-    @property
-    def reference(self) -> np.ndarray:
-        return self._reference
-
-    @reference.setter
-    def reference(self, lam) -> None:
-        self._reference = check_per_knot(f"{self.name} reference", lam, (self.nr,))
+    reference = PerKnotReference("_reference", "{name} reference", lambda cost: (cost.nr,))
 
     def residual(self, ctx: CostContext) -> np.ndarray:
         return self._cf.forces(ctx) - ctx.rows_of(f"{self.name} reference", self._reference, (self.nr,))
@@ -103,7 +97,23 @@ class ContactForceCost(_ContactForceResidual):
         return self._cf.jacobians(ctx)
 
 
-class FrictionConeCost(_ContactForceResidual):
+class _ContactForceInequality(_ContactForceResidual):
+    """``r = max(0, A λ + b)``: the violations of linear inequalities ``A λ + b ≤ 0`` on the contact
+    forces λ as a soft penalty. The subclass sets ``_A`` and ``_b``."""
+
+    def _g(self, ctx: CostContext) -> np.ndarray:
+        return self._cf.forces(ctx) @ self._A.T + self._b
+
+    def residual(self, ctx: CostContext) -> np.ndarray:
+        return np.maximum(self._g(ctx), 0.0)
+
+    def residual_jacobian(self, ctx: CostContext):
+        active = (self._g(ctx) > 0.0)[..., None]
+        Lx, Lu = self._cf.jacobians(ctx)
+        return active * (self._A @ Lx), active * (self._A @ Lu)
+
+
+class FrictionConeCost(_ContactForceInequality):
     """Linearised friction cone of point contacts as a soft penalty: for each foot with force
     ``(f_x, f_y, f_z)`` (world axes, ground normal +z) the residuals ``max(0, ±f_x − μ f_z)``,
     ``max(0, ±f_y − μ f_z)`` (a four-sided pyramid, inscribed with ``μ = mu / √2`` when
@@ -130,14 +140,3 @@ class FrictionConeCost(_ContactForceResidual):
         A = np.array([[1, 0, -self.mu], [-1, 0, -self.mu], [0, 1, -self.mu], [0, -1, -self.mu], [0, 0, -1.0]])
         self._A = np.kron(np.eye(self.k), A)                       # (5k, 3k)
         self._b = np.tile([0, 0, 0, 0, self.f_min], self.k)
-
-    def _g(self, ctx):
-        return self._cf.forces(ctx) @ self._A.T + self._b
-
-    def residual(self, ctx: CostContext) -> np.ndarray:
-        return np.maximum(self._g(ctx), 0.0)
-
-    def residual_jacobian(self, ctx: CostContext):
-        active = (self._g(ctx) > 0.0)[..., None]
-        Lx, Lu = self._cf.jacobians(ctx)
-        return active * (self._A @ Lx), active * (self._A @ Lu)

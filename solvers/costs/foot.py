@@ -19,7 +19,7 @@ import numpy as np
 
 from dynamics import RobotModel
 
-from .base import CostContext, ResidualCost, check_per_knot
+from .base import CostContext, PerKnotReference, ResidualCost
 
 
 class FrameHeightCost(ResidualCost):
@@ -36,15 +36,7 @@ class FrameHeightCost(ResidualCost):
         super().__init__(weights)
         self.target = target
 
-    @property
-    def target(self) -> np.ndarray:
-        return self._target
-
-    @target.setter
-    def target(self, h) -> None:
-        self._target = check_per_knot(f"{self.name} target", h, ())
-
-    reference = target
+    target = reference = PerKnotReference("_target", "{name} target", ())
 
     def residual(self, ctx: CostContext) -> np.ndarray:
         h = ctx.rows_of(f"{self.name} target", self._target, ())
@@ -77,15 +69,7 @@ class FrameVelocityCost(ResidualCost):
         super().__init__(weights)
         self.target = target
 
-    @property
-    def target(self) -> np.ndarray:
-        return self._target
-
-    @target.setter
-    def target(self, v) -> None:
-        self._target = check_per_knot(f"{self.name} target", v, (3,))
-
-    reference = target
+    target = reference = PerKnotReference("_target", "{name} target", (3,))
 
     def residual(self, ctx: CostContext) -> np.ndarray:
         J = ctx.frame_jacobian(self.frame, "local_world_aligned")[:, :3]

@@ -13,7 +13,7 @@ import numpy as np
 
 from dynamics import RobotModel, lie
 
-from .base import CostContext, CostDerivatives, ResidualCost, _col, _plain, check_per_knot
+from .base import CostContext, CostDerivatives, PerKnotReference, ResidualCost, _col, _plain, check_per_knot
 
 
 class _FrameCost(ResidualCost):
@@ -98,15 +98,8 @@ class FramePositionCost(_FrameCost):
         self.hessian = hessian
         self.target = target
 
-    @property
-    def target(self) -> np.ndarray:
-        return self._target
-
-    @target.setter
-    def target(self, p) -> None:
-        self._target = check_per_knot(f"{self.name} target", p, (3,))
-
-    reference = target  # alias used by tasks that move references generically
+    # reference: the alias used by tasks that move references generically
+    target = reference = PerKnotReference("_target", "{name} target", (3,))
 
     def residual(self, ctx: CostContext) -> np.ndarray:
         return ctx.frame_position(self.frame) - ctx.rows_of(f"{self.name} target", self._target, (3,))
@@ -168,15 +161,7 @@ class FrameRotationCost(_FrameCost):
         super().__init__(model, frame, weights)
         self.target = target
 
-    @property
-    def target(self) -> np.ndarray:
-        return self._target
-
-    @target.setter
-    def target(self, R) -> None:
-        self._target = _as_rotation(f"{self.name} target", R)
-
-    reference = target
+    target = reference = PerKnotReference("_target", "{name} target", check=_as_rotation)
 
     def residual(self, ctx: CostContext) -> np.ndarray:
         R, _ = ctx.frame_placement(self.frame)

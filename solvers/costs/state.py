@@ -8,7 +8,17 @@ from dynamics import RobotModel
 from dynamics.backend import Backend
 
 from ..state_space import StateSpace
-from .base import CostContext, CostDerivatives, ResidualCost, _add_diagonal, _col, _plain, check_per_knot, per_knot
+from .base import CostContext, CostDerivatives, PerKnotReference, ResidualCost, _add_diagonal, _col, _plain, per_knot
+
+
+def _add_identity_residual(out: CostDerivatives, grad, hess, r, W, w) -> None:
+    """Add ``w ½ rᵀ W r`` to ``out.l``, ``w W r`` to ``grad`` and ``w W`` to the diagonal of ``hess``:
+    the exact Gauss–Newton terms of a residual whose Jacobian is the identity on that block."""
+    wr = W * r
+    wc = _col(w)
+    out.l += w * (0.5 * (wr * r).sum(axis=-1))
+    grad += wc * wr
+    _add_diagonal(hess, wc * W)
 
 
 class StateCost(ResidualCost):
@@ -28,13 +38,7 @@ class StateCost(ResidualCost):
         super().__init__(weights)
         self.reference = self.state.neutral() if reference is None else reference
 
-    @property
-    def reference(self) -> np.ndarray:
-        return self._reference
-
-    @reference.setter
-    def reference(self, x_ref) -> None:
-        self._reference = check_per_knot("state reference", x_ref, (self.state.nx,))
+    reference = PerKnotReference("_reference", "state reference", lambda cost: (cost.state.nx,))
 
     def _ref(self, ctx: CostContext) -> np.ndarray:
         return per_knot("state reference", self._reference, ctx.knots, (self.state.nx,))
@@ -56,12 +60,7 @@ class StateCost(ResidualCost):
             return super()._accumulate(ctx, out, w)
         # Rx = I: lx = W r, lxx = diag(W) (what the Gauss–Newton products give, exactly)
         r = ctx.x - ctx.rows_of("state reference", self._reference, (self.state.nx,))
-        W = self._wk(ctx)
-        wr = W * r
-        wc = _col(w)
-        out.l += w * (0.5 * (wr * r).sum(axis=-1))
-        out.lx += wc * wr
-        _add_diagonal(out.lxx, wc * W)
+        _add_identity_residual(out, out.lx, out.lxx, r, self._wk(ctx), w)
 
 
 class ControlCost(ResidualCost):
@@ -80,13 +79,7 @@ class ControlCost(ResidualCost):
         super().__init__(weights)
         self.reference = np.zeros(model.nu) if reference is None else reference
 
-    @property
-    def reference(self) -> np.ndarray:
-        return self._reference
-
-    @reference.setter
-    def reference(self, u_ref) -> None:
-        self._reference = check_per_knot("control reference", u_ref, (self.model.nu,))
+    reference = PerKnotReference("_reference", "control reference", lambda cost: (cost.model.nu,))
 
     def residual(self, ctx: CostContext) -> np.ndarray:
         u = self._require_control(ctx)
@@ -100,13 +93,7 @@ class ControlCost(ResidualCost):
         if not _plain(self, ControlCost):
             return super()._accumulate(ctx, out, w)
         # Ru = I, Rx = 0: lu = W r, luu = diag(W)
-        r = self.residual(ctx)
-        W = self._wk(ctx)
-        wr = W * r
-        wc = _col(w)
-        out.l += w * (0.5 * (wr * r).sum(axis=-1))
-        out.lu += wc * wr
-        _add_diagonal(out.luu, wc * W)
+        _add_identity_residual(out, out.lu, out.luu, self.residual(ctx), self._wk(ctx), w)
 
 
 def gravity_compensation(model: RobotModel, backend: Backend, q) -> np.ndarray:

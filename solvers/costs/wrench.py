@@ -32,7 +32,7 @@ import numpy as np
 from dynamics import RobotModel
 
 from .base import CostContext, CostDerivatives
-from .contact import _ContactForceResidual, _ContactForces
+from .contact import _ContactForceInequality, _ContactForces
 
 ROWS_PER_FOOT = 17
 ROW_NAMES = ("unilateral", "friction +x", "friction -x", "friction +y", "friction -y",
@@ -72,7 +72,7 @@ def wrench_cone_rows(half_length: float, half_width: float, mu: float, f_min: fl
     return np.array(rows, float), b
 
 
-class WrenchConeCost(_ContactForceResidual):
+class WrenchConeCost(_ContactForceInequality):
     """Contact wrench cone of flat rectangular feet on 6-D contacts as a soft penalty: residuals
     ``max(0, A λ + b)`` (17 per foot, :func:`wrench_cone_rows`), zero inside the cone, quadratic
     outside (Gauss–Newton, like :class:`FrictionConeCost`).
@@ -118,17 +118,6 @@ class WrenchConeCost(_ContactForceResidual):
     def constraint_values(self, wrenches) -> np.ndarray:
         """``A λ + b`` (..., 17 k) for wrenches λ (..., 6 k): ≤ 0 row by row inside the cone."""
         return np.asarray(wrenches, float) @ self._A.T + self._b
-
-    def _g(self, ctx: CostContext) -> np.ndarray:
-        return self.constraint_values(self._cf.forces(ctx))
-
-    def residual(self, ctx: CostContext) -> np.ndarray:
-        return np.maximum(self._g(ctx), 0.0)
-
-    def residual_jacobian(self, ctx: CostContext):
-        active = (self._g(ctx) > 0.0)[..., None]
-        Lx, Lu = self._cf.jacobians(ctx)
-        return active * (self._A @ Lx), active * (self._A @ Lu)
 
     def derivatives(self, ctx: CostContext) -> CostDerivatives:
         """The Gauss–Newton derivatives of :class:`ResidualCost`, computed on the active rows only

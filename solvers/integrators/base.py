@@ -19,7 +19,7 @@ import numpy as np
 from dynamics import RobotModel
 from dynamics.backend import Backend
 
-from ..state_space import StateSpace
+from ..state_space import StateSizes, StateSpace
 
 SECOND_ORDER_MODES = ("auto", "analytical", "fd", "complex")
 
@@ -79,7 +79,7 @@ class IntegratedData(DynamicsDerivatives):
         return {} if self.factors is None else {"C": self.factors[0], "T": self.factors[1]}
 
 
-class IntegratedModel(ABC):
+class IntegratedModel(StateSizes, ABC):
     """``x⁺ = f(x, u)`` of one kind of knot for one robot and time step, batched over knots.
 
     ``integrator`` names the kind (``"euler"``, ``"rk4"``, ``"impulse"``); ``contacts`` is the
@@ -96,19 +96,7 @@ class IntegratedModel(ABC):
         self.second_order = second_order
         self.state = StateSpace(model)
 
-    # ------------------------------------------------------------ sizes
-    @property
-    def nx(self) -> int:
-        return self.state.nx
-
-    @property
-    def ndx(self) -> int:
-        return self.state.ndx
-
-    @property
-    def nu(self) -> int:
-        return self.model.nu
-
+    # ------------------------------------------------------------ sizes (nx, ndx, nu: StateSizes)
     @property
     def second_order_rows(self) -> int:
         """R: the rows of the factors C (n, R, ndx), T (n, R, nz, nz) of :class:`DynamicsDerivatives`
