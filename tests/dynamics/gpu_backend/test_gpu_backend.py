@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-HERE = Path(__file__).resolve().parent
+ROOT = Path(__file__).resolve().parents[3]
 
 from tests.helpers.random_trees import random_tree_model  # noqa: E402
 from tests.helpers.comparisons import check, check_all  # noqa: E402
@@ -256,7 +256,7 @@ def test_simulator_with_numba_enable_cudasim_set():
         "print(max(float(np.abs(x - y).max()) for x, y in zip(a, b)))\n"
         "try:\n    dynamics.get_backend('gpu')\nexcept dynamics.BackendUnavailableError as e:\n    print('ERR', e)\n")
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=HERE.parent,
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT,
                        timeout=120)
     assert r.returncode == 0, r.stderr
     lines = r.stdout.strip().splitlines()
@@ -296,7 +296,7 @@ def test_kernels_compile_to_ptx(bundled):
 
 # ------------------------------------------------------------------ benchmark smoke test
 def test_benchmark_runs_in_simulator(tmp_path):
-    spec = importlib.util.spec_from_file_location("gpu_benchmark", HERE.parent / "benchmarks" / "gpu.py")
+    spec = importlib.util.spec_from_file_location("gpu_benchmark", ROOT / "benchmarks" / "gpu.py")
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     out, png = tmp_path / "gpu.json", tmp_path / "gpu.png"
