@@ -172,9 +172,6 @@ class IntegratedModel(StateSizes, ABC):
             out = self.create_data(x.shape[0], second_order)
         return self.calc_diff(out, x, u, second_order)
 
-    # test_euler_numba calls the in-place evaluation by this name
-    _derivatives = derivatives
-
     def contact_solve(self, data: IntegratedData):
         """The :class:`~dynamics.contact.ContactDynamicsBuffers` of the contact solve the last
         :meth:`calc_diff` made at these knots' own (x, u) (its λ and ∂λ serve the contact-force

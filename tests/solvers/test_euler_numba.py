@@ -59,7 +59,7 @@ def test_compiled_euler_jacobians_match_numpy_and_finite_differences(name):
     xs = np.concatenate([m.random_configuration(rng, size=N), rng.normal(size=(N, m.nv))], axis=-1)
     us = rng.normal(size=(N, m.nu))
     data = p_nb.create_data()
-    got = dyn_nb._derivatives(xs, us, False, out=data.dynamics)
+    got = dyn_nb.derivatives(xs, us, False, out=data.dynamics)
     assert got.Fx is data.dynamics.Fx                    # written into the workspace
     ref = p_np.dynamics_groups[0].item.derivatives(xs, us)
     for f in ("xnext", "Fx", "Fu"):
@@ -95,7 +95,7 @@ def test_compiled_acceleration_hessian_matches_the_numpy_assembly(name):
     m = p_nb.model
     xs = np.concatenate([m.random_configuration(rng, size=N), rng.normal(size=(N, m.nv))], axis=-1)
     us = rng.normal(size=(N, m.nu))
-    got = p_nb.dynamics_groups[0].item._derivatives(xs, us, True, out=p_nb.create_data().dynamics)
+    got = p_nb.dynamics_groups[0].item.derivatives(xs, us, True, out=p_nb.create_data().dynamics)
     ref = p_np.dynamics_groups[0].item.derivatives(xs, us, second_order=True)
     np.testing.assert_allclose(got.C, ref.C, rtol=0, atol=0)
     scale = np.abs(ref.T).max()
