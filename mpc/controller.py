@@ -24,7 +24,7 @@ from solvers import SOLVERS as SOLVER_CLASSES
 
 from .plan import Plan
 
-SOLVERS = {"ilqr": "ILQR", "ddp": "DDP", "fddp": "FDDP"}
+SOLVERS = {name: cls.__name__ for name, cls in SOLVER_CLASSES.items()}
 STAGES = ("derivatives", "backward", "forward", "cost")
 INTEGRATORS = ("euler", "rk4")
 SECOND_ORDER = ("auto", "analytical", "fd", "complex")
