@@ -41,10 +41,9 @@ from dynamics.contact.numba_kernels import contact_range, impulse_range
 from dynamics.kernels.aba import aba_range
 from dynamics.kernels.integrators import all_finite, euler_step
 from dynamics.kernels.jit import jit_inline, jit_parallel
-from dynamics.kernels.passive import joint_torques
 from dynamics.worker_threads import use_threads
 
-from .rollout_numba import feedback_control, input_rows, passive_args, read_only, runs_kernel_library, slice_rows, \
+from .rollout_numba import input_rows, knot_input, passive_args, read_only, runs_kernel_library, slice_rows, \
     start_state
 
 FREE, CONTACT, IMPULSE = 0, 1, 2   # knot kinds of the kernel's `kind` table
@@ -97,16 +96,10 @@ def _contact_rollout_slice(margs, no_fext, joints, passive, knots, sets, x0, alp
             break
         for s in range(s0, s1):
             x = X[s, t]
-            if not feedback_control(joints, nq, x, xs[t], us[t], k[t], K[t], alphas[s], clip, lo, hi, d, u):
-                ok[s] = False
-            for i in range(u.shape[0]):
-                U[s, t, i] = u[i]
             r = r0 + s - s0
-            for i in range(nq):
-                q[r, i] = x[i]
-            for i in range(nv):
-                v[r, i] = x[nq + i]
-            joint_torques(u, B, b_identity, damping, damped, springs, stiffness, qspring, q[r], v[r], tau[r])
+            if not knot_input(joints, nq, x, xs[t], us[t], k[t], K[t], alphas[s], clip, lo, hi, passive, d, u, U[s, t],
+                              q[r], v[r], tau[r]):
+                ok[s] = False
             good[s] = all_finite(tau[r])
         kt = kind[t]
         if kt == FREE:

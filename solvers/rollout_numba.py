@@ -79,6 +79,24 @@ def feedback_control(joints, nq, x, xs_t, us_t, k_t, K_t, alpha, clip, lo, hi, d
     return False
 
 
+@jit
+def knot_input(joints, nq, x, xs_t, us_t, k_t, K_t, alpha, clip, lo, hi, passive, d, u, U_st, q_r, v_r, tau_r) -> bool:
+    """One candidate at one knot: its control (:func:`feedback_control`) into u and ``U_st`` (nu,),
+    its state x split into ``q_r`` (nq,) and ``v_r`` (nv,), and the joint torques from u and the
+    passive forces (:func:`~dynamics.kernels.passive.joint_torques`) into ``tau_r`` (nv,); returns
+    whether the control was finite."""
+    B, b_identity, damping, damped, springs, stiffness, qspring = passive
+    finite = feedback_control(joints, nq, x, xs_t, us_t, k_t, K_t, alpha, clip, lo, hi, d, u)
+    for i in range(u.shape[0]):
+        U_st[i] = u[i]
+    for i in range(nq):
+        q_r[i] = x[i]
+    for i in range(v_r.shape[0]):
+        v_r[i] = x[nq + i]
+    joint_torques(u, B, b_identity, damping, damped, springs, stiffness, qspring, q_r, v_r, tau_r)
+    return finite
+
+
 def input_rows(S: int) -> int:
     """Rows of the per-candidate ABA inputs and outputs for S candidates: the slice of worker
     thread c (of at most S) starts ``c · THREAD_PAD_ROWS`` rows after its first candidate
@@ -129,16 +147,10 @@ def _rollout_slice(margs, fext, joints, passive, dts, x0, alphas, xs, us, k, K, 
             break
         for s in range(s0, s1):
             x = X[s, t]
-            if not feedback_control(joints, nq, x, xs[t], us[t], k[t], K[t], alphas[s], clip, lo, hi, d, u):
-                ok[s] = False
-            for i in range(u.shape[0]):
-                U[s, t, i] = u[i]
             r = r0 + s - s0
-            for i in range(nq):
-                q[r, i] = x[i]
-            for i in range(nv):
-                v[r, i] = x[nq + i]
-            joint_torques(u, B, b_identity, damping, damped, springs, stiffness, qspring, q[r], v[r], tau[r])
+            if not knot_input(joints, nq, x, xs[t], us[t], k[t], K[t], alphas[s], clip, lo, hi, passive, d, u, U[s, t],
+                              q[r], v[r], tau[r]):
+                ok[s] = False
         aba_range(li, lf, gv, bl, bf, q_ro, vt_ro[0], vt_ro[1], fext, acc, r0, r1)
         for s in range(s0, s1):
             x = X[s, t]

@@ -311,6 +311,28 @@ def _rows(li, lf, R, p, oR, op, flink, ff, vb, ab, point, kp, kd, pref, chain, W
 
 
 @_jit
+def rows_workspace(L, nv, k, nc):
+    """The work arrays of :func:`constraint_rows` for L links, nv dofs, k contact frames and nc
+    constraint rows: ``(RJ, R, p, oR, op, chain, W, t, xv, xa, vel, acc, vJ, S, Rf, ov, oa, F, oRf,
+    opf, Jc, gam)``; ``F`` (4, k, 6, nv) holds the frame columns dv_dq, dv_dv (J), da_dq, da_dv."""
+    return (np.empty((3, 3)), np.empty((L, 3, 3)), np.empty((L, 3)), np.empty((L, 3, 3)), np.empty((L, 3)),
+            np.empty(L, dtype=np.int64), np.zeros((4, nv, 6)), np.empty(6), np.empty(6), np.empty(6), np.empty(6),
+            np.empty(6), np.empty(6), np.empty((6, 6)), np.empty((3, 3)), np.empty((k, 6)), np.empty((k, 6)),
+            np.zeros((4, k, 6, nv)), np.empty((k, 3, 3)), np.empty((k, 3)), np.empty((nc, nv)), np.empty(nc))
+
+
+@_jit
+def constraint_rows(li, lf, qb, vb, ab, flink, ff, point, kp, kd, pref, rw):
+    """The link placements at ``qb`` and the contact constraint rows (:func:`_rows`) at velocity
+    ``vb``, acceleration ``ab``, into the workspace ``rw`` (:func:`rows_workspace`)."""
+    RJ, R, p, oR, op, chain, W, t, xv, xa, vel, acc, vJ, S, Rf, ov, oa, F, oRf, opf, Jc, gam = rw
+    all_placements(li, lf, qb, RJ, R, p)
+    world_placements(li, R, p, oR, op)
+    _rows(li, lf, R, p, oR, op, flink, ff, vb, ab, point, kp, kd, pref, chain, W, t, xv, xa, vel, acc, vJ, S, Rf,
+          ov, oa, F, oRf, opf, Jc, gam)
+
+
+@_jit
 def _schur(Jc, Mb, JMi, K, idx):
     """``JMi = J M⁻¹`` (= (M⁻¹ Jᵀ)ᵀ, M⁻¹ symmetric) and the Cholesky factor of ``K = J M⁻¹ Jᵀ`` in
     place in K; returns the smallest relative pivot (:func:`_chol`). idx: ``0 .. nc-1``."""
@@ -329,28 +351,8 @@ def contact_range(li, lf, gv, bl, bf, q, v, tau, flink, ff, fbody, fbR, fbp, poi
     k = flink.shape[0]
     dim = 3 if point else 6
     nc = dim * k
-    RJ = np.empty((3, 3))
-    R = np.empty((L, 3, 3))
-    p = np.empty((L, 3))
-    oR = np.empty((L, 3, 3))
-    op = np.empty((L, 3))
-    chain = np.empty(L, dtype=np.int64)
-    W = np.zeros((4, nv, 6))
-    t = np.empty(6)
-    xv = np.empty(6)
-    xa = np.empty(6)
-    vel = np.empty(6)
-    acc = np.empty(6)
-    vJ = np.empty(6)
-    S = np.empty((6, 6))
-    Rf = np.empty((3, 3))
-    ov = np.empty((k, 6))
-    oa = np.empty((k, 6))
-    F = np.zeros((4, k, 6, nv))   # frame columns: dv_dq, dv_dv (J), da_dq, da_dv
-    oRf = np.empty((k, 3, 3))
-    opf = np.empty((k, 3))
-    Jc = np.empty((nc, nv))
-    gam = np.empty(nc)
+    rw = rows_workspace(L, nv, k, nc)
+    RJ, R, p, oR, op, chain, W, t, xv, xa, vel, acc, vJ, S, Rf, ov, oa, F, oRf, opf, Jc, gam = rw
     MiJt = np.empty((nv, nc))
     JMi = np.empty((nc, nv))
     K = np.empty((nc, nc))
@@ -369,11 +371,8 @@ def contact_range(li, lf, gv, bl, bf, q, v, tau, flink, ff, fbody, fbR, fbp, poi
     minv_range(li, lf, q, Mi, start, stop)
     rnea_range(li, lf, gv, bl, bf, q, v, zero, no_fext, bias, start, stop)
     for b in range(start, stop):
-        all_placements(li, lf, q[b], RJ, R, p)
-        world_placements(li, R, p, oR, op)
         vb = v[b]
-        _rows(li, lf, R, p, oR, op, flink, ff, vb, zero[b], point, kp, kd, pref, chain, W, t, xv, xa, vel, acc, vJ,
-              S, Rf, ov, oa, F, oRf, opf, Jc, gam)
+        constraint_rows(li, lf, q[b], vb, zero[b], flink, ff, point, kp, kd, pref, rw)
         Mb = Mi[b]
         for j in range(nv):
             tmb[j] = tau[b, j] - bias[b, j]
@@ -535,39 +534,16 @@ def impulse_range(li, lf, gv, bl, bf, q, v, flink, ff, fbody, fbR, fbp, point, k
     k = flink.shape[0]
     dim = 3 if point else 6
     nc = dim * k
-    RJ = np.empty((3, 3))
-    R = np.empty((L, 3, 3))
-    p = np.empty((L, 3))
-    oR = np.empty((L, 3, 3))
-    op = np.empty((L, 3))
-    chain = np.empty(L, dtype=np.int64)
-    W = np.zeros((4, nv, 6))
-    t = np.empty(6)
-    xv = np.empty(6)
-    xa = np.empty(6)
-    vel = np.empty(6)
-    acc = np.empty(6)
-    vJ = np.empty(6)
-    S = np.empty((6, 6))
-    Rf = np.empty((3, 3))
-    ov = np.empty((k, 6))
-    oa = np.empty((k, 6))
-    F = np.zeros((4, k, 6, nv))
-    oRf = np.empty((k, 3, 3))
-    opf = np.empty((k, 3))
-    Jc = np.empty((nc, nv))
-    gam = np.empty(nc)
+    rw = rows_workspace(L, nv, k, nc)
+    Jc = rw[20]
     JMi = np.empty((nc, nv))
     K = np.empty((nc, nc))
     ident = np.arange(nc)
     rhs = np.empty((nc, 1))
     minv_range(li, lf, q, Mi, start, stop)      # the slice's M⁻¹ in one call (scratch made once)
     for b in range(start, stop):
-        all_placements(li, lf, q[b], RJ, R, p)
-        world_placements(li, R, p, oR, op)
         vb = v[b]
-        _rows(li, lf, R, p, oR, op, flink, ff, vb, zero[b], point, 0.0, 0.0, pref, chain, W, t, xv, xa, vel, acc,
-              vJ, S, Rf, ov, oa, F, oRf, opf, Jc, gam)
+        constraint_rows(li, lf, q[b], vb, zero[b], flink, ff, point, 0.0, 0.0, pref, rw)
         rel = _schur(Jc, Mi[b], JMi, K, ident)
         flag[b] = rel
         if not rel > PIVOT_RTOL:

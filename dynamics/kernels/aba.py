@@ -18,8 +18,9 @@ from numba import prange
 from .jit import jit, jit_parallel
 from .packing import LF_ARM, LI_DOFADR, LI_NV, LI_PARENT
 from .rnea import link_external_forces
-from .scratch import DOFS, LINKS, Layout, buffer, view1, view2, view3
+from .scratch import buffer
 from .spatial import dense_inertia, force_cross, force_to_parent, inertia_mul, mot_cross, spd_inverse
+from .state_scratch import ARTICULATED, articulated_views, motion_views, placement_views
 from .world import world_inertias, world_kinematics
 
 
@@ -158,29 +159,7 @@ def aba_acceleration_pass(li, gv, J, U, Dinv, cb, u, qdd, oa):
 
 
 #: scratch of :func:`aba_range`: one state's work arrays
-ABA_SCRATCH = Layout(
-    ("R", (LINKS, 3, 3)),
-    ("p", (LINKS, 3)),
-    ("oR", (LINKS, 3, 3)),
-    ("op", (LINKS, 3)),
-    ("RJ", (3, 3)),
-    ("J", (DOFS, 6)),
-    ("ov", (LINKS, 6)),
-    ("vJ", (LINKS, 6)),
-    ("oY", (LINKS, 13)),
-    ("IA", (LINKS, 6, 6)),
-    ("U", (LINKS, 6, 6)),
-    ("UD", (LINKS, 6, 6)),
-    ("Dinv", (LINKS, 6, 6)),
-    ("tmp66", (6, 6)),
-    ("chol", (6, 6)),
-    ("cb", (LINKS, 6)),
-    ("pA", (LINKS, 6)),
-    ("oa", (LINKS, 6)),
-    ("u", (DOFS,)),
-    ("fl", (LINKS, 6)),
-    ("tmp", (4, 6)),
-)
+ABA_SCRATCH = ARTICULATED
 _ABA = ABA_SCRATCH.spec
 
 
@@ -190,28 +169,10 @@ def aba_range(li, lf, gv, bl, bf, q, v, tau, fext, qdd, start, stop):
     States ``start`` to ``stop - 1``, on the calling thread."""
     L = li.shape[0]
     nv = tau.shape[1]
-    buf = buffer(_ABA, L, nv)
-    R = view3(buf, _ABA.R, L, nv)
-    p = view2(buf, _ABA.p, L, nv)
-    oR = view3(buf, _ABA.oR, L, nv)
-    op = view2(buf, _ABA.op, L, nv)
-    RJ = view2(buf, _ABA.RJ, L, nv)
-    J = view2(buf, _ABA.J, L, nv)
-    ov = view2(buf, _ABA.ov, L, nv)
-    vJ = view2(buf, _ABA.vJ, L, nv)
-    oY = view2(buf, _ABA.oY, L, nv)
-    IA = view3(buf, _ABA.IA, L, nv)
-    U = view3(buf, _ABA.U, L, nv)
-    UD = view3(buf, _ABA.UD, L, nv)
-    Dinv = view3(buf, _ABA.Dinv, L, nv)
-    tmp66 = view2(buf, _ABA.tmp66, L, nv)
-    chol = view2(buf, _ABA.chol, L, nv)
-    cb = view2(buf, _ABA.cb, L, nv)
-    pA = view2(buf, _ABA.pA, L, nv)
-    oa = view2(buf, _ABA.oa, L, nv)
-    u = view1(buf, _ABA.u, L, nv)
-    fl = view2(buf, _ABA.fl, L, nv)
-    tmp = view2(buf, _ABA.tmp, L, nv)
+    buf = buffer(_ABA.total, L, nv)
+    R, p, oR, op, RJ, fl, tmp = placement_views(buf, L, nv)
+    J, ov, vJ, oY = motion_views(buf, L, nv)
+    IA, U, UD, Dinv, tmp66, chol, cb, pA, oa, u = articulated_views(buf, L, nv)
     has_fext = fext.shape[0] > 0
     for b in range(start, stop):
         if has_fext:

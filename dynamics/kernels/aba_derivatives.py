@@ -14,12 +14,13 @@ from __future__ import annotations
 import numpy as np
 from numba import prange
 
-from .jit import jit, jit_parallel
 from .aba import aba_acceleration_pass, aba_bias_pass, articulated_inertias, bias_forces
+from .jit import jit, jit_parallel
 from .minv import minv_backward, minv_forward
 from .rnea import link_external_forces
 from .rnea_derivatives import rnea_derivatives_pass
-from .scratch import DOFS, LINKS, Layout, buffer, view1, view2, view3
+from .scratch import DOFS, LINKS, buffer, view1, view2, view3
+from .state_scratch import ARTICULATED, articulated_views, motion_views, placement_views
 from .world import world_inertias, world_kinematics
 
 
@@ -34,26 +35,7 @@ def neg_product(Mi, X, out):
 
 
 #: scratch of :func:`aba_derivatives_range`: one state's work arrays
-ABA_DERIVATIVES_SCRATCH = Layout(
-    ("R", (LINKS, 3, 3)),
-    ("p", (LINKS, 3)),
-    ("oR", (LINKS, 3, 3)),
-    ("op", (LINKS, 3)),
-    ("RJ", (3, 3)),
-    ("J", (DOFS, 6)),
-    ("ov", (LINKS, 6)),
-    ("vJ", (LINKS, 6)),
-    ("oY", (LINKS, 13)),
-    ("IA", (LINKS, 6, 6)),
-    ("U", (LINKS, 6, 6)),
-    ("UD", (LINKS, 6, 6)),
-    ("Dinv", (LINKS, 6, 6)),
-    ("tmp66", (6, 6)),
-    ("chol", (6, 6)),
-    ("cb", (LINKS, 6)),
-    ("pA", (LINKS, 6)),
-    ("oa", (LINKS, 6)),
-    ("u", (DOFS,)),
+ABA_DERIVATIVES_SCRATCH = ARTICULATED.then(
     ("qdd", (DOFS,)),
     ("F", (LINKS, DOFS, 6)),
     ("P", (LINKS, DOFS, 6)),
@@ -62,10 +44,17 @@ ABA_DERIVATIVES_SCRATCH = Layout(
     ("cols", (8, DOFS, 6)),
     ("dtq", (DOFS, DOFS)),
     ("dtv", (DOFS, DOFS)),
-    ("tmp", (4, 6)),
-    ("fl", (LINKS, 6)),
 )
 _ABAD = ABA_DERIVATIVES_SCRATCH.spec
+
+
+@jit
+def aba_derivative_views(buf, L, nv):
+    """``(qdd, F, P, ws, dY, cols, dtq, dtv)`` of a buffer laid out from :data:`ABA_DERIVATIVES_SCRATCH`
+    (its fields after :data:`~.state_scratch.ARTICULATED`'s)."""
+    return (view1(buf, _ABAD.qdd, L, nv), view3(buf, _ABAD.F, L, nv), view3(buf, _ABAD.P, L, nv),
+            view3(buf, _ABAD.ws, L, nv), view2(buf, _ABAD.dY, L, nv), view3(buf, _ABAD.cols, L, nv),
+            view2(buf, _ABAD.dtq, L, nv), view2(buf, _ABAD.dtv, L, nv))
 
 
 @jit
@@ -76,36 +65,11 @@ def aba_derivatives_range(li, lf, gv, bl, bf, q, v, tau, fext, minv_in, out, acc
     or (0, nv) to drop it. States ``start`` to ``stop - 1``, on the calling thread."""
     L = li.shape[0]
     nv = v.shape[1]
-    buf = buffer(_ABAD, L, nv)
-    R = view3(buf, _ABAD.R, L, nv)
-    p = view2(buf, _ABAD.p, L, nv)
-    oR = view3(buf, _ABAD.oR, L, nv)
-    op = view2(buf, _ABAD.op, L, nv)
-    RJ = view2(buf, _ABAD.RJ, L, nv)
-    J = view2(buf, _ABAD.J, L, nv)
-    ov = view2(buf, _ABAD.ov, L, nv)
-    vJ = view2(buf, _ABAD.vJ, L, nv)
-    oY = view2(buf, _ABAD.oY, L, nv)
-    IA = view3(buf, _ABAD.IA, L, nv)
-    U = view3(buf, _ABAD.U, L, nv)
-    UD = view3(buf, _ABAD.UD, L, nv)
-    Dinv = view3(buf, _ABAD.Dinv, L, nv)
-    tmp66 = view2(buf, _ABAD.tmp66, L, nv)
-    chol = view2(buf, _ABAD.chol, L, nv)
-    cb = view2(buf, _ABAD.cb, L, nv)
-    pA = view2(buf, _ABAD.pA, L, nv)
-    oa = view2(buf, _ABAD.oa, L, nv)
-    u = view1(buf, _ABAD.u, L, nv)
-    qdd = view1(buf, _ABAD.qdd, L, nv)
-    F = view3(buf, _ABAD.F, L, nv)
-    P = view3(buf, _ABAD.P, L, nv)
-    ws = view3(buf, _ABAD.ws, L, nv)
-    dY = view2(buf, _ABAD.dY, L, nv)
-    cols = view3(buf, _ABAD.cols, L, nv)
-    dtq = view2(buf, _ABAD.dtq, L, nv)
-    dtv = view2(buf, _ABAD.dtv, L, nv)
-    tmp = view2(buf, _ABAD.tmp, L, nv)
-    fl = view2(buf, _ABAD.fl, L, nv)
+    buf = buffer(_ABAD.total, L, nv)
+    R, p, oR, op, RJ, fl, tmp = placement_views(buf, L, nv)
+    J, ov, vJ, oY = motion_views(buf, L, nv)
+    IA, U, UD, Dinv, tmp66, chol, cb, pA, oa, u = articulated_views(buf, L, nv)
+    qdd, F, P, ws, dY, cols, dtq, dtv = aba_derivative_views(buf, L, nv)
     has_fext = fext.shape[0] > 0
     has_minv = minv_in.shape[0] > 0
     has_acc = acc.shape[0] > 0

@@ -19,12 +19,14 @@ import numpy as np
 from numba import prange
 
 from .aba import aba_acceleration_pass, aba_bias_pass, articulated_inertias, bias_forces
+from .aba_derivatives import ABA_DERIVATIVES_SCRATCH, aba_derivative_views
 from .jit import jit, jit_parallel
 from .minv import minv_backward, minv_forward
 from .rnea import link_external_forces
 from .rnea_derivatives import rnea_derivatives_pass
 from .rnea_second_derivatives import NMATS, NVECS, second_order_backward, second_order_forward
-from .scratch import DOFS, LINKS, Layout, buffer, view1, view2, view3
+from .scratch import DOFS, LINKS, buffer, view2, view3
+from .state_scratch import articulated_views, motion_views, placement_views
 from .world import world_inertias, world_kinematics
 
 
@@ -38,40 +40,13 @@ def _neg_dot(A, X, out):
 
 
 #: scratch of :func:`aba_second_derivatives_range`: one state's work arrays
-ABA_SECOND_DERIVATIVES_SCRATCH = Layout(
-    ("R", (LINKS, 3, 3)),
-    ("p", (LINKS, 3)),
-    ("oR", (LINKS, 3, 3)),
-    ("op", (LINKS, 3)),
-    ("RJ", (3, 3)),
-    ("J", (DOFS, 6)),
-    ("ov", (LINKS, 6)),
-    ("vJ", (LINKS, 6)),
-    ("oY", (LINKS, 13)),
+ABA_SECOND_DERIVATIVES_SCRATCH = ABA_DERIVATIVES_SCRATCH.then(
     ("oY2", (LINKS, 13)),
-    ("IA", (LINKS, 6, 6)),
-    ("U", (LINKS, 6, 6)),
-    ("UD", (LINKS, 6, 6)),
-    ("Dinv", (LINKS, 6, 6)),
-    ("tmp66", (6, 6)),
-    ("chol", (6, 6)),
-    ("cb", (LINKS, 6)),
-    ("pA", (LINKS, 6)),
-    ("oa", (LINKS, 6)),
-    ("u", (DOFS,)),
-    ("qdd", (DOFS,)),
-    ("F", (LINKS, DOFS, 6)),
-    ("P", (LINKS, DOFS, 6)),
-    ("ws", (4, LINKS, 6)),
-    ("dY", (LINKS, 12)),
-    ("cols", (8, DOFS, 6)),
     ("psid", (DOFS, 6)),
     ("psidd", (DOFS, 6)),
     ("phid", (DOFS, 6)),
     ("of", (LINKS, 6)),
     ("Mi", (DOFS, DOFS)),
-    ("dtq", (DOFS, DOFS)),
-    ("dtv", (DOFS, DOFS)),
     ("daq", (DOFS, DOFS)),
     ("dav", (DOFS, DOFS)),
     ("T", (4, DOFS, DOFS * DOFS)),  # ID tensors qq, vv, qv, dM, then the inner terms
@@ -79,8 +54,6 @@ ABA_SECOND_DERIVATIVES_SCRATCH = Layout(
     ("G", (DOFS * DOFS, DOFS)),
     ("mats", (NMATS, 6, 6)),
     ("vecs", (NVECS, 6)),
-    ("tmp", (4, 6)),
-    ("fl", (LINKS, 6)),
 )
 _ABASD = ABA_SECOND_DERIVATIVES_SCRATCH.spec
 
@@ -92,40 +65,17 @@ def aba_second_derivatives_range(li, lf, gv, bl, bf, q, v, tau, fext, out, start
     calling thread."""
     L = li.shape[0]
     nv = v.shape[1]
-    buf = buffer(_ABASD, L, nv)
-    R = view3(buf, _ABASD.R, L, nv)
-    p = view2(buf, _ABASD.p, L, nv)
-    oR = view3(buf, _ABASD.oR, L, nv)
-    op = view2(buf, _ABASD.op, L, nv)
-    RJ = view2(buf, _ABASD.RJ, L, nv)
-    J = view2(buf, _ABASD.J, L, nv)
-    ov = view2(buf, _ABASD.ov, L, nv)
-    vJ = view2(buf, _ABASD.vJ, L, nv)
-    oY = view2(buf, _ABASD.oY, L, nv)
+    buf = buffer(_ABASD.total, L, nv)
+    R, p, oR, op, RJ, fl, tmp = placement_views(buf, L, nv)
+    J, ov, vJ, oY = motion_views(buf, L, nv)
+    IA, U, UD, Dinv, tmp66, chol, cb, pA, oa, u = articulated_views(buf, L, nv)
+    qdd, F, P, ws, dY, cols, dtq, dtv = aba_derivative_views(buf, L, nv)
     oY2 = view2(buf, _ABASD.oY2, L, nv)
-    IA = view3(buf, _ABASD.IA, L, nv)
-    U = view3(buf, _ABASD.U, L, nv)
-    UD = view3(buf, _ABASD.UD, L, nv)
-    Dinv = view3(buf, _ABASD.Dinv, L, nv)
-    tmp66 = view2(buf, _ABASD.tmp66, L, nv)
-    chol = view2(buf, _ABASD.chol, L, nv)
-    cb = view2(buf, _ABASD.cb, L, nv)
-    pA = view2(buf, _ABASD.pA, L, nv)
-    oa = view2(buf, _ABASD.oa, L, nv)
-    u = view1(buf, _ABASD.u, L, nv)
-    qdd = view1(buf, _ABASD.qdd, L, nv)
-    F = view3(buf, _ABASD.F, L, nv)
-    P = view3(buf, _ABASD.P, L, nv)
-    ws = view3(buf, _ABASD.ws, L, nv)
-    dY = view2(buf, _ABASD.dY, L, nv)
-    cols = view3(buf, _ABASD.cols, L, nv)
     psid = view2(buf, _ABASD.psid, L, nv)
     psidd = view2(buf, _ABASD.psidd, L, nv)
     phid = view2(buf, _ABASD.phid, L, nv)
     of = view2(buf, _ABASD.of, L, nv)
     Mi = view2(buf, _ABASD.Mi, L, nv)
-    dtq = view2(buf, _ABASD.dtq, L, nv)
-    dtv = view2(buf, _ABASD.dtv, L, nv)
     daq = view2(buf, _ABASD.daq, L, nv)
     dav = view2(buf, _ABASD.dav, L, nv)
     T = view3(buf, _ABASD.T, L, nv)  # ID tensors qq, vv, qv, dM, then the inner terms
@@ -133,8 +83,6 @@ def aba_second_derivatives_range(li, lf, gv, bl, bf, q, v, tau, fext, out, start
     G = view2(buf, _ABASD.G, L, nv)
     mats = view3(buf, _ABASD.mats, L, nv)
     vecs = view2(buf, _ABASD.vecs, L, nv)
-    tmp = view2(buf, _ABASD.tmp, L, nv)
-    fl = view2(buf, _ABASD.fl, L, nv)
     clink = np.empty(nv, dtype=np.int64)
     has_fext = fext.shape[0] > 0
     for b in range(start, stop):

@@ -9,13 +9,13 @@ rows of ``i`` is zero).
 
 from __future__ import annotations
 
-import numpy as np
 from numba import prange
 
 from .jit import jit, jit_parallel
 from .packing import LF_ARM, LI_DOFADR, LI_NV, LI_PARENT, LI_SUBEND
-from .scratch import DOFS, LINKS, Layout, buffer, view1, view2, view3
+from .scratch import DOFS, buffer, view2
 from .spatial import inertia_mul
+from .state_scratch import MOTION, motion_views, placement_views
 from .world import world_inertias, world_kinematics
 
 
@@ -48,16 +48,8 @@ def crba_pass(li, lf, oY, J, F, M):
 
 
 #: scratch of :func:`crba_range`: one state's work arrays
-CRBA_SCRATCH = Layout(
-    ("R", (LINKS, 3, 3)),
-    ("p", (LINKS, 3)),
-    ("oR", (LINKS, 3, 3)),
-    ("op", (LINKS, 3)),
-    ("RJ", (3, 3)),
-    ("J", (DOFS, 6)),
+CRBA_SCRATCH = MOTION.then(
     ("F", (DOFS, 6)),
-    ("oY", (LINKS, 13)),
-    ("t", (6,)),
 )
 _CRBA = CRBA_SCRATCH.spec
 
@@ -67,16 +59,11 @@ def crba_range(li, lf, q, M, start, stop):
     """``M`` (B, nv, nv) for q (B, nq). States ``start`` to ``stop - 1``, on the calling thread."""
     L = li.shape[0]
     nv = M.shape[1]
-    buf = buffer(_CRBA, L, nv)
-    R = view3(buf, _CRBA.R, L, nv)
-    p = view2(buf, _CRBA.p, L, nv)
-    oR = view3(buf, _CRBA.oR, L, nv)
-    op = view2(buf, _CRBA.op, L, nv)
-    RJ = view2(buf, _CRBA.RJ, L, nv)
-    J = view2(buf, _CRBA.J, L, nv)
+    buf = buffer(_CRBA.total, L, nv)
+    R, p, oR, op, RJ, _, tmp = placement_views(buf, L, nv)
+    J, _, _, oY = motion_views(buf, L, nv)
     F = view2(buf, _CRBA.F, L, nv)
-    oY = view2(buf, _CRBA.oY, L, nv)
-    t = view1(buf, _CRBA.t, L, nv)
+    t = tmp[0]
     no_v = buf[:0]
     for b in range(start, stop):
         world_kinematics(li, lf, q[b], no_v, RJ, R, p, oR, op, J, oY, oY, t)  # (no velocities)

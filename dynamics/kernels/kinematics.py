@@ -15,8 +15,9 @@ from numba import prange
 from .jit import jit, jit_parallel
 from .joints import all_placements, world_placements
 from .packing import FR_P, FR_R, LF_COM, LF_MASS, LF_ST, LI_DOFADR, LI_NSUP, LI_NV, LI_PARENT, LI_SUP
-from .scratch import DOFS, LINKS, Layout, buffer, view1, view2, view3
+from .scratch import DOFS, LINKS, buffer, view1, view2
 from .spatial import mot_cross, mot_to_child, mot_to_parent
+from .state_scratch import PLACEMENTS, placement_views
 
 REF_LOCAL, REF_WORLD, REF_LWA = 0, 1, 2
 
@@ -39,13 +40,7 @@ def frame_world(oR, op, link, ff, f, oRf, opf):
 
 
 #: scratch of :func:`placements_range`: one state's work arrays
-PLACEMENTS_SCRATCH = Layout(
-    ("R", (LINKS, 3, 3)),
-    ("p", (LINKS, 3)),
-    ("oR", (LINKS, 3, 3)),
-    ("op", (LINKS, 3)),
-    ("RJ", (3, 3)),
-)
+PLACEMENTS_SCRATCH = PLACEMENTS
 _PLACEMENTS = PLACEMENTS_SCRATCH.spec
 
 
@@ -55,12 +50,8 @@ def placements_range(li, lf, q, flink, ff, oRf, opf, start, stop):
     ``ff`` (nf, 12) for q (B, nq). Runs states ``start`` to ``stop - 1`` on the calling thread."""
     L = li.shape[0]
     nv = 0                   # (the layout has no per-dof field)
-    buf = buffer(_PLACEMENTS, L, nv)
-    R = view3(buf, _PLACEMENTS.R, L, nv)
-    p = view2(buf, _PLACEMENTS.p, L, nv)
-    oR = view3(buf, _PLACEMENTS.oR, L, nv)
-    op = view2(buf, _PLACEMENTS.op, L, nv)
-    RJ = view2(buf, _PLACEMENTS.RJ, L, nv)
+    buf = buffer(_PLACEMENTS.total, L, nv)
+    R, p, oR, op, RJ, _, _ = placement_views(buf, L, nv)
     for b in range(start, stop):
         all_placements(li, lf, q[b], RJ, R, p)
         world_placements(li, R, p, oR, op)
@@ -187,15 +178,9 @@ def frame_jacobian_knot(li, lf, oR, op, link, ff, v, ref, with_dJ, Jw, dJw, chai
 
 
 #: scratch of :func:`frames_knot`: one state's work arrays
-FRAMES_SCRATCH = Layout(
-    ("R", (LINKS, 3, 3)),
-    ("p", (LINKS, 3)),
-    ("oR", (LINKS, 3, 3)),
-    ("op", (LINKS, 3)),
-    ("RJ", (3, 3)),
+FRAMES_SCRATCH = PLACEMENTS.then(
     ("Jw", (DOFS, 6)),
     ("dJw", (DOFS, 6)),
-    ("tmp", (4, 6)),
 )
 _FRAMES = FRAMES_SCRATCH.spec
 
@@ -205,7 +190,7 @@ def frames_workspace(li, lf, nv):
     """Scratch of :func:`frames_knot` for the model ``(li, lf)`` with nv dofs: a float array and
     an int array, allocated once per compiled caller (not per state)."""
     L = li.shape[0]
-    return buffer(_FRAMES, L, nv), np.empty(L, dtype=np.int64)
+    return buffer(_FRAMES.total, L, nv), np.empty(L, dtype=np.int64)
 
 
 @jit
@@ -217,14 +202,9 @@ def frames_knot(li, lf, q, flink, ff, with_J, ws, wsi, oRf, opf, J):
     :func:`frame_jacobian_range` for compiled callers (the solvers' compiled cost terms)."""
     L = li.shape[0]
     nv = J.shape[2]
-    R = view3(ws, _FRAMES.R, L, nv)
-    p = view2(ws, _FRAMES.p, L, nv)
-    oR = view3(ws, _FRAMES.oR, L, nv)
-    op = view2(ws, _FRAMES.op, L, nv)
-    RJ = view2(ws, _FRAMES.RJ, L, nv)
+    R, p, oR, op, RJ, _, tmp = placement_views(ws, L, nv)
     Jw = view2(ws, _FRAMES.Jw, L, nv)
     dJw = view2(ws, _FRAMES.dJw, L, nv)
-    tmp = view2(ws, _FRAMES.tmp, L, nv)
     all_placements(li, lf, q, RJ, R, p)
     world_placements(li, R, p, oR, op)
     for f in range(flink.shape[0]):
@@ -236,17 +216,11 @@ def frames_knot(li, lf, q, flink, ff, with_J, ws, wsi, oRf, opf, J):
 
 
 #: scratch of :func:`frame_jacobian_range`: one state's work arrays
-FRAME_JACOBIAN_SCRATCH = Layout(
-    ("R", (LINKS, 3, 3)),
-    ("p", (LINKS, 3)),
-    ("oR", (LINKS, 3, 3)),
-    ("op", (LINKS, 3)),
-    ("RJ", (3, 3)),
+FRAME_JACOBIAN_SCRATCH = PLACEMENTS.then(
     ("Jw", (DOFS, 6)),
     ("dJw", (DOFS, 6)),
     ("oRf", (3, 3)),
     ("opf", (3,)),
-    ("tmp", (4, 6)),
 )
 _FRAME_JACOBIAN = FRAME_JACOBIAN_SCRATCH.spec
 
@@ -258,17 +232,12 @@ def frame_jacobian_range(li, lf, q, v, flink, ff, ref, J, dJ, start, stop):
     (>=1, nv) ``v`` for the Jacobian alone). Runs states ``start`` to ``stop - 1`` on the calling thread."""
     L = li.shape[0]
     nv = J.shape[2]
-    buf = buffer(_FRAME_JACOBIAN, L, nv)
-    R = view3(buf, _FRAME_JACOBIAN.R, L, nv)
-    p = view2(buf, _FRAME_JACOBIAN.p, L, nv)
-    oR = view3(buf, _FRAME_JACOBIAN.oR, L, nv)
-    op = view2(buf, _FRAME_JACOBIAN.op, L, nv)
-    RJ = view2(buf, _FRAME_JACOBIAN.RJ, L, nv)
+    buf = buffer(_FRAME_JACOBIAN.total, L, nv)
+    R, p, oR, op, RJ, _, tmp = placement_views(buf, L, nv)
     Jw = view2(buf, _FRAME_JACOBIAN.Jw, L, nv)
     dJw = view2(buf, _FRAME_JACOBIAN.dJw, L, nv)
     oRf = view2(buf, _FRAME_JACOBIAN.oRf, L, nv)
     opf = view1(buf, _FRAME_JACOBIAN.opf, L, nv)
-    tmp = view2(buf, _FRAME_JACOBIAN.tmp, L, nv)
     chain = np.empty(L, dtype=np.int64)
     with_dJ = dJ.shape[0] > 0
     link = flink[0]
@@ -289,16 +258,10 @@ def frame_jacobian_parallel(li, lf, q, v, flink, ff, ref, J, dJ, nt):
 
 
 #: scratch of :func:`com_range`: one state's work arrays
-COM_SCRATCH = Layout(
-    ("R", (LINKS, 3, 3)),
-    ("p", (LINKS, 3)),
-    ("oR", (LINKS, 3, 3)),
-    ("op", (LINKS, 3)),
-    ("RJ", (3, 3)),
+COM_SCRATCH = PLACEMENTS.then(
     ("x", (LINKS, 3)),
     ("msub", (LINKS,)),
     ("mx", (LINKS, 3)),
-    ("t", (6,)),
     ("jc", (6,)),
 )
 _COM = COM_SCRATCH.spec
@@ -310,17 +273,13 @@ def com_range(li, lf, gv, q, com, J, start, stop):
     the centre of mass alone). Runs states ``start`` to ``stop - 1`` on the calling thread."""
     L = li.shape[0]
     nv = J.shape[2]
-    buf = buffer(_COM, L, nv)
-    R = view3(buf, _COM.R, L, nv)
-    p = view2(buf, _COM.p, L, nv)
-    oR = view3(buf, _COM.oR, L, nv)
-    op = view2(buf, _COM.op, L, nv)
-    RJ = view2(buf, _COM.RJ, L, nv)
+    buf = buffer(_COM.total, L, nv)
+    R, p, oR, op, RJ, _, tmp = placement_views(buf, L, nv)
     x = view2(buf, _COM.x, L, nv)
     msub = view1(buf, _COM.msub, L, nv)
     mx = view2(buf, _COM.mx, L, nv)
-    t = view1(buf, _COM.t, L, nv)
     jc = view1(buf, _COM.jc, L, nv)
+    t = tmp[0]
     with_J = J.shape[0] > 0
     M = gv[3]
     for b in range(start, stop):

@@ -16,10 +16,11 @@ from __future__ import annotations
 import numpy as np
 from numba import prange
 
-from .jit import jit, jit_parallel
 from .aba import articulated_inertias
+from .jit import jit, jit_parallel
 from .packing import LI_DOFADR, LI_NV, LI_PARENT, LI_SUBEND
-from .scratch import DOFS, LINKS, Layout, buffer, view1, view2, view3
+from .scratch import DOFS, LINKS, buffer, view3
+from .state_scratch import ARTICULATED, articulated_views, motion_views, placement_views
 from .world import world_inertias, world_kinematics
 
 
@@ -135,23 +136,9 @@ def minv_forward(li, J, U, Dinv, P, Mi):
 
 
 #: scratch of :func:`minv_range`: one state's work arrays
-MINV_SCRATCH = Layout(
-    ("R", (LINKS, 3, 3)),
-    ("p", (LINKS, 3)),
-    ("oR", (LINKS, 3, 3)),
-    ("op", (LINKS, 3)),
-    ("RJ", (3, 3)),
-    ("J", (DOFS, 6)),
-    ("oY", (LINKS, 13)),
-    ("IA", (LINKS, 6, 6)),
-    ("U", (LINKS, 6, 6)),
-    ("UD", (LINKS, 6, 6)),
-    ("Dinv", (LINKS, 6, 6)),
-    ("tmp66", (6, 6)),
-    ("chol", (6, 6)),
+MINV_SCRATCH = ARTICULATED.then(
     ("F", (LINKS, DOFS, 6)),
     ("P", (LINKS, DOFS, 6)),
-    ("t", (6,)),
 )
 _MINV = MINV_SCRATCH.spec
 
@@ -161,23 +148,13 @@ def minv_range(li, lf, q, Mi, start, stop):
     """``M^-1`` (B, nv, nv) for q (B, nq). States ``start`` to ``stop - 1``, on the calling thread."""
     L = li.shape[0]
     nv = Mi.shape[1]
-    buf = buffer(_MINV, L, nv)
-    R = view3(buf, _MINV.R, L, nv)
-    p = view2(buf, _MINV.p, L, nv)
-    oR = view3(buf, _MINV.oR, L, nv)
-    op = view2(buf, _MINV.op, L, nv)
-    RJ = view2(buf, _MINV.RJ, L, nv)
-    J = view2(buf, _MINV.J, L, nv)
-    oY = view2(buf, _MINV.oY, L, nv)
-    IA = view3(buf, _MINV.IA, L, nv)
-    U = view3(buf, _MINV.U, L, nv)
-    UD = view3(buf, _MINV.UD, L, nv)
-    Dinv = view3(buf, _MINV.Dinv, L, nv)
-    tmp66 = view2(buf, _MINV.tmp66, L, nv)
-    chol = view2(buf, _MINV.chol, L, nv)
+    buf = buffer(_MINV.total, L, nv)
+    R, p, oR, op, RJ, _, tmp = placement_views(buf, L, nv)
+    J, _, _, oY = motion_views(buf, L, nv)
+    IA, U, UD, Dinv, tmp66, chol, _, _, _, _ = articulated_views(buf, L, nv)
     F = view3(buf, _MINV.F, L, nv)
     P = view3(buf, _MINV.P, L, nv)
-    t = view1(buf, _MINV.t, L, nv)
+    t = tmp[0]
     no_v = buf[:0]
     for b in range(start, stop):
         world_kinematics(li, lf, q[b], no_v, RJ, R, p, oR, op, J, oY, oY, t)  # (no velocities)

@@ -12,14 +12,14 @@ so that each function is compiled exactly once.
 
 from __future__ import annotations
 
-import numpy as np
 from numba import prange
 
 from .jit import jit, jit_parallel
 from .joints import all_placements
 from .packing import FR_P, FR_R, LF_ARM, LF_ST, LI_DOFADR, LI_NV, LI_PARENT
-from .scratch import LINKS, Layout, buffer, view2, view3
+from .scratch import LINKS, buffer, view2
 from .spatial import force_cross, force_to_parent, inertia_mul, mot_cross_add, mot_to_child
+from .state_scratch import PLACEMENTS, placement_views
 
 
 @jit
@@ -122,15 +122,10 @@ def rnea_backward(li, lf, a, R, p, f, tmp, tau):
 
 
 #: scratch of :func:`rnea_range`: one state's work arrays
-RNEA_SCRATCH = Layout(
-    ("R", (LINKS, 3, 3)),
-    ("p", (LINKS, 3)),
-    ("RJ", (3, 3)),
+RNEA_SCRATCH = PLACEMENTS.then(
     ("vel", (LINKS, 6)),
     ("acc", (LINKS, 6)),
     ("f", (LINKS, 6)),
-    ("fl", (LINKS, 6)),
-    ("tmp", (4, 6)),
 )
 _RNEA = RNEA_SCRATCH.spec
 
@@ -141,15 +136,11 @@ def rnea_range(li, lf, gv, bl, bf, q, v, a, fext, tau, start, stop):
     States ``start`` to ``stop - 1``, on the calling thread."""
     L = li.shape[0]
     nv = tau.shape[1]
-    buf = buffer(_RNEA, L, nv)
-    R = view3(buf, _RNEA.R, L, nv)
-    p = view2(buf, _RNEA.p, L, nv)
-    RJ = view2(buf, _RNEA.RJ, L, nv)
+    buf = buffer(_RNEA.total, L, nv)
+    R, p, _, _, RJ, fl, tmp = placement_views(buf, L, nv)
     vel = view2(buf, _RNEA.vel, L, nv)
     acc = view2(buf, _RNEA.acc, L, nv)
     f = view2(buf, _RNEA.f, L, nv)
-    fl = view2(buf, _RNEA.fl, L, nv)
-    tmp = view2(buf, _RNEA.tmp, L, nv)
     has_fext = fext.shape[0] > 0
     for b in range(start, stop):
         if has_fext:

@@ -25,14 +25,14 @@ first and second moment of ``oY``, ``ha`` angular momentum). ``doY`` is linear i
 
 from __future__ import annotations
 
-import numpy as np
 from numba import prange
 
 from .jit import jit, jit_parallel
 from .packing import LI_DOFADR, LI_NV, LI_PARENT, LI_SUBEND
 from .rnea import link_external_forces
+from .scratch import DOFS, LINKS, buffer, view2, view3
 from .spatial import force_cross_add, force_to_parent, inertia_mul, mot_cross
-from .scratch import DOFS, LINKS, Layout, buffer, view1, view2, view3
+from .state_scratch import MOTION, motion_views, placement_views
 from .world import world_accelerations, world_inertias, world_kinematics
 
 
@@ -199,22 +199,11 @@ def rnea_derivatives_pass(li, gv, J, ov, oa, oY, has_fext, fl, oR, op, ws, dY, c
 
 
 #: scratch of :func:`rnea_derivatives_range`: one state's work arrays
-RNEA_DERIVATIVES_SCRATCH = Layout(
-    ("R", (LINKS, 3, 3)),
-    ("p", (LINKS, 3)),
-    ("oR", (LINKS, 3, 3)),
-    ("op", (LINKS, 3)),
-    ("RJ", (3, 3)),
-    ("J", (DOFS, 6)),
-    ("ov", (LINKS, 6)),
-    ("vJ", (LINKS, 6)),
+RNEA_DERIVATIVES_SCRATCH = MOTION.then(
     ("oa", (LINKS, 6)),
-    ("oY", (LINKS, 13)),
     ("ws", (4, LINKS, 6)),
     ("dY", (LINKS, 12)),
     ("cols", (8, DOFS, 6)),
-    ("t", (6,)),
-    ("fl", (LINKS, 6)),
 )
 _RNEAD = RNEA_DERIVATIVES_SCRATCH.spec
 
@@ -225,22 +214,14 @@ def rnea_derivatives_range(li, lf, gv, bl, bf, q, v, a, fext, out, start, stop):
     (B, nbody, 6) or (0, nbody, 6) for none. States ``start`` to ``stop - 1``, on the calling thread."""
     L = li.shape[0]
     nv = v.shape[1]
-    buf = buffer(_RNEAD, L, nv)
-    R = view3(buf, _RNEAD.R, L, nv)
-    p = view2(buf, _RNEAD.p, L, nv)
-    oR = view3(buf, _RNEAD.oR, L, nv)
-    op = view2(buf, _RNEAD.op, L, nv)
-    RJ = view2(buf, _RNEAD.RJ, L, nv)
-    J = view2(buf, _RNEAD.J, L, nv)
-    ov = view2(buf, _RNEAD.ov, L, nv)
-    vJ = view2(buf, _RNEAD.vJ, L, nv)
+    buf = buffer(_RNEAD.total, L, nv)
+    R, p, oR, op, RJ, fl, tmp = placement_views(buf, L, nv)
+    J, ov, vJ, oY = motion_views(buf, L, nv)
     oa = view2(buf, _RNEAD.oa, L, nv)
-    oY = view2(buf, _RNEAD.oY, L, nv)
     ws = view3(buf, _RNEAD.ws, L, nv)
     dY = view2(buf, _RNEAD.dY, L, nv)
     cols = view3(buf, _RNEAD.cols, L, nv)
-    t = view1(buf, _RNEAD.t, L, nv)
-    fl = view2(buf, _RNEAD.fl, L, nv)
+    t = tmp[0]
     has_fext = fext.shape[0] > 0
     for b in range(start, stop):
         if has_fext:

@@ -27,8 +27,9 @@ from .jit import jit, jit_parallel
 from .packing import LI_DOFADR, LI_NSUP, LI_NV, LI_PARENT, LI_SUP
 from .rnea import link_external_forces
 from .rnea_derivatives import inertia_rate
-from .scratch import DOFS, LINKS, Layout, buffer, view2, view3
+from .scratch import DOFS, LINKS, buffer, view2, view3
 from .spatial import dense_inertia, force_cross, force_cross_add, force_to_parent, inertia_mul, mot_cross
+from .state_scratch import MOTION, motion_views, placement_views
 from .world import world_accelerations, world_inertias, world_kinematics
 
 # rows of the per-dof 6x6 work matrices (``mats``)
@@ -377,26 +378,15 @@ def _pair(i, p, j, k, lj, lk, J, psid, psidd, phid, vecs, sk, qq, vv, qv, dM):
 
 
 #: scratch of :func:`rnea_second_derivatives_range`: one state's work arrays
-RNEA_SECOND_DERIVATIVES_SCRATCH = Layout(
-    ("R", (LINKS, 3, 3)),
-    ("p", (LINKS, 3)),
-    ("oR", (LINKS, 3, 3)),
-    ("op", (LINKS, 3)),
-    ("RJ", (3, 3)),
-    ("J", (DOFS, 6)),
+RNEA_SECOND_DERIVATIVES_SCRATCH = MOTION.then(
     ("psid", (DOFS, 6)),
     ("psidd", (DOFS, 6)),
     ("phid", (DOFS, 6)),
-    ("ov", (LINKS, 6)),
-    ("vJ", (LINKS, 6)),
     ("oa", (LINKS, 6)),
-    ("oY", (LINKS, 13)),
     ("dY", (LINKS, 12)),
     ("of", (LINKS, 6)),
-    ("fl", (LINKS, 6)),
     ("mats", (NMATS, 6, 6)),
     ("vecs", (NVECS, 6)),
-    ("t", (4, 6)),
 )
 _RNEASD = RNEA_SECOND_DERIVATIVES_SCRATCH.spec
 
@@ -408,26 +398,17 @@ def rnea_second_derivatives_range(li, lf, gv, bl, bf, q, v, a, fext, out, start,
     thread."""
     L = li.shape[0]
     nv = v.shape[1]
-    buf = buffer(_RNEASD, L, nv)
-    R = view3(buf, _RNEASD.R, L, nv)
-    p = view2(buf, _RNEASD.p, L, nv)
-    oR = view3(buf, _RNEASD.oR, L, nv)
-    op = view2(buf, _RNEASD.op, L, nv)
-    RJ = view2(buf, _RNEASD.RJ, L, nv)
-    J = view2(buf, _RNEASD.J, L, nv)
+    buf = buffer(_RNEASD.total, L, nv)
+    R, p, oR, op, RJ, fl, t = placement_views(buf, L, nv)
+    J, ov, vJ, oY = motion_views(buf, L, nv)
     psid = view2(buf, _RNEASD.psid, L, nv)
     psidd = view2(buf, _RNEASD.psidd, L, nv)
     phid = view2(buf, _RNEASD.phid, L, nv)
-    ov = view2(buf, _RNEASD.ov, L, nv)
-    vJ = view2(buf, _RNEASD.vJ, L, nv)
     oa = view2(buf, _RNEASD.oa, L, nv)
-    oY = view2(buf, _RNEASD.oY, L, nv)
     dY = view2(buf, _RNEASD.dY, L, nv)
     of = view2(buf, _RNEASD.of, L, nv)
-    fl = view2(buf, _RNEASD.fl, L, nv)
     mats = view3(buf, _RNEASD.mats, L, nv)
     vecs = view2(buf, _RNEASD.vecs, L, nv)
-    t = view2(buf, _RNEASD.t, L, nv)
     clink = np.empty(nv, dtype=np.int64)
     has_fext = fext.shape[0] > 0
     for b in range(start, stop):

@@ -4,10 +4,11 @@ declared layout.
 A state's work arrays (placements, per-link vectors, per-dof columns, …) are views into one flat
 float64 buffer allocated once per call of a ``*_range`` kernel, so a single-state call pays for one
 allocation instead of one per work array. Each kernel declares its buffer as a :class:`Layout`:
-named fields whose shapes are written in the model sizes :data:`LINKS` and :data:`DOFS`;
+named fields whose shapes are written in the model sizes :data:`LINKS` and :data:`DOFS`, each
+starting on a multiple of :data:`ALIGN` entries;
 the offsets and the total are computed from the declaration, in Python, once, as polynomials in
-``(L, nv)`` (:class:`Size`). The kernel reads them through the layout's :attr:`Layout.spec`, a
-tuple constant that numba compiles in, so the views cost what hand-counted offsets did::
+``(L, nv)`` (:class:`Size`). The kernel reads them through the layout's :attr:`Layout.spec` (a :class:`ScratchSpec`),
+whose entries numba compiles in as constants, so the views cost what hand-counted offsets did::
 
     AB = Layout(("R", (LINKS, 3, 3)), ("J", (DOFS, 6)))
     _AB = AB.spec
@@ -15,7 +16,7 @@ tuple constant that numba compiles in, so the views cost what hand-counted offse
     @jit
     def kernel(li, v):
         L, nv = li.shape[0], v.shape[1]
-        buf = buffer(_AB, L, nv)
+        buf = buffer(_AB.total, L, nv)
         R = view3(buf, _AB.R, L, nv)
         J = view2(buf, _AB.J, L, nv)
 
@@ -24,17 +25,21 @@ tuple constant that numba compiles in, so the views cost what hand-counted offse
 
 from __future__ import annotations
 
-from collections import namedtuple
+from types import ModuleType
 
 import numpy as np
 
-from .jit import jit_inline
+from .jit import jit, jit_inline
 
 #: rows between the slices of a per-candidate array that different worker threads write (a row
 #: holds at least one float64, so this is at least one 64-byte cache line): threads writing to one
 #: cache line evict each other's writes (false sharing), which made two rollout candidates on two
 #: threads slower than one candidate on one thread
 THREAD_PAD_ROWS = 8
+
+#: fields start on multiples of ALIGN float64 (32 bytes, the alignment of a numba array's data):
+#: BLAS and vector loads on a field then do not depend on where it sits in the layout
+ALIGN = 4
 
 #: the monomials ``L^i nv^j`` a size may contain, as (i, j); :func:`extent` evaluates them in this order
 MONOMIALS = ((0, 0), (1, 0), (0, 1), (1, 1), (0, 2), (0, 3))
@@ -97,13 +102,26 @@ LINKS = Size({(1, 0): 1})
 DOFS = Size({(0, 1): 1})
 
 
+class ScratchSpec(ModuleType):
+    """What a compiled kernel reads of a :class:`Layout`: one attribute per field (its flat entry, see
+    :func:`_flat`) and ``total``. A module object because numba resolves a module's attribute at
+    compile time as a constant of the attribute's own small type; a named-tuple global of every
+    field is typed and lowered whole at each use, which cost seconds of compilation per kernel."""
+
+    def __init__(self, fields: dict[str, tuple[int, ...]], total: tuple[int, ...]):
+        super().__init__("scratch_spec")
+        for name, flat in fields.items():
+            setattr(self, name, flat)
+        self.total = total
+
+
 class Layout:
     """A kernel's scratch buffer: fields ``(name, shape)`` laid out one after the other in the given
     order, each shape 1 to 3 dimensions of ints or :class:`Size`.
 
     ``offset[name]``, ``shape[name]`` and ``total`` are :class:`Size`; :attr:`spec` is what the
-    compiled kernel reads: a named tuple with, per field, the coefficient tuples of its offset and
-    of each dimension, and ``total``, the coefficients of the buffer's length."""
+    compiled kernel reads: a :class:`ScratchSpec` with, per field, the coefficients of its offset
+    and of each dimension, and ``total``, the coefficients of the buffer's length."""
 
     def __init__(self, *fields: tuple[str, tuple]):
         self.offset: dict[str, Size] = {}
@@ -119,50 +137,76 @@ class Layout:
             n = Size.of(1)
             for d in dims:
                 n = n * d
-            o = o + n
+            o = o + n + (ALIGN - 1)       # slack: the field starts at ``align(offset)`` (see view1)
         self.total = o
-        spec_type = namedtuple("ScratchSpec", [*self.shape, "total"])
-        self.spec = spec_type(*(tuple(s.coefficients() for s in (self.offset[n], *self.shape[n])) for n in self.shape),
-                              self.total.coefficients())
+        self.fields = tuple(fields)
+        self.spec = ScratchSpec({n: _flat(self.offset[n], *self.shape[n]) for n in self.shape}, _flat(self.total))
+
+    def then(self, *fields: tuple[str, tuple]) -> Layout:
+        """This layout's fields, then ``fields``: views of this layout's fields (at the same offsets)
+        are views of the new one's, so code written for this layout reads a longer buffer too."""
+        return Layout(*self.fields, *fields)
+
+    def start(self, name: str, L: int, nv: int) -> int:
+        """Where field ``name`` starts in the buffer (float64 entries) for L links and nv dofs."""
+        return align(self.offset[name](L, nv))
 
     def size(self, L: int, nv: int) -> int:
         """The buffer's length (float64 entries) for a model with L links and nv dofs."""
         return self.total(L, nv)
 
 
-@jit_inline
-def extent(c, L, nv):
-    """The value at (L, nv) of the size with coefficients c (of :data:`MONOMIALS`)."""
-    return c[0] + L * (c[1] + c[3] * nv) + nv * (c[2] + nv * (c[4] + c[5] * nv))
+def _flat(*sizes: Size) -> tuple[int, ...]:
+    """The coefficients of up to four sizes (an offset and up to three dimensions), concatenated and
+    zero-padded to 4 × len(MONOMIALS) ints: every field's entry has one small type."""
+    flat = [c for s in sizes for c in s.coefficients()]
+    return tuple(flat + [0] * (4 * len(MONOMIALS) - len(flat)))
 
 
-@jit_inline
-def buffer(spec, L, nv):
-    """The uninitialised buffer of a :attr:`Layout.spec` for L links and nv dofs."""
-    return np.empty(extent(spec.total, L, nv))
+# The views are inlined into the kernels (numba IR), so carving a buffer costs no calls; `extent` is
+# a plain compiled function (LLVM still inlines it): inlining it into every view as well made numba
+# re-type each kernel once per extent and added seconds to each kernel's first compilation.
+@jit
+def extent(f, k, L, nv):
+    """The value at (L, nv) of size ``k`` of the flat entry ``f`` (coefficients of :data:`MONOMIALS`)."""
+    c = 6 * k
+    return f[c] + L * (f[c + 1] + f[c + 3] * nv) + nv * (f[c + 2] + nv * (f[c + 4] + f[c + 5] * nv))
+
+
+@jit
+def align(o):
+    """``o`` rounded up to a multiple of :data:`ALIGN`."""
+    return (o + ALIGN - 1) // ALIGN * ALIGN
+
+
+@jit
+def buffer(total, L, nv):
+    """The uninitialised buffer of length ``total`` (a :attr:`Layout.spec`'s ``total``) for L links and nv dofs."""
+    return np.empty(extent(total, 0, L, nv))
 
 
 @jit_inline
 def view1(buf, f, L, nv):
     """Field ``f`` (an entry of a :attr:`Layout.spec`, one dimension) of ``buf``."""
-    o = extent(f[0], L, nv)
-    return buf[o:o + extent(f[1], L, nv)]
+    o = align(extent(f, 0, L, nv))
+    return buf[o:o + extent(f, 1, L, nv)]
 
 
 @jit_inline
 def view2(buf, f, L, nv):
     """Field ``f`` (two dimensions) of ``buf``, as a C-contiguous (n0, n1) array."""
-    o = extent(f[0], L, nv)
-    n0 = extent(f[1], L, nv)
-    n1 = extent(f[2], L, nv)
+    o = align(extent(f, 0, L, nv))
+    n0 = extent(f, 1, L, nv)
+    n1 = extent(f, 2, L, nv)
     return buf[o:o + n0 * n1].reshape((n0, n1))
 
 
 @jit_inline
 def view3(buf, f, L, nv):
     """Field ``f`` (three dimensions) of ``buf``, as a C-contiguous (n0, n1, n2) array."""
-    o = extent(f[0], L, nv)
-    n0 = extent(f[1], L, nv)
-    n1 = extent(f[2], L, nv)
-    n2 = extent(f[3], L, nv)
+    o = align(extent(f, 0, L, nv))
+    n0 = extent(f, 1, L, nv)
+    n1 = extent(f, 2, L, nv)
+    n2 = extent(f, 3, L, nv)
     return buf[o:o + n0 * n1 * n2].reshape((n0, n1, n2))
+

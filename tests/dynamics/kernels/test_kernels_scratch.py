@@ -14,7 +14,7 @@ import pytest
 numba = pytest.importorskip("numba")
 
 import dynamics.kernels  # noqa: E402
-from dynamics.kernels.scratch import DOFS, LINKS, Layout, Size, buffer, view1, view2, view3  # noqa: E402
+from dynamics.kernels.scratch import ALIGN, DOFS, LINKS, Layout, Size, buffer, view1, view2, view3  # noqa: E402
 
 SIZES = [(1, 1), (8, 7), (13, 18), (31, 36)]    # (links, dofs): iiwa, HyQ, Atlas and a one-link model
 
@@ -44,13 +44,14 @@ def test_fields_tile_the_buffer(name, L, nv):
     end = 0
     for field, dims in lay.shape.items():
         shape = [d(L, nv) for d in dims]
-        assert lay.offset[field](L, nv) == end, field
-        end += int(np.prod(shape))
+        start = lay.start(field, L, nv)
+        assert start % ALIGN == 0 and end <= start < end + 2 * ALIGN, field     # aligned, no overlap, small slack
+        end = start + int(np.prod(shape))
         spec = getattr(lay.spec, field)                     # what the kernel reads
-        coeffs = np.array(spec)
+        coeffs = np.array(spec).reshape(4, 6)               # offset, then up to 3 dimensions (zero-padded)
         mono = np.array([L ** i * nv ** j for i, j in ((0, 0), (1, 0), (0, 1), (1, 1), (0, 2), (0, 3))])
-        assert list(coeffs @ mono) == [lay.offset[field](L, nv), *shape]
-    assert lay.size(L, nv) == end
+        assert list(coeffs @ mono) == [lay.offset[field](L, nv), *shape] + [0] * (3 - len(shape))
+    assert end <= lay.size(L, nv) < end + 2 * ALIGN
 
 
 def test_sizes_are_checked():
@@ -70,7 +71,7 @@ _D = _DEMO.spec
 @numba.njit
 def _fill(L, nv):
     """Every field of the demo layout filled with its own number, through the compiled views."""
-    buf = buffer(_D, L, nv)
+    buf = buffer(_D.total, L, nv)
     buf[:] = -1.0
     view3(buf, _D.a, L, nv)[:] = 1.0
     view1(buf, _D.b, L, nv)[:] = 2.0
@@ -84,6 +85,8 @@ def test_compiled_views_are_the_declared_slices(L, nv):
     buf, sa, sc, sd = _fill(L, nv)
     assert buf.shape == (_DEMO.size(L, nv),)
     assert (sa, sc, sd) == ((L, 3, 3), (4, nv * nv), (L, nv, 6))
-    expect = np.concatenate([np.full(9 * L, 1.0), np.full(nv, 2.0), np.full(4 * nv * nv, 3.0),
-                             np.full(6 * L * nv, 4.0)])
+    expect = np.full(_DEMO.size(L, nv), -1.0)                # slack between fields stays untouched
+    for field, value in zip("abcd", (1.0, 2.0, 3.0, 4.0)):
+        start = _DEMO.start(field, L, nv)
+        expect[start:start + int(np.prod([d(L, nv) for d in _DEMO.shape[field]]))] = value
     np.testing.assert_array_equal(buf, expect)
