@@ -18,6 +18,7 @@ Prints JSON (see benchmarks/README.md for the conventions shared with benchmarks
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -32,7 +33,10 @@ import numpy as np  # noqa: E402
 import dynamics  # noqa: E402
 
 dynamics.worker_wait.configure_worker_wait()  # before Pinocchio/Crocoddyl load libgomp (dynamics.worker_wait)
-from benchmarks.machine import load_average, machine_info  # noqa: E402
+# the kernels are timed on a fixed thread count (every worker, or --threads), not on the count the
+# default policy would pick from the machine's load (dynamics.worker_threads); a user's setting wins
+os.environ.setdefault("MPC_ACCEL_THREADS", "all")
+from benchmarks.machine import load_average, machine_info, pinocchio_anchor  # noqa: E402
 from benchmarks.output import emit_result  # noqa: E402
 from benchmarks.timing import measure  # noqa: E402
 from dynamics.contact import constraint_rows, forces, kinematics_derivatives, schur  # noqa: E402
@@ -232,6 +236,8 @@ def run(args) -> dict[str, Any]:
         "numba_threads": args.threads if args.threads is not None else _default_threads(),
         "anchor": "pinocchio-loop: pin.constraintDynamics (+ pin.computeConstraintDynamicsDerivatives) per state "
                   "in a Python loop, ProximalSettings(1e-12, mu=0, max_iter=1)",
+        "anchor_version": {k: v for k, v in pinocchio_anchor(machine["versions"].get("pinocchio")).items()
+                           if k != "line"},
         "results": results,
         "stages_seconds": stages,
         "target": {**TARGET, "issue": "#13 legged update: contact-dynamics derivative stage at N = 64 <= 0.5x "
@@ -257,6 +263,8 @@ def main(argv=None) -> int:
     out = run(args)
     out["wall_seconds"] = time.perf_counter() - t0
     emit_result(out, args.out)
+    print(f"[contact_dynamics] {pinocchio_anchor(out['machine']['versions'].get('pinocchio'))['line']}",
+          file=sys.stderr)
     for robot, res in out["target"]["result"].items():
         print(f"[contact_dynamics] target {TARGET['function']} numba N={TARGET['N']} <= {TARGET['max_ratio']}x "
               f"Pinocchio loop: {robot} {out['target']['ratios'][robot]:.2f} -> {res}", file=sys.stderr)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +29,10 @@ import numpy as np  # noqa: E402
 import dynamics  # noqa: E402
 
 dynamics.worker_wait.configure_worker_wait()  # before Pinocchio/Crocoddyl load libgomp (dynamics.worker_wait)
-from benchmarks.machine import load_average, machine_info  # noqa: E402
+# the kernels are timed on a fixed thread count (every worker; MPC_ACCEL_THREADS=1: one), not on the count the
+# default policy would pick from the machine's load (dynamics.worker_threads); a user's setting wins
+os.environ.setdefault("MPC_ACCEL_THREADS", "all")
+from benchmarks.machine import load_average, machine_info, pinocchio_anchor  # noqa: E402
 from benchmarks.output import emit_result  # noqa: E402
 from benchmarks.timing import Timing, measure  # noqa: E402
 from dynamics.second_order_numerical import aba_second_derivatives_numerical  # noqa: E402
@@ -474,7 +478,8 @@ def run(st: Settings, progress: bool = True) -> dict[str, Any]:
                      "pinocchio_anchor": st.pinocchio},
         "backends_not_available": st.skipped_backends,
         "robots": robots_info,
-        "anchor": {"name": ANCHOR, "available": st.pinocchio, "calls": ANCHOR_CALLS if st.pinocchio else {}},
+        "anchor": {"name": ANCHOR, "available": st.pinocchio, "calls": ANCHOR_CALLS if st.pinocchio else {},
+                   **_anchor_version(pin)},
         "entries": entries,
         "agreement": agree,
         "targets": targets,
@@ -489,6 +494,12 @@ def run(st: Settings, progress: bool = True) -> dict[str, Any]:
             "expect agreement only to about 1e-6 relative there.",
         ],
     }
+
+
+def _anchor_version(pin) -> dict[str, Any]:
+    info = pinocchio_anchor(None if pin is None else pin.__version__)
+    info.pop("line")
+    return info
 
 
 SINGLE_CALL = ("aba", "rnea_derivatives", "aba_derivatives")
@@ -616,6 +627,8 @@ def format_table(result: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = build_parser().parse_args(argv)
     st = resolve_settings(args)
+    pin = _import_pin() if st.pinocchio else None
+    print(f"[dynamics] {pinocchio_anchor(None if pin is None else pin.__version__)['line']}", file=sys.stderr)
     result = run(st, progress=not args.no_progress)
     emit_result(result, args.out, format_table(result) if args.table else None)
     return result

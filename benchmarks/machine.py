@@ -24,6 +24,10 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 LIBRARIES = ("scipy", "numba", "mujoco", "pinocchio", "crocoddyl")
+#: the newest Pinocchio release the dynamics anchors are meant to time. The ``test`` extra pins
+#: 4.0.0 (Crocoddyl 3.2.1 needs it), so the dynamics benchmarks run in a separate virtual
+#: environment for it (benchmarks/README.md, "Timing against the newest Pinocchio").
+NEWEST_PINOCCHIO = "4.1.0"
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS",
                     "NUMBA_THREADING_LAYER")
 
@@ -69,9 +73,37 @@ def thread_settings() -> dict[str, Any]:
         threads["numpy_blas"] = f"{blas.get('name')} {blas.get('version')}"
     except Exception:  # the layout of show_config differs across numpy versions; informational only
         threads["numpy_blas"] = None
+    from dynamics.worker_threads import thread_policy_status
     from dynamics.worker_wait import worker_wait_status
     threads["worker_wait"] = worker_wait_status()
+    try:
+        threads["thread_policy"] = thread_policy_status()
+    except ValueError as e:   # a bad MPC_ACCEL_THREADS: the run that uses it reports the error
+        threads["thread_policy"] = str(e)
     return threads
+
+
+def _version_tuple(text: str) -> tuple[int, ...]:
+    parts = []
+    for p in text.split("."):
+        digits = "".join(c for c in p if c.isdigit()) if p else ""
+        if not digits:
+            break
+        parts.append(int(digits))
+    return tuple(parts)
+
+
+def pinocchio_anchor(version: str | None) -> dict[str, Any]:
+    """Which Pinocchio a run's anchor timed (``version``: ``pinocchio.__version__``, None: not
+    importable), whether it is :data:`NEWEST_PINOCCHIO` or newer, and a line to print."""
+    if version is None:
+        return {"pinocchio_version": None, "newest_known": NEWEST_PINOCCHIO, "is_newest": False,
+                "line": "anchor: Pinocchio not importable: no anchor timed"}
+    newest = _version_tuple(version) >= _version_tuple(NEWEST_PINOCCHIO)
+    line = f"anchor: Pinocchio {version}" + (
+        "" if newest else f", older than the newest release {NEWEST_PINOCCHIO}: ratios are against an older "
+                          "anchor (see benchmarks/README.md, 'Timing against the newest Pinocchio')")
+    return {"pinocchio_version": version, "newest_known": NEWEST_PINOCCHIO, "is_newest": newest, "line": line}
 
 
 def load_average() -> list[float] | None:

@@ -29,6 +29,16 @@ closed-loop update latency / Crocoddyl's iteration), ``ratio_iteration_vs_crocod
     python benchmarks/mpc_rate.py --task hyq-stand --table                   # legged: FDDP, N = 16, 40, 64
     python benchmarks/mpc_rate.py --task hyq-stand --horizons 40 --backends numba --repeats 3
     python benchmarks/mpc_rate.py --quick                                    # smoke run: N = 16, 0.3 s
+    python benchmarks/mpc_rate.py --horizons 32 --solver ilqr --duration 2 --busy 1 --loop-repeats 3 --no-crocoddyl
+
+Contention (``--busy K``): every closed loop also runs with K single-threaded busy processes beside
+it (:mod:`benchmarks.contention`; ended afterwards, also on Ctrl-C or an error), alternating quiet
+and busy runs ``--loop-repeats`` times. Each entry then has ``busy``: the median loop rate and
+update latency of the busy runs, every run's rate (``runs_hz``, quiet and busy), and
+``ratio_quiet_vs_busy_hz`` (quiet median rate / busy median rate: the factor lost to the
+neighbours; the issue's target is <= 2 with one busy process on a 2-core machine). The numba
+backend's worker-thread policy in force (``MPC_ACCEL_THREADS``, docs/backends.md) is in
+``machine.threads.thread_policy``.
 
 Output: JSON on stdout (``--table`` adds a text table on stderr). Speed is only meaningful as a
 ratio to the anchor measured in the same run (see benchmarks/README.md).
@@ -52,6 +62,8 @@ import dynamics  # noqa: E402
 dynamics.worker_wait.configure_worker_wait()  # before Pinocchio/Crocoddyl load libgomp (dynamics.worker_wait)
 import tasks  # noqa: E402
 from benchmarks.anchors import CrocoddylFDDP, crocoddyl_importable  # noqa: E402
+from benchmarks.contention import busy_neighbours  # noqa: E402
+from dynamics.worker_threads import adaptive_choices  # noqa: E402
 from benchmarks.machine import machine_info  # noqa: E402
 from benchmarks.output import run_and_emit  # noqa: E402
 from benchmarks.timing import measure  # noqa: E402
@@ -101,6 +113,16 @@ def build_parser() -> argparse.ArgumentParser:
                     help="worker threads of backends that have them (numba); default: the backend's own. Crocoddyl "
                          "runs on 1; on a shared 2-core machine 1 thread is usually faster (a parallel region waits "
                          "for every thread)")
+    ap.add_argument("--busy", type=int, default=0, metavar="K",
+                    help="also run every closed loop beside K single-threaded busy processes and report both rates "
+                         "(default 0: quiet only)")
+    ap.add_argument("--busy-same-session", action="store_true",
+                    help="start the busy processes in this benchmark's session rather than each in its own (with "
+                         "the kernel's autogroup scheduling they then share this process's CPU share; "
+                         "benchmarks/contention.py)")
+    ap.add_argument("--loop-repeats", type=int, default=1, metavar="R",
+                    help="closed-loop runs per (backend, N) (quiet and, with --busy, busy, alternating); the entry "
+                         "reports medians (default 1)")
     ap.add_argument("--repeats", type=int, default=5, help="repeats of the Crocoddyl / single-iteration timings")
     ap.add_argument("--no-crocoddyl", action="store_true", help="skip the Crocoddyl anchor even if importable")
     ap.add_argument("--quick", action="store_true", help="smoke run: N = 16, 0.3 s, numpy only, 1 repeat")
@@ -140,6 +162,52 @@ def closed_loop(task, backend: str, solver: str, N: int, dt: float, duration: fl
                     "targets_reached": [bool(crit[f"target {t['index']} time to reach"]["passed"]) for t in covered],
                     "torque_violation_Nm": crit.get("torque limit", {}).get("value")})
     return out
+
+
+def _median(values: list[float]) -> float | None:
+    v = sorted(x for x in values if x is not None)
+    return None if not v else (v[len(v) // 2] if len(v) % 2 else 0.5 * (v[len(v) // 2 - 1] + v[len(v) // 2]))
+
+
+def closed_loops(task, backend: str, solver: str, N: int, dt: float, duration: float, busy: int,
+                 loop_repeats: int, same_session: bool = False) -> dict[str, Any]:
+    """:func:`closed_loop` ``loop_repeats`` times quiet and, when ``busy`` > 0, as often beside
+    ``busy`` busy processes (alternating): the quiet run closest to the median rate as the entry,
+    with ``busy`` (the busy runs' medians) and every run's rate."""
+    quiet: list[dict[str, Any]] = []
+    loaded: list[dict[str, Any]] = []
+
+    def run_one(into: list[dict[str, Any]]) -> None:
+        before = adaptive_choices()
+        r = closed_loop(task, backend, solver, N, dt, duration)
+        after = adaptive_choices()
+        r["threads_chosen"] = {str(k): after[k] - before.get(k, 0) for k in sorted(after)
+                               if after[k] - before.get(k, 0)}
+        into.append(r)
+
+    for _ in range(loop_repeats):
+        run_one(quiet)
+        if busy:
+            with busy_neighbours(busy, same_session=same_session):
+                run_one(loaded)
+    q_hz = [r["control_loop_hz"] for r in quiet]
+    med = _median(q_hz)
+    e = dict(min(quiet, key=lambda r: abs((r["control_loop_hz"] or 0) - (med or 0))))
+    e["control_loop_hz_median"] = med
+    e["runs_hz"] = {"quiet": q_hz}
+    # the numba backend's adaptive policy: how many of its load readings chose each thread count, per run
+    e["runs_threads_chosen"] = {"quiet": [r["threads_chosen"] for r in quiet]}
+    if busy:
+        b_hz = [r["control_loop_hz"] for r in loaded]
+        b_med = _median(b_hz)
+        e["runs_hz"]["busy"] = b_hz
+        e["runs_threads_chosen"]["busy"] = [r["threads_chosen"] for r in loaded]
+        e["busy"] = {"processes": busy, "same_session": same_session, "control_loop_hz": b_med,
+                     "update_latency_ms_median": _median([r["update_latency_ms"]["median"] for r in loaded]),
+                     "update_latency_ms_p95": _median([r["update_latency_ms"]["p95"] for r in loaded]),
+                     "real_time_factor": _median([r["real_time_factor"] for r in loaded]),
+                     "ratio_quiet_vs_busy_hz": med / b_med if med and b_med else None}
+    return e
 
 
 def warm_start_problem(task, N: int, dt: float, backend: str):
@@ -220,6 +288,8 @@ def _update_targets(e: dict[str, Any], solver: str, N: int) -> None:
 
 
 def run(args) -> dict[str, Any]:
+    if args.busy < 0 or args.loop_repeats < 1:
+        raise SystemExit(f"--busy must be >= 0 and --loop-repeats >= 1, got {args.busy} and {args.loop_repeats}")
     task = tasks.get_task(args.task, **dict(args.task_arg))
     legged = bool(task.model.has_floating_base)
     solver = args.solver or ("fddp" if legged else "ddp")
@@ -259,7 +329,8 @@ def run(args) -> dict[str, Any]:
             print(f"[mpc_rate] {task.name} N={N} {be}: closed loop, {duration:g} s", file=sys.stderr)
             try:
                 e = {"horizon": N, "backend": be, "solver": solver,
-                     **closed_loop(task, be, solver, N, args.dt, duration)}
+                     **closed_loops(task, be, solver, N, args.dt, duration, args.busy, args.loop_repeats,
+                                   args.busy_same_session)}
             except Exception as err:  # noqa: BLE001 — one backend failing (e.g. unsupported) must not end the run
                 entries.append({"horizon": N, "backend": be, "solver": solver,
                                 "error": f"{type(err).__name__}: {err}"})
@@ -286,7 +357,8 @@ def run(args) -> dict[str, Any]:
             entries.append(e)
     return {"benchmark": "mpc_rate",
             "setup": {"task": task.name, "task_args": dict(args.task_arg), "solver": solver, "dt": args.dt,
-                      "threads": args.threads,
+                      "threads": args.threads, "busy_processes": args.busy,
+                      "busy_same_session": args.busy_same_session, "loop_repeats": args.loop_repeats,
                       "duration_s": duration, "mode": "lockstep", "iterations_per_update": 1,
                       "physics_dt": float(task.model.mj_model.opt.timestep), "horizons": horizons,
                       "small_horizon_backends": small},
@@ -314,6 +386,12 @@ def format_table(result: dict[str, Any]) -> str:
             f"{e.get('ratio_update_vs_crocoddyl_iteration') or nan:8.2f} "
             f"{e.get('ratio_derivatives_vs_crocoddyl_calcdiff') or nan:8.2f} "
             f"{' '.join(t['result'] for t in e.get('targets', [])) or '-'}")
+        b = e.get("busy")
+        if b:
+            lines.append(f"{'':>4} {'':<8} beside {b['processes']} busy process(es): {b['control_loop_hz'] or 0:.1f} Hz, "
+                         f"median update {b['update_latency_ms_median'] or 0:.2f} ms; quiet median "
+                         f"{e['control_loop_hz_median'] or 0:.1f} Hz = {b['ratio_quiet_vs_busy_hz'] or nan:.2f}x busy "
+                         f"(runs: quiet {e['runs_hz']['quiet']}, busy {e['runs_hz']['busy']})")
     return "\n".join(lines)
 
 

@@ -35,9 +35,10 @@ another library first (Pinocchio and Crocoddyl do, on import) calls :func:`confi
 itself before importing it, or sets the variables in the shell.
 
 Overriding: the user's environment always wins. ``OMP_WAIT_POLICY`` set: nothing is changed;
-``GOMP_SPINCOUNT`` set: only the policy is added. On a shared, busy machine set
-``GOMP_SPINCOUNT=0`` (sleep at once). :func:`worker_wait_status` says what applied (the
-benchmarks record it).
+``GOMP_SPINCOUNT`` set: only the policy is added. On a busy machine the backend's default thread
+count already drops to one (:mod:`dynamics.worker_threads`), so no worker is woken and none spins;
+``GOMP_SPINCOUNT=0`` (sleep at once) is for a loop pinned to several threads on a shared machine.
+:func:`worker_wait_status` says what applied (the benchmarks record it).
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ from ..contact.kinematics_derivatives import unflatten_motion
 from ..contact.schur import check_pivots
 from ..inputs import sum_is_finite, unflatten
 from ..model import RobotModel
-from ..worker_threads import use_threads
+from ..worker_threads import default_threads, use_threads
 from ..worker_wait import configure_before_workers_start
 from ..kernels.packing import _cache as _packed_cache
 from ..kernels.packing import as_kernel_input as _f64
@@ -121,7 +121,14 @@ class NumbaBackend(CombinedComKernel, Backend):
 
     @property
     def threads(self) -> int:
-        """Number of worker threads batched calls use."""
+        """Number of worker threads batched calls use now: the count set, else the one
+        ``MPC_ACCEL_THREADS``'s policy chooses (by default the cores other processes leave free,
+        :func:`dynamics.worker_threads.default_threads`)."""
+        return self._threads if self._threads is not None else default_threads(_k().numba.config.NUMBA_NUM_THREADS)
+
+    @property
+    def max_threads(self) -> int:
+        """The most worker threads batched calls may use (the count set, else ``NUMBA_NUM_THREADS``)."""
         return self._threads if self._threads is not None else _k().numba.config.NUMBA_NUM_THREADS
 
     def _run(self, kind: str, pm, serial, parallel, B: int, *args) -> None:
@@ -138,7 +145,7 @@ class NumbaBackend(CombinedComKernel, Backend):
     def _variant(self, kind: str, model: RobotModel, B: int) -> str:
         """Which variant :meth:`_run` takes for a batch of B states: "serial" or "parallel"."""
         pm = packed(model)
-        nt = self.threads
+        nt = self.max_threads   # the variant it runs in when the cores are free
         if nt <= 1 or B <= 1 or B * pm.nlinks * _COST_PER_LINK_US[kind] < self.parallel_threshold_us:
             return "serial"
         return "parallel"

@@ -109,7 +109,7 @@ def _run(calls: list[str]) -> None:
         if kind not in KINDS or variant not in VARIANTS:
             raise SystemExit(f"compile_ahead: unknown call '{call}' (kinds {KINDS}, variants {VARIANTS})")
         parallel = variant == "parallel"
-        be.set_threads(min(2, be.threads) if parallel else 1)
+        be.set_threads(min(2, be.max_threads) if parallel else 1)
         be.parallel_threshold_us = 0.0 if parallel else float("inf")
         if kind == "aba_derivatives":
             be.aba_derivatives(m, q, z, z, return_acceleration=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +18,8 @@ def test_dynamics_benchmark_quick_runs_and_prints_json(tmp_path):
     out = tmp_path / "bench.json"
     proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "dynamics.py"), "--quick", "--backends", "numpy",
                            "--functions", "aba,aba_derivatives", "--no-progress", "--out", str(out)],
-                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+                          capture_output=True, text=True, timeout=300, cwd=ROOT,
+                          env={k: v for k, v in os.environ.items() if k != "MPC_ACCEL_THREADS"})
     assert proc.returncode == 0, proc.stderr[-2000:]
     data = json.loads(proc.stdout)
     assert json.loads(out.read_text()) == data
@@ -26,6 +28,10 @@ def test_dynamics_benchmark_quick_runs_and_prints_json(tmp_path):
     assert "aba_derivatives" in text
     if importlib.util.find_spec("pinocchio") is not None:
         assert "ratio_vs_pinocchio_loop" in text
+        import pinocchio
+        assert data["anchor"]["pinocchio_version"] == pinocchio.__version__     # which Pinocchio was timed
+        assert f"[dynamics] anchor: Pinocchio {pinocchio.__version__}" in proc.stderr
+    assert data["machine"]["threads"]["thread_policy"] == "MPC_ACCEL_THREADS=all"   # kernels on a fixed count
 
 
 def test_dynamics_benchmark_rejects_unknown_robot():

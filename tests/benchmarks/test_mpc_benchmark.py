@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_mpc_rate_benchmark_quick_runs():
-    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "mpc_rate.py"), "--quick", "--no-crocoddyl"],
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "mpc_rate.py"), "--quick", "--no-crocoddyl", "--busy", "1"],
                          capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
@@ -20,6 +20,10 @@ def test_mpc_rate_benchmark_quick_runs():
     assert e["horizon"] == 16 and e["backend"] == "numpy" and e["completed"]
     assert e["control_loop_hz"] > 0 and e["updates"] == 29 and e["ours_iteration_s"] > 0
     assert set(e["stage_ms"]) == {"derivatives", "backward", "forward", "cost", "other"}
+    b = e["busy"]                                   # --busy 1: the same loop beside one busy process
+    assert b["processes"] == 1 and b["control_loop_hz"] > 0 and len(e["runs_hz"]["busy"]) == 1
+    assert b["ratio_quiet_vs_busy_hz"] == e["control_loop_hz_median"] / b["control_loop_hz"]
+    assert "thread_policy" in result["machine"]["threads"]
 
 
 def test_update_targets_say_pass_or_miss_and_what_holds_a_miss_back():

@@ -28,3 +28,132 @@ def test_use_threads_sets_numba_count_for_the_calling_thread():
     t.start()
     t.join()
     assert seen == [1] and numba.get_num_threads() == top
+
+
+# ------------------------------------------------------------------ thread-count policy
+def test_threads_for_counts_only_cores_no_other_process_runs_on():
+    R = worker_threads.LoadReading
+    assert worker_threads.threads_for(R(running=1, own_running=1, cpus=2), top=2) == 2     # quiet
+    assert worker_threads.threads_for(R(running=3, own_running=2, cpus=2), top=2) == 1     # one busy neighbour
+    assert worker_threads.threads_for(R(running=9, own_running=1, cpus=2), top=2) == 1     # never below 1
+    assert worker_threads.threads_for(R(running=2, own_running=1, cpus=8), top=4) == 4     # capped at top
+    assert worker_threads.threads_for(R(running=6, own_running=1, cpus=8), top=8) == 3
+    # our own spinning workers are not neighbours, even if the machine-wide count is higher than ours
+    assert worker_threads.threads_for(R(running=2, own_running=5, cpus=2), top=2) == 2
+    with pytest.raises(ValueError, match="top must be >= 1"):
+        worker_threads.threads_for(R(1, 1, 2), top=0)
+
+
+class _Fake:
+    """A fake load source and clock: ``others`` runnable threads of other processes."""
+
+    def __init__(self):
+        self.others, self.t, self.reads = 0, 0.0, 0
+
+    def read(self):
+        self.reads += 1
+        return worker_threads.LoadReading(running=1 + self.others, own_running=1, cpus=2)
+
+    def clock(self):
+        return self.t
+
+
+def test_monitor_follows_a_sustained_neighbour_not_a_blip():
+    f = _Fake()
+    m = worker_threads.CoreMonitor(interval_s=0.05, window=5, read=f.read, clock=f.clock)
+    assert m.threads(2) == 2
+    m.threads(2)
+    assert f.reads == 1                       # no new reading within interval_s
+    for _ in range(4):                        # fill the window quiet
+        f.t += 0.06
+        m.threads(2)
+    f.others = 1                              # one reading sees a short-lived thread: no switch
+    f.t += 0.06
+    assert m.threads(2) == 2
+    f.others = 0
+    f.t += 0.06
+    assert m.threads(2) == 2
+    f.others = 1                              # a neighbour that stays: serial within the window
+    seen = []
+    for _ in range(5):
+        f.t += 0.06
+        seen.append(m.threads(2))
+    assert seen[-1] == 1 and seen[0] == 2
+    assert sum(m.chosen.values()) == f.reads and m.chosen[1] >= 1 and m.chosen[2] >= 1
+    assert m.last_readings() == [1] * 5
+    f.others = 0                              # it leaves: parallel again
+    for _ in range(5):
+        f.t += 0.06
+        m.threads(2)
+    assert m.threads(2) == 2
+
+
+def test_monitor_without_proc_uses_every_thread():
+    m = worker_threads.CoreMonitor(read=lambda: None, clock=lambda: 0.0)
+    assert m.threads(2) == 2 and m.threads(3) == 3    # a new top starts a new window
+
+
+def test_read_load_sees_this_thread():
+    r = worker_threads.read_load()
+    if r is None:
+        pytest.skip("no /proc here")
+    assert r.own_running >= 1 and r.running >= 1 and r.cpus >= 1
+
+
+def test_policy_variable(monkeypatch):
+    assert worker_threads.parse_policy(None) == "adaptive"
+    assert worker_threads.parse_policy(" All ") == "all"
+    assert worker_threads.parse_policy("3") == 3
+    for bad in ("0", "-1", "fast"):
+        with pytest.raises(ValueError, match="MPC_ACCEL_THREADS"):
+            worker_threads.parse_policy(bad)
+    monkeypatch.setattr(worker_threads, "_policy", "all")
+    assert worker_threads.default_threads(2) == 2
+    monkeypatch.setattr(worker_threads, "_policy", 1)
+    assert worker_threads.default_threads(2) == 1
+    assert worker_threads.thread_policy_status() == "MPC_ACCEL_THREADS=1"
+    f = _Fake()
+    f.others = 1
+    monkeypatch.setattr(worker_threads, "_policy", "adaptive")
+    monkeypatch.setattr(worker_threads, "_monitor", worker_threads.CoreMonitor(read=f.read, clock=f.clock))
+    assert worker_threads.default_threads(2) == 1
+    assert worker_threads.default_threads(1) == 1
+
+
+def test_numba_backend_threads_follow_the_policy(monkeypatch):
+    from dynamics.numba_backend import NumbaBackend
+    top = numba.config.NUMBA_NUM_THREADS
+    be = NumbaBackend()
+    monkeypatch.setattr(worker_threads, "_policy", 1)
+    assert be.threads == 1 and be.max_threads == top
+    monkeypatch.setattr(worker_threads, "_policy", "all")
+    assert be.threads == top
+    be.set_threads(1)                         # a count set on the backend wins over the policy
+    assert be.threads == 1 and be.max_threads == 1
+
+
+def test_monitor_reports_changes_of_the_count_only():
+    f = _Fake()
+    changes = []
+    m = worker_threads.CoreMonitor(interval_s=0.05, window=1, read=f.read, clock=f.clock, on_change=changes.append)
+    for others in (0, 0, 1, 1, 0):
+        f.others = others
+        f.t += 0.06
+        m.threads(2)
+    assert changes == [2, 1, 2]
+
+
+def test_openblas_pool_can_be_resized():
+    import numpy as np
+    blas = worker_threads.OpenBLASThreads.find()
+    if blas is None:
+        pytest.skip("numpy does not use OpenBLAS here")
+    start = blas.get()
+    try:
+        blas.set(1)
+        assert blas.get() == 1
+        a = np.random.default_rng(0).standard_normal((200, 200))
+        np.testing.assert_allclose(a @ np.eye(200), a)     # BLAS still works on one thread
+    finally:
+        blas.set(start)
+    assert blas.get() == start
