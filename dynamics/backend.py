@@ -540,6 +540,9 @@ BACKENDS: dict[str, BackendInfo] = {
                        "in Numba's CUDA simulator on any machine"),
     "fpga-sim": BackendInfo("fpga-sim", "dynamics.fpga_sim", "FpgaSimBackend",
                             "fixed-point datapath emulation with a cycle-level accelerator timing model"),
+    "mujoco": BackendInfo("mujoco", "dynamics.mujoco_backend", "MujocoBackend",
+                          "MuJoCo's own dynamics (mj_forward / mj_inverse), first-order derivatives by its central "
+                          "differences (MJPC's approach); no second order"),
 }
 _instances: dict[str, Backend] = {}
 
@@ -569,8 +572,33 @@ def register_backend(name: str, factory: Callable[..., Backend] | str, descripti
     _instances.pop(name, None)
 
 
+def parse_backend_spec(spec: str) -> tuple[str, dict]:
+    """``"name"`` or ``"name:key=value,key=value"`` (a backend with options, as a command line or a
+    study configuration gives it) -> ``(name, options)``; values ``true``/``false`` become bools,
+    integers ints, other numbers floats, the rest stay strings."""
+    name, sep, rest = spec.partition(":")
+    options: dict = {}
+    for item in rest.split(",") if sep else ():
+        key, eq, text = item.partition("=")
+        if not eq or not key.strip():
+            raise ValueError(f"backend spec '{spec}': options must be key=value pairs separated by commas, "
+                             f"e.g. 'fpga-sim:emulate=gradients,host=numba'")
+        text = text.strip()
+        value: object = {"true": True, "false": False}.get(text.lower(), text)
+        if isinstance(value, str):
+            for kind in (int, float):
+                try:
+                    value = kind(text)
+                    break
+                except ValueError:
+                    pass
+        options[key.strip()] = value
+    return name.strip(), options
+
+
 def get_backend(name: str | Backend = "numpy", **options) -> Backend:
-    """The backend called ``name`` (see :func:`available_backends`).
+    """The backend called ``name`` (see :func:`available_backends`), or given by a spec with options
+    (``"fpga-sim:emulate=gradients"``, :func:`parse_backend_spec`).
 
     options: passed to the backend's constructor (e.g. ``get_backend("gpu", simulate=True)``,
     ``get_backend("fpga-sim", fmt="Q12.20")``). Without options the instance is shared."""
@@ -578,6 +606,9 @@ def get_backend(name: str | Backend = "numpy", **options) -> Backend:
         if options:
             raise ValueError("get_backend: options are only accepted with a backend name, not an instance")
         return name
+    if isinstance(name, str) and name not in BACKENDS and ":" in name:
+        name, spec_options = parse_backend_spec(name)
+        options = {**spec_options, **options}
     if not options and name in _instances:
         return _instances[name]
     if name not in BACKENDS:

@@ -8,8 +8,14 @@ completely fused kernel of Plancher et al. 2021 Algorithm 3). ``bias_forces``, `
 ``forward_dynamics`` are built by the base class from these kernels.
 
 Not emulated (the accelerators do not compute them): kinematics (placements, Jacobians, centre of
-mass) are delegated to the float64 numpy reference and leave ``last_timing`` unchanged;
-second-order derivatives are refused (``supports()`` is False) with a pointer to the numpy backend.
+mass) run on the host in float64 and leave ``last_timing`` unchanged; second-order derivatives are
+refused (``supports()`` is False) with a pointer to the numpy backend.
+
+The host side (``host=``, :mod:`dynamics.accelerator_host`): with ``"numba"`` (the default where
+numba is installed) the solvers run their compiled rollouts, cost kernels and Riccati pass on the
+numba backend's float64 dynamics and kinematics, and only the calls the solver makes to this backend
+(the derivatives) are emulated and charged the accelerator's time; with ``"python"`` the host side
+is the numpy reference and the solvers' Python loops.
 
 After every emulated call ``last_timing`` holds the simulated accelerator time (from the
 :class:`~dynamics.fpga_sim.timing.AcceleratorDesign`), the measured host time spent emulating, and
@@ -24,6 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..accelerator_host import CompiledHost, resolve_host
 from ..backend import Backend
 from ..model import RobotModel
 from ..numpy_backend import kinematics as _kin
@@ -35,16 +42,20 @@ _KERNEL_FUNCTION = {"_rnea": "ID", "_crba": "M", "_minv": "Minv", "_aba": "FD", 
                     "_aba_derivatives": "dFD"}
 
 
-def _numpy_kinematics(name: str):
-    """A kinematics method of the backend that is not on the accelerator: the float64 numpy
-    reference ``dynamics.numpy_backend.kinematics.<name>``, no accelerator time, no error bound."""
+def _host_kinematics(name: str):
+    """A kinematics method of the backend that is not on the accelerator: the host's float64
+    kernel (the numba backend's, or the numpy reference ``dynamics.numpy_backend.kinematics.<name>``
+    with ``host="python"``), no accelerator time, no error bound."""
 
     def method(self, model, *args):
         self._delegated()
+        cpu = self.host_backend()
+        if cpu is not None:
+            return getattr(cpu, "_" + name)(model, *args)
         return getattr(_kin, name)(model, *args)
 
     method.__name__ = method.__qualname__ = "_" + name
-    method.__doc__ = "Not on the accelerator: float64 numpy reference."
+    method.__doc__ = "Not on the accelerator: the host's float64 kernel."
     return method
 
 
@@ -69,7 +80,7 @@ class LastTiming:
     simulated: bool = True
 
 
-class FpgaSimBackend(Backend):
+class FpgaSimBackend(CompiledHost, Backend):
     """Fixed-point accelerator emulation with a cycle-level timing model.
 
     design: an :class:`AcceleratorDesign` for one model (calls with another model are refused), or
@@ -81,8 +92,13 @@ class FpgaSimBackend(Backend):
     on_overflow: ``"count"`` (saturate and count, reported in ``last_timing``) or ``"raise"``
         (:class:`~dynamics.fpga_sim.fixed_point.FixedPointOverflowError` at the first event).
     emulate: ``"all"`` (every Table I function on the accelerator) or ``"gradients"`` (only ΔID,
-        ΔFD, ΔiFD; ID, FD, M, M⁻¹ run on the host in float64 and leave ``last_timing`` unchanged —
+        ΔFD, ΔiFD; ID, FD, M, M⁻¹ and the contact / impulse solves run on the host in float64 and
+        leave ``last_timing`` unchanged —
         Plancher et al. 2021's partition, where the CPU rolls out the dynamics and the FPGA computes gradients).
+    host: where the host side runs, ``"numba"`` (default where numba is installed: compiled solver
+        loops on the numba backend's dynamics, the host's share of ``emulate="gradients"`` on the
+        numba backend) or ``"python"`` (the numpy reference and the solvers' Python loops); see the
+        module docstring.
 
     ``rtol``: the tolerance promised against the numpy reference, ``|x - ref| <= rtol ·
     max(1, max|ref|)``. It is derived from the format, never tuned: before any call it is one
@@ -100,7 +116,8 @@ class FpgaSimBackend(Backend):
                  rounding: str | None = None, overflow: str | None = None, on_overflow: str = "count",
                  forward_pes: int | None = None, backward_pes: int | None = None, block_size: int | None = None,
                  clock_hz: float = ROBOMORPHIC_CLOCK_HZ, base: str = "link", mode: str = "latency",
-                 io: IOLink | None = None, overlap_io: bool = True, emulate: str = "all"):
+                 io: IOLink | None = None, overlap_io: bool = True, emulate: str = "all", host: str | None = None):
+        self.host = resolve_host(host, "fpga-sim")
         if design is not None and not isinstance(design, AcceleratorDesign):
             raise TypeError(f"FpgaSimBackend: design must be an AcceleratorDesign, got {type(design).__name__}")
         self.fmt = QFormat.parse(fmt, rounding=rounding, overflow=overflow)
@@ -123,7 +140,7 @@ class FpgaSimBackend(Backend):
 
     def __repr__(self) -> str:
         return (f"FpgaSimBackend(fmt='{self.fmt.name}', rounding='{self.fmt.rounding}', "
-                f"on_overflow='{self.on_overflow}', emulate='{self.emulate}')")
+                f"on_overflow='{self.on_overflow}', emulate='{self.emulate}', host='{self.host}')")
 
     # ------------------------------------------------------------------ designs
     def design_for(self, model: RobotModel) -> AcceleratorDesign:
@@ -148,7 +165,6 @@ class FpgaSimBackend(Backend):
         t0 = time.perf_counter()
         with np.errstate(over="ignore", invalid="ignore"):
             outs = compute(ctx)
-        wall = time.perf_counter() - t0
         single = not isinstance(outs, tuple)
         outs = (outs,) if single else outs
         values = tuple(o.to_float() for o in outs)
@@ -162,6 +178,8 @@ class FpgaSimBackend(Backend):
         kt = design.time(fn, knots)
         counts = dict(ctx.counter.counts)
         self.last_overflow = counts
+        # the host's time emulating: the datapath, converting the results back and bounding them
+        wall = time.perf_counter() - t0
         self.last_timing = LastTiming(fn, knots, kt.cycles, kt.compute_s, kt.io_s, kt.end_to_end_s,
                                       kt.throughput_knots_per_s, wall, design.clock_hz, design.mode, counts,
                                       int(sum(counts.values())), norm)
@@ -214,8 +232,12 @@ class FpgaSimBackend(Backend):
         """``(q̈, ∂q̈/∂q, ∂q̈/∂q̇, ∂q̈/∂τ)`` from one accelerator call (q̈ from its FD stage, or the
         host's float64 q̈ for ΔiFD)."""
         if minv is None and self.emulate != "all":
-            from ..numpy_backend.minv import minv as host_minv
-            minv = host_minv(model, q)
+            cpu = self.host_backend()
+            if cpu is not None:
+                minv = cpu._minv(model, q)
+            else:
+                from ..numpy_backend.minv import minv as host_minv
+                minv = host_minv(model, q)
         return self._run("_aba_derivatives", model, q.shape[0],
                          lambda ctx: dp.fd_derivatives(model, q, v, tau, fext, ctx, minv=minv,
                                                        return_acceleration=True),
@@ -229,21 +251,44 @@ class FpgaSimBackend(Backend):
             return self.aba(model, q, v, tau, fext)
         return super().forward_dynamics(model, q, v, tau, fext, method=method)
 
-    # ------------------------------------------------------------------ delegated (float64 reference)
+    # ------------------------------------------------------------------ contact values
+    def contact_dynamics(self, model, q, v, tau, contacts):
+        """``(a, λ)``: with ``emulate="all"`` the shared contact code on the emulated M⁻¹ and ID (the
+        host solves the contact Schur complement); with ``emulate="gradients"`` a value, not a
+        gradient, so the host computes all of it (the numba backend's fused kernel with
+        ``host="numba"``), no accelerator time."""
+        cpu = self.host_backend()
+        if self.emulate != "all" and cpu is not None:
+            self._delegated()
+            return cpu.contact_dynamics(model, q, v, tau, contacts)
+        return super().contact_dynamics(model, q, v, tau, contacts)
+
+    def impulse_dynamics(self, model, q, v_minus, contacts, restitution: float = 0.0):
+        """``(v⁺, impulse)``: as :meth:`contact_dynamics`, on the host with ``emulate="gradients"``."""
+        cpu = self.host_backend()
+        if self.emulate != "all" and cpu is not None:
+            self._delegated()
+            return cpu.impulse_dynamics(model, q, v_minus, contacts, restitution)
+        return super().impulse_dynamics(model, q, v_minus, contacts, restitution)
+
+    # ------------------------------------------------------------------ delegated (float64 host)
     def _host(self, kernel: str, model, *args):
         """Run ``kernel`` (a public Backend function: rnea, crba, minv, aba) on the host in float64
-        (the numpy reference), no accelerator time."""
-        from ..numpy_backend import NumpyBackend
+        (the numba backend, or the numpy reference with ``host="python"``), no accelerator time."""
         self._delegated()
-        return getattr(NumpyBackend(), kernel)(model, *args)
+        cpu = self.host_backend()
+        if cpu is None:
+            from ..numpy_backend import NumpyBackend
+            cpu = NumpyBackend()
+        return getattr(cpu, kernel)(model, *args)
 
     def _delegated(self) -> None:
         self.last_error_bound = None     # a float64 result: no fixed-point bound applies
 
-    _frame_placement = _numpy_kinematics("frame_placement")
-    _body_placements = _numpy_kinematics("body_placements")
-    _site_placements = _numpy_kinematics("site_placements")
-    _frame_jacobian = _numpy_kinematics("frame_jacobian")
-    _frame_jacobian_time_variation = _numpy_kinematics("frame_jacobian_time_variation")
-    _center_of_mass = _numpy_kinematics("center_of_mass")
-    _com_jacobian = _numpy_kinematics("com_jacobian")
+    _frame_placement = _host_kinematics("frame_placement")
+    _body_placements = _host_kinematics("body_placements")
+    _site_placements = _host_kinematics("site_placements")
+    _frame_jacobian = _host_kinematics("frame_jacobian")
+    _frame_jacobian_time_variation = _host_kinematics("frame_jacobian_time_variation")
+    _center_of_mass = _host_kinematics("center_of_mass")
+    _com_jacobian = _host_kinematics("com_jacobian")

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..accelerator_host import CompiledHost, resolve_host
 from ..backend import Backend, BackendUnavailableError, CombinedComKernel
 from ..model import RobotModel
 from ..kernels.packing import frame_arrays, packed
@@ -116,7 +117,7 @@ def _levels(li: np.ndarray) -> np.ndarray:
     return lvl
 
 
-class GpuBackend(CombinedComKernel, Backend):
+class GpuBackend(CompiledHost, CombinedComKernel, Backend):
     """CUDA-kernel backend (see the module docstring).
 
     simulate: run the kernels in Numba's CUDA simulator (any machine; slow, for testing only).
@@ -124,13 +125,22 @@ class GpuBackend(CombinedComKernel, Backend):
     partition: ∇FD partition, one of :data:`PARTITIONS`.
     threads_per_block: threads of each knot's block (default 64 on a GPU, 8 in the simulator, where
     every GPU thread is a Python thread).
+    host: where the solver's host side runs (:mod:`dynamics.accelerator_host`): ``"numba"`` (default
+    where numba is installed) — the solvers' compiled rollouts, cost kernels and Riccati pass on the
+    numba backend's dynamics, the device computing the derivatives the solver asks the backend for
+    (the rollout on the CPU, the gradients on the GPU: Plancher et al. 2021's partition) — or
+    ``"python"`` (the solvers' Python reference loops, each forward-dynamics call a launch).
     Raises BackendUnavailableError without CuPy or a CUDA device (unless ``simulate=True``).
     """
 
     name = "gpu"
+    #: warm up by running one solver iteration: compiles exactly the kernels the solver launches
+    #: (with the host side on numba, ∇FD and what the MPC predictor calls), not all of :meth:`warmup`'s
+    warmup_by_use = True
 
     def __init__(self, simulate: bool = False, dtype: str = "float64", partition: str = "completely_fused",
-                 threads_per_block: int | None = None):
+                 threads_per_block: int | None = None, host: str | None = None):
+        self.host = resolve_host(host, "gpu")
         if dtype not in ("float64", "float32"):
             raise ValueError(f"gpu backend: dtype must be 'float64' or 'float32', got {dtype!r}")
         if partition not in PARTITIONS:
@@ -147,10 +157,12 @@ class GpuBackend(CombinedComKernel, Backend):
         self.last_timing: GpuTiming | None = None
         self._models: "weakref.WeakKeyDictionary[RobotModel, _ModelData]" = weakref.WeakKeyDictionary()
         self._cpu = None
+        self._work: dict = {}      # persistent device work arrays, see _scratch
+        self._staging: dict = {}   # persistent host staging arrays, see _host_block
 
     def __repr__(self) -> str:
         return (f"GpuBackend(simulate={self.simulate}, dtype='{self.dtype.name}', partition='{self.partition}', "
-                f"threads_per_block={self.threads_per_block})")
+                f"threads_per_block={self.threads_per_block}, host='{self.host}')")
 
     # ------------------------------------------------------------ model data, launches, transfers
     def _md(self, model: RobotModel) -> _ModelData:
@@ -182,6 +194,23 @@ class GpuBackend(CombinedComKernel, Backend):
     def _empty(self, shape, dtype=None):
         return self.rt.xp.empty(shape, dtype=dtype or self.dtype)
 
+    def _host_block(self, key: tuple, n: int) -> np.ndarray:
+        """A host staging array of n elements (the backend's dtype), allocated once per key."""
+        buf = self._staging.get(key)
+        if buf is None or buf.size != n:
+            buf = self._staging[key] = np.empty(n, dtype=self.dtype)
+        return buf
+
+    def _scratch(self, slot: str, shape: tuple, dtype=None):
+        """A kernel's device work array, allocated once per (slot, shape, dtype) and reused by every
+        later launch (launches on one stream run in order, so reuse is safe; nothing is read before
+        the kernel writes it). One set per batch size the caller uses."""
+        key = (slot, tuple(shape), np.dtype(dtype or self.dtype).str)
+        buf = self._work.get(key)
+        if buf is None:
+            buf = self._work[key] = self._empty(shape, dtype)
+        return buf
+
     def _run(self, function: str, md: _ModelData, B: int, inputs: list, outputs: list[tuple], launch,
              keep_on_device: bool = False, partition: str = "-", host_s: float = 0.0):
         """Move ``inputs`` ((B, …) host arrays, or device arrays when ``keep_on_device``) to the device
@@ -201,14 +230,16 @@ class GpuBackend(CombinedComKernel, Backend):
             tm.host_s += t2 - t0 - tm.h2d_s
         else:
             sizes = [x.size for x in inputs]
-            block = np.empty(sum(sizes), dtype=dt)
+            # host staging and device input block: allocated once per (function, input sizes)
+            block = self._host_block(("in", function, tuple(sizes)), sum(sizes))
             o = 0
             for x, n in zip(inputs, sizes):
                 block[o:o + n] = x.reshape(-1)
                 o += n
             t1 = time.perf_counter()
             tm.host_s += t1 - t0
-            dblock = rt.to_device(block)
+            dblock = self._scratch(f"in:{function}:{sizes}", (block.size,))
+            rt.copy_to_device(dblock, block)
             rt.synchronize()
             tm.bytes_h2d = block.nbytes
             ins, o = [], 0
@@ -218,7 +249,8 @@ class GpuBackend(CombinedComKernel, Backend):
             t2 = time.perf_counter()
             tm.h2d_s = t2 - t1
         osz = [B * int(np.prod(s)) for s in outputs]
-        oblock = self._empty(sum(osz))
+        # the device output block persists too, unless the caller keeps the outputs on the device
+        oblock = self._empty(sum(osz)) if keep_on_device else self._scratch(f"out:{function}:{osz}", (sum(osz),))
         outs, o = [], 0
         for s, n in zip(outputs, osz):
             outs.append(oblock[o:o + n].reshape((B,) + tuple(s)))
@@ -269,7 +301,7 @@ class GpuBackend(CombinedComKernel, Backend):
             md, "k_crba", B, md.li, md.lf, md.levl, md.levs, md.nlev, md.dl, i[0], o[0]), keep)[0]
 
     def _articulated_ws(self, B: int, L: int):
-        return [self._empty((B, max(L, 1), 6, 6)) for _ in range(4)]
+        return [self._scratch(k, (B, max(L, 1), 6, 6)) for k in ("IA", "U", "UD", "Dinv")]
 
     def _minv(self, model, q, keep=False):
         md = self._md(model)
@@ -277,7 +309,7 @@ class GpuBackend(CombinedComKernel, Backend):
 
         def launch(i, o):
             IA, U, UD, Dinv = self._articulated_ws(B, L)
-            F, P = self._empty((B, L, nv, 6)), self._empty((B, L, nv, 6))
+            F, P = self._scratch("F", (B, L, nv, 6)), self._scratch("P", (B, L, nv, 6))
             self._launch(md, "k_minv", B, md.li, md.lf, md.levl, md.levs, md.nlev, md.dl, i[0], IA, U, UD, Dinv,
                          F, P, o[0])
         return self._run("minv", md, B, [q], [(nv, nv)], launch, keep)[0]
@@ -300,7 +332,7 @@ class GpuBackend(CombinedComKernel, Backend):
         fe, has = self._fext(md, fext, keep)
 
         def launch(i, o):
-            cols = self._empty((B, 8, nv, 6))
+            cols = self._scratch("cols", (B, 8, nv, 6))
             self._launch(md, "k_rnea_derivatives", B, md.li, md.lf, md.gv, md.bl, md.bf, md.levl, md.levs,
                          md.nlev, md.dl,
                          i[0], i[1], i[2], i[3], has, cols, o[0])
@@ -320,8 +352,8 @@ class GpuBackend(CombinedComKernel, Backend):
 
         def launch(i, o):
             IA, U, UD, Dinv = self._articulated_ws(B, L)
-            F, P = self._empty((B, L, nv, 6)), self._empty((B, L, nv, 6))
-            cols, dtau = self._empty((B, 8, nv, 6)), self._empty((B, 2, nv, nv))
+            F, P = self._scratch("F", (B, L, nv, 6)), self._scratch("P", (B, L, nv, 6))
+            cols, dtau = self._scratch("cols", (B, 8, nv, 6)), self._scratch("dtau", (B, 2, nv, nv))
             self._launch(md, "k_aba_derivatives", B, md.li, md.lf, md.gv, md.bl, md.bf, md.levl, md.levs, md.nlev,
                          md.dl,
                          i[0], i[1], i[2], i[3], has, i[4], has_mi, IA, U, UD, Dinv, F, P, cols, dtau, o[0])
@@ -330,6 +362,9 @@ class GpuBackend(CombinedComKernel, Backend):
         return out[:, 0], out[:, 1], out[:, 2]
 
     def _cpu_backend(self):
+        """The numba backend of the split / fused partitions' host work (the host side's when it has one)."""
+        if self._cpu is None and self.host_backend() is not None:
+            self._cpu = self.host_backend()
         if self._cpu is None:
             from ..numba_backend import NumbaBackend
             self._cpu = NumbaBackend()
@@ -353,7 +388,7 @@ class GpuBackend(CombinedComKernel, Backend):
             host_s = time.perf_counter() - t0
 
             def launch(i, o):
-                cols = self._empty((B, 8, nv, 6))
+                cols = self._scratch("cols", (B, 8, nv, 6))
                 self._launch(md, "k_rnea_derivative_columns", B, md.li, md.dl, md.gv, i[0], i[1], i[2], i[3],
                              i[4], i[5],
                              i[6], int(fext is not None), cols, o[0])
@@ -376,8 +411,8 @@ class GpuBackend(CombinedComKernel, Backend):
         from ..kernels.rnea_second_derivatives import NMATS as _NMATS, NVECS as _NVECS
 
         def launch(i, o):
-            mats, vecs = self._empty((B, _NMATS, 6, 6)), self._empty((B, _NVECS, 6))
-            clink = self._empty((B, max(nv, 1)), np.int64)
+            mats, vecs = self._scratch("mats", (B, _NMATS, 6, 6)), self._scratch("vecs", (B, _NVECS, 6))
+            clink = self._scratch("clink", (B, max(nv, 1)), np.int64)
             self._launch(md, "k_rnea_second_derivatives", B, md.li, md.lf, md.gv, md.bl, md.bf, md.levl, md.levs,
                          md.nlev,
                          md.dl, i[0], i[1], i[2], i[3], has, mats, vecs, clink, o[0])
@@ -451,8 +486,8 @@ class GpuBackend(CombinedComKernel, Backend):
         vv = v if with_dJ else np.zeros((B, nv))
 
         def launch(i, o):
-            Jw, dJw = self._empty((B, nv, 6)), self._empty((B, nv, 6))
-            chain = self._empty((B, max(L, 1)), np.int64)
+            Jw, dJw = self._scratch("Jw", (B, nv, 6)), self._scratch("dJw", (B, nv, 6))
+            chain = self._scratch("chain", (B, max(L, 1)), np.int64)
             self._launch(md, "k_frame_jacobian", B, md.li, md.lf, md.levl, md.levs, md.nlev, i[0], i[1], flink, ff,
                          _REFERENCES[reference], int(with_dJ), Jw, dJw, chain, o[0], o[1])
         J, dJ = self._run("frame_jacobian", md, B, [q, vv], [(6, nv), (6, nv)], launch)
@@ -469,7 +504,7 @@ class GpuBackend(CombinedComKernel, Backend):
         B, nv, L = q.shape[0], md.pm.nv, md.pm.nlinks
 
         def launch(i, o):
-            mx = self._empty((B, max(L, 1), 4))
+            mx = self._scratch("mx", (B, max(L, 1), 4))
             self._launch(md, "k_com", B, md.li, md.lf, md.gv, md.levl, md.levs, md.nlev, md.dl, i[0], int(with_J),
                          o[0], o[1], mx)
         com, J = self._run("center_of_mass", md, B, [q], [(3,), (3, nv)], launch)

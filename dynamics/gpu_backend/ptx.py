@@ -43,6 +43,8 @@ class PtxReport:
     shared_bytes: int = 0
     local_bytes: int = 0
     error: str = ""
+    cached: bool = False           # loaded from the on-disk store instead of compiled
+    key: str = ""                  # runtime.kernel_cache_key of this kernel and target
 
 
 def recorded_launches(model: RobotModel, dtype: str = "float64") -> dict[str, tuple]:
@@ -99,14 +101,16 @@ def _compute_capability(cc: tuple[int, int]):
 
 
 def compile_kernels(model: RobotModel, dtype: str = "float64", cc: tuple[int, int] = (8, 0),
-                    only: list[str] | None = None) -> list[PtxReport]:
-    """Compile the kernels (``only``: a subset of names) for ``model`` to PTX; one report each."""
+                    only: list[str] | None = None, store=None) -> list[PtxReport]:
+    """Compile the kernels (``only``: a subset of names) for ``model`` to PTX; one report each.
+    store: a :class:`~.runtime.PtxStore` to take each kernel's PTX from when it holds its
+    :func:`~.runtime.kernel_cache_key`, and to put newly compiled PTX into (None: always compile)."""
     import numba
     from numba import cuda
 
     from . import GpuBackend
     from .kernels import KERNELS
-    from .runtime import Compiler, Runtime
+    from .runtime import Compiler, Runtime, kernel_cache_key
 
     calls = recorded_launches(model, dtype)
     md = GpuBackend(simulate=True, dtype=dtype)._md(model)
@@ -120,14 +124,22 @@ def compile_kernels(model: RobotModel, dtype: str = "float64", cc: tuple[int, in
             sig = tuple(numba.typeof(np.ascontiguousarray(a)) if isinstance(a, np.ndarray) else numba.typeof(a)
                         for a in args)
             t = time.perf_counter()
-            try:
-                ptx, _ = cuda.compile_ptx(comp.kernel(KERNELS[name]), sig, cc=cc)
-            except Exception as e:  # report every kernel, not only the first failure
-                reports.append(PtxReport(name, False, error=f"{type(e).__name__}: {e}"))
-                continue
+            # the signature decides the code too (array layouts, scalar types)
+            key = kernel_cache_key(KERNELS[name], dict(md.compiler.consts, SIG=str(sig)), cc)
+            ptx = store.get(key) if store is not None else None
+            cached = ptx is not None
+            if not cached:
+                try:
+                    ptx, _ = cuda.compile_ptx(comp.kernel(KERNELS[name]), sig, cc=cc)
+                except Exception as e:  # report every kernel, not only the first failure
+                    reports.append(PtxReport(name, False, error=f"{type(e).__name__}: {e}", key=key))
+                    continue
+                if store is not None:
+                    store.put(key, ptx)
             shared = sum(int(x) for x in re.findall(r"\.shared \.align \d+ \.b8 \S+\[(\d+)\]", ptx))
             local = sum(int(x) for x in re.findall(r"\.local \.align \d+ \.b8 \S+\[(\d+)\]", ptx))
-            reports.append(PtxReport(name, True, len(ptx), time.perf_counter() - t, shared, local))
+            reports.append(PtxReport(name, True, len(ptx), time.perf_counter() - t, shared, local, cached=cached,
+                                     key=key))
     return reports
 
 
@@ -137,16 +149,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dtype", default="float64", choices=("float64", "float32"))
     p.add_argument("--cc", default="8.0", help="compute capability, e.g. 8.0 or 9.0")
     p.add_argument("--kernels", default="", help="comma-separated subset of kernel names")
+    p.add_argument("--cache", default=None, metavar="DIR",
+                   help="keep the PTX in DIR across processes, keyed on everything that changes it "
+                        "(runtime.kernel_cache_key); default: compile every time")
     args = p.parse_args(argv)
     from .. import load_model
+    from .runtime import PtxStore
     cc = tuple(int(x) for x in args.cc.split("."))
-    reports = compile_kernels(load_model(args.robot), args.dtype, cc, [k for k in args.kernels.split(",") if k])
+    reports = compile_kernels(load_model(args.robot), args.dtype, cc, [k for k in args.kernels.split(",") if k],
+                              store=PtxStore(args.cache) if args.cache else None)
     bad = 0
     for r in reports:
         if r.ok:
             over = "  OVER the 48 KiB static shared-memory limit" if r.shared_bytes > SHARED_LIMIT else ""
             bad += bool(over)
-            print(f"{r.kernel:28s} PTX ok  {r.seconds:5.1f} s  shared {r.shared_bytes:6d} B  "
+            print(f"{r.kernel:28s} PTX {'cached' if r.cached else 'ok    '}  {r.seconds:5.1f} s  shared {r.shared_bytes:6d} B  "
                   f"local {r.local_bytes:4d} B{over}")
         else:
             bad += 1

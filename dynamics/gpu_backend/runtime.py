@@ -40,6 +40,50 @@ INSTALL_HINT = ('install the GPU extra with  pip install "mpc-accel[gpu]"  (CuPy
                 "the kernels in Numba's CUDA simulator on the CPU for testing (slow)")
 
 
+#: numba-cuda releases that reference a NumPy attribute a newer NumPy removed, as
+#: (numba-cuda versions below this one, the attribute, the first NumPy without it): numba-cuda
+#: 0.30.x registers an overload of ``np.row_stack`` when it first compiles a kernel, and NumPy 2.5
+#: removed ``row_stack`` (numba-cuda is in maintenance mode and its maintainers declined to follow
+#: NumPy 2.5, NVIDIA/numba-cuda#907), so every kernel compile fails with an AttributeError
+NUMBA_CUDA_NUMPY_LIMITS: tuple[tuple[tuple[int, ...], str, str], ...] = (((0, 31), "row_stack", "2.5"),)
+
+
+def _version_tuple(text: str) -> tuple[int, ...]:
+    """The leading numeric release of a version string (``"0.30.4rc1"`` -> ``(0, 30, 4)``)."""
+    out = []
+    for part in text.split("."):
+        m = re.match(r"\d+", part)
+        if m is None:
+            break
+        out.append(int(m.group()))
+        if m.end() < len(part):
+            break
+    return tuple(out)
+
+
+def check_numpy_support(numpy_module: types.ModuleType = np,
+                        version: Callable[[str], str] | None = None) -> None:
+    """Raise BackendUnavailableError when the installed numba-cuda cannot compile kernels with this
+    NumPy: the NumPy lacks an attribute that numba-cuda uses (a capability check, not a version
+    guess) and numba-cuda's version is one :data:`NUMBA_CUDA_NUMPY_LIMITS` lists as using it. The
+    message names both versions and the fix. version: ``importlib.metadata.version`` (for tests);
+    without numba-cuda installed (numba's own CUDA target) nothing is checked."""
+    if version is None:
+        from importlib.metadata import version
+    try:
+        installed = version("numba-cuda")
+    except Exception:  # PackageNotFoundError: not installed
+        return
+    for below, attribute, numpy_first in NUMBA_CUDA_NUMPY_LIMITS:
+        if not hasattr(numpy_module, attribute) and _version_tuple(installed) < below:
+            raise BackendUnavailableError(
+                f"gpu backend: numba-cuda {installed} cannot compile kernels with NumPy "
+                f"{getattr(numpy_module, '__version__', '?')}: it uses numpy.{attribute}, which NumPy {numpy_first} "
+                f"removed (every kernel compile would fail with \"module 'numpy' has no attribute "
+                f"'{attribute}'\"); install a NumPy it accepts:  pip install \"numpy<{numpy_first}\"  (numba-cuda "
+                f"below {'.'.join(map(str, below))} has no fix)")
+
+
 def detect_gpu(import_module: Callable[[str], types.ModuleType] = importlib.import_module):
     """``(cupy, numba.cuda)`` if a CUDA GPU is usable, else raise BackendUnavailableError naming
     what is missing (CuPy, a CUDA device, or Numba's CUDA target) and how to fix it."""
@@ -54,6 +98,7 @@ def detect_gpu(import_module: Callable[[str], types.ModuleType] = importlib.impo
                                       f"driver and CUDA_VISIBLE_DEVICES, or {INSTALL_HINT}") from e
     if n < 1:
         raise BackendUnavailableError(f"gpu backend: no CUDA device found (CuPy sees 0 devices); {INSTALL_HINT}")
+    check_numpy_support()
     try:
         ncuda = import_module("numba.cuda")
         ok = bool(ncuda.is_available())
@@ -88,6 +133,13 @@ class Runtime:
     def to_device(self, x: np.ndarray):
         """Host -> device copy (one transfer)."""
         return self.xp.array(x) if not self.simulate else np.array(x)
+
+    def copy_to_device(self, dst, src: np.ndarray) -> None:
+        """Host -> device copy into an existing device array of the same shape and dtype."""
+        if self.simulate:
+            np.copyto(dst, src)
+        else:
+            dst.set(src)
 
     def to_host(self, x) -> np.ndarray:
         """Device -> host copy (one transfer)."""
@@ -194,3 +246,98 @@ class Compiler:
         if key not in self._memo:
             self._memo[key] = self.rt.jit(self._rebind(f))
         return self._memo[key]
+
+
+# ------------------------------------------------------------------------------------ compile cache key
+def _referenced(py: Callable) -> list[tuple[str, object]]:
+    """The globals a retargeted function's code names, as the retargeting sees them."""
+    return [(name, py.__globals__[name]) for name in py.__code__.co_names if name in py.__globals__]
+
+
+def kernel_sources(f: Callable) -> list[tuple[str, str]]:
+    """``(qualified name, text)`` of everything that decides the code :meth:`Compiler.kernel` makes of
+    ``f``: the source of ``f`` and of every callee it retargets (kernel-library functions and
+    :func:`device` helpers, transitively), and the value of every other constant global they name
+    (numbers, strings, tuples: a changed table size changes the code), in a fixed order."""
+    seen: dict[str, str] = {}
+    todo = [f]
+    while todo:
+        g = todo.pop()
+        py = g.py_func if _is_compiled(g) else g
+        qual = f"{py.__module__}.{py.__qualname__}"
+        if qual in seen:
+            continue
+        seen[qual] = textwrap.dedent(inspect.getsource(py))
+        for name, val in _referenced(py):
+            if _is_compiled(val) or (callable(val) and val in DEVICE):
+                todo.append(val)
+            elif isinstance(val, (int, float, str, tuple, bool)) and not isinstance(val, type):
+                seen[f"{qual}:{name}"] = repr(val)
+    return sorted(seen.items())
+
+
+def toolchain_version() -> str:
+    """The CUDA compiler stack the kernels are compiled with: the numba-cuda distribution's version
+    (NVIDIA's CUDA target), else numba's own (its built-in ``numba.cuda``)."""
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return f"numba-cuda {version('numba-cuda')}"
+    except PackageNotFoundError:
+        import numba
+        return f"numba {numba.__version__} (built-in numba.cuda)"
+
+
+def kernel_cache_key(f: Callable, consts: dict, cc: tuple[int, int], toolchain: str | None = None) -> str:
+    """SHA-256 naming the compiled code of kernel ``f`` for one target: everything that changes it —
+    the sources of the kernel and its retargeted callees with the constants they read
+    (:func:`kernel_sources`), the compile-time constants ``consts`` (model sizes, ``DT`` the dtype),
+    the compute capability ``cc``, the compiler stack (:func:`toolchain_version`) and the retargeting
+    rules themselves (this module's source). numba-cuda's own ``cache=True`` keys on the bytecode and
+    closure of the Python function only, so it cannot tell two robots' kernels apart when they
+    differ by injected globals; this key does."""
+    import hashlib
+    import sys
+    h = hashlib.sha256()
+
+    def add(*parts: str) -> None:
+        for p in parts:
+            h.update(p.encode())
+            h.update(b"\0")
+    add("kernel", f.__name__)
+    for name, text in kernel_sources(f):
+        add(name, text)
+    for k in sorted(consts):
+        v = consts[k]
+        add(k, np.dtype(v).name if k == "DT" else repr(v))
+    add("cc", f"{int(cc[0])}.{int(cc[1])}")
+    add("toolchain", toolchain if toolchain is not None else toolchain_version())
+    add("python", f"{sys.version_info[0]}.{sys.version_info[1]}")
+    add("rules", inspect.getsource(sys.modules[__name__]))
+    return h.hexdigest()
+
+
+class PtxStore:
+    """PTX text on disk, one file per :func:`kernel_cache_key` (``<root>/<key>.ptx``), shared by
+    processes. root: ``$MPC_ACCEL_GPU_CACHE``, else ``~/.cache/mpc-accel/gpu``. Writes go to a
+    temporary file renamed into place, so a reader never sees a partial file."""
+
+    def __init__(self, root: str | None = None):
+        import os
+        from pathlib import Path
+        self.root = Path(root or os.environ.get("MPC_ACCEL_GPU_CACHE") or Path.home() / ".cache" / "mpc-accel" / "gpu")
+
+    def path(self, key: str):
+        return self.root / f"{key}.ptx"
+
+    def get(self, key: str) -> str | None:
+        p = self.path(key)
+        return p.read_text() if p.exists() else None
+
+    def put(self, key: str, ptx: str) -> None:
+        import os
+        import tempfile
+        self.root.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=self.root, suffix=".tmp")
+        with os.fdopen(fd, "w") as fh:
+            fh.write(ptx)
+        os.replace(tmp, self.path(key))

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 
 import dynamics
 import tasks
+from dynamics.backend import parse_backend_spec
 
 from .config import StudyConfig
 
@@ -84,11 +85,12 @@ def split_backends(names: tuple[str, ...]) -> tuple[tuple[str, ...], dict[str, s
     check (:func:`dynamics.available_backends`, as ``mpc-accel backends`` shows). An unknown name
     raises ValueError with the known ones."""
     table = dynamics.available_backends()
-    unknown = [n for n in names if n not in table]
+    base = {n: parse_backend_spec(n)[0] for n in names}      # "fpga-sim:emulate=gradients" -> "fpga-sim"
+    unknown = [b for b in base.values() if b not in table]
     if unknown:
         raise ValueError(f"study: unknown backend '{unknown[0]}'; known backends: {', '.join(table)}")
-    ok = tuple(n for n in names if table[n][0])
-    return ok, {n: table[n][1] for n in names if not table[n][0]}
+    ok = tuple(n for n in names if table[base[n]][0])
+    return ok, {n: table[base[n]][1] for n in names if not table[base[n]][0]}
 
 
 def check_tasks(names: tuple[str, ...]) -> None:

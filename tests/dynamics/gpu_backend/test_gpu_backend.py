@@ -217,6 +217,48 @@ def test_no_cuda_device_message(count):
     assert "no CUDA device" in msg and 'pip install "mpc-accel[gpu]"' in msg and "simulate=True" in msg
 
 
+def _fake_gpu(count: int = 1):
+    """A CuPy stand-in that sees ``count`` CUDA devices (for detect_gpu's checks after CuPy)."""
+    runtime = types.SimpleNamespace(getDeviceCount=lambda: count)
+    return types.SimpleNamespace(cuda=types.SimpleNamespace(runtime=runtime))
+
+
+def _versions(numba_cuda: str | None):
+    def version(name: str) -> str:
+        if name == "numba-cuda" and numba_cuda is not None:
+            return numba_cuda
+        from importlib.metadata import PackageNotFoundError
+        raise PackageNotFoundError(name)
+    return version
+
+
+def test_incompatible_numpy_numba_cuda_pair_is_refused(monkeypatch):
+    """numba-cuda 0.30.4 with a NumPy that lacks ``row_stack`` (NumPy >= 2.5) fails at the first kernel
+    compile; the backend refuses at creation instead, naming the fix, and ``available_backends`` (what
+    ``mpc-accel backends`` prints) reports it."""
+    from importlib import metadata
+
+    from dynamics.gpu_backend.runtime import check_numpy_support
+    np25 = types.SimpleNamespace(__version__="2.5.0")          # no row_stack: what NumPy 2.5 removed
+    with pytest.raises(dynamics.BackendUnavailableError) as e:
+        check_numpy_support(np25, _versions("0.30.4"))
+    msg = str(e.value)
+    assert "numba-cuda 0.30.4" in msg and "NumPy 2.5.0" in msg and "row_stack" in msg and 'numpy<2.5' in msg
+    # compatible pairs: NumPy with row_stack, no numba-cuda (numba's own CUDA target), a numba-cuda past the table
+    check_numpy_support(np, _versions("0.30.4"))
+    check_numpy_support(np25, _versions(None))
+    check_numpy_support(np25, _versions("0.31.0"))
+    # end to end through detect_gpu / get_backend / available_backends, with a fake CuPy seeing one device
+    monkeypatch.delattr(np, "row_stack", raising=False)
+    monkeypatch.setattr(metadata, "version", _versions("0.30.4"))
+    with pytest.raises(dynamics.BackendUnavailableError, match="numba-cuda 0.30.4 cannot compile"):
+        detect_gpu(lambda name: _fake_gpu())
+    import dynamics.gpu_backend.runtime as runtime
+    monkeypatch.setattr(runtime, "detect_gpu", lambda: detect_gpu(lambda name: _fake_gpu()))
+    ok, why = dynamics.available_backends()["gpu"]
+    assert not ok and "numpy<2.5" in why
+
+
 @pytest.mark.skipif(HAS_CUPY, reason="CuPy is installed here; the missing-CuPy path is covered by the fake above")
 def test_get_backend_without_cupy_raises_unavailable():
     """What tests/dynamics/test_backend_consistency.py relies on: without CuPy, ``get_backend("gpu")`` raises
@@ -312,3 +354,60 @@ def test_benchmark_runs_in_simulator(tmp_path):
         assert d["end_to_end_s"] >= d["compute_s"] > 0 and d["ratio_end_to_end_vs_numba"] > 0
     if plot:
         assert png.stat().st_size > 10_000
+
+
+# ------------------------------------------------------------------ in the solver loop (host side on numba)
+def test_solver_takes_compiled_host_paths_and_matches_numba(sim64):
+    """With ``host="numba"`` (the default) the solvers run the compiled rollout, cost kernels and
+    Riccati pass on the numba backend's dynamics and ask the gpu backend for the derivatives only;
+    one iLQR iteration then matches the numba backend's (float64 throughout: to ~1e-10 relative,
+    asserted at 1e-8 for the iteration's arithmetic). ``host="python"`` keeps the Python loops."""
+    import tasks
+    from solvers import ILQR
+    from solvers.costs.compiled import runs_kernel_library
+    from solvers.rollout_numba import compiled_rollout_available
+    task = tasks.get_task("iiwa-reach")
+    x0 = task.initial_state()
+    assert sim64.host == "numba" and sim64.prefers_compiled_solver
+    pg = task.build_problem(x0, 2, 0.02, backend=sim64)
+    assert compiled_rollout_available(pg) and runs_kernel_library(sim64.compiled_kinematics(pg.model))
+    solver = ILQR(pg)
+    assert solver.compiled
+    rg = solver.solve(max_iter=1)
+    assert sim64.last_timing.function == "aba_derivatives"      # the derivatives were the device's
+    rn = ILQR(task.build_problem(x0, 2, 0.02, backend=dynamics.get_backend("numba"))).solve(max_iter=1)
+    assert abs(rg.cost - rn.cost) <= 1e-8 * abs(rn.cost)
+    assert np.abs(rg.us - rn.us).max() <= 1e-8 * max(1.0, np.abs(rn.us).max())
+    py = GpuBackend(simulate=True, host="python")
+    assert not py.prefers_compiled_solver and py.compiled_forward_dynamics(task.model) is None
+    assert not compiled_rollout_available(task.build_problem(x0, 2, 0.02, backend=py))
+
+
+def test_work_arrays_persist_and_are_never_read_before_written(bundled):
+    """Device work arrays and input / output blocks are allocated once per (slot, shape) and reused by
+    later launches; poisoning
+    them with NaN between calls leaves every result equal to the reference (no kernel reads work it
+    did not write in the same launch)."""
+    m = bundled["hyq"]
+    be = GpuBackend(simulate=True)
+    q, v, a = states(m, 2, seed=5)[:3]
+    ref = dynamics.get_backend("numpy")
+    be.aba_derivatives(m, q, v, a)
+    be.minv(m, q)
+    be.rnea_second_derivatives(m, q, v, a)
+    be.frame_jacobian_time_variation(m, q, v, m.body_names[-1], "local")
+    be.com_jacobian(m, q)
+    work = dict(be._work)
+    assert {"IA", "F", "P", "cols", "dtau", "mats", "vecs", "Jw", "mx"} <= {k[0] for k in work}
+    # the device input and output blocks of each function persist too (poisoned below as well)
+    assert any(k[0].startswith("in:aba_derivatives") for k in work) and any(k[0].startswith("out:") for k in work)
+    for buf in work.values():
+        buf.fill(np.nan if buf.dtype.kind == "f" else -1)
+    check_all("aba_derivatives", be.aba_derivatives(m, q, v, a), ref.aba_derivatives(m, q, v, a), 1e-10)
+    check("minv", be.minv(m, q), ref.minv(m, q), 1e-10)
+    check_all("rnea_second_derivatives", be.rnea_second_derivatives(m, q, v, a),
+              ref.rnea_second_derivatives(m, q, v, a), 1e-10)
+    check_all("frame_jacobian_time_variation", be.frame_jacobian_time_variation(m, q, v, m.body_names[-1], "local"),
+              ref.frame_jacobian_time_variation(m, q, v, m.body_names[-1], "local"), 1e-10)
+    check("com_jacobian", be.com_jacobian(m, q), ref.com_jacobian(m, q), 1e-10)
+    assert all(be._work[k] is work[k] for k in work)       # the same arrays, not new ones
