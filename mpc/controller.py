@@ -99,14 +99,16 @@ class MPC:
     integrator: ``"euler"`` (semi-implicit) or ``"rk4"``; second_order: DDP's source of ``∂²f``,
     ``"auto"``, ``"analytical"``, ``"fd"`` or ``"complex"``. integrator and second_order go to
     ``task.build_problem`` (only when they differ from the defaults, so tasks whose
-    ``build_problem`` takes no solver options keep working).
+    ``build_problem`` takes no solver options keep working). solver_options: more keyword
+    arguments of the solver's constructor (the sampling planners' ``samples``, ``noise``, ``seed``…;
+    ``"sampling"``, ``"mppi"`` and ``"cem"`` are :mod:`solvers.sampling`).
     """
 
     def __init__(self, task, solver: str = "ddp", backend: str | None = None, horizon: int = 32, dt: float = 0.01,
                  iterations_per_update: int = 1, time_budget: float | None = None, initial_iterations: int = 50,
                  feedback: bool = True, tol: float = 1e-6, refresh_gains: bool = False, box: bool = True,
                  line_search: str = "backtracking", integrator: str = "euler", second_order: str = "auto",
-                 latency_compensation: float | str | None = None):
+                 latency_compensation: float | str | None = None, solver_options: dict | None = None):
         self.task = task
         if not (latency_compensation is None or latency_compensation == "auto"
                 or (isinstance(latency_compensation, (int, float)) and latency_compensation >= 0)):
@@ -143,8 +145,10 @@ class MPC:
         opts = {k: v for k, v, d in (("integrator", integrator, "euler"), ("second_order", second_order, "auto"))
                 if v != d}
         self.problem = task.build_problem(x0, self.horizon, self.dt, backend=self.backend, **opts)
-        self.solver = cls(self.problem, box=self.box, line_search=self.line_search,
-                          refresh_gains=self.refresh_gains)
+        # a derivative-free (sampling) planner has no line search and no gains to refresh
+        opts = (dict(box=self.box) if getattr(cls, "derivative_free", False) else
+                dict(box=self.box, line_search=self.line_search, refresh_gains=self.refresh_gains))
+        self.solver = cls(self.problem, **opts, **dict(solver_options or {}))
         self.records: list[UpdateRecord] = []
         self.initial_record: UpdateRecord | None = None
         self.plan: Plan | None = None

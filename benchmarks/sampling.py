@@ -1,0 +1,164 @@
+"""Batched rollouts of the sampling planners (solvers/sampling) against MuJoCo's own threaded
+rollouts of the same number of steps, in the same run.
+
+Problem: iiwa-reach (its own costs), horizon ``--horizon`` knots of ``--dt`` s (default 30 × 10
+ms), K samples (``--samples``, default 64 and 256). Timings (median of ``--repeats``):
+
+* ``update``: one warm-started predictive-sampling iteration on the chosen backend
+  (``PredictiveSampling.solve(us_init, max_iter=1)``): K spline perturbations, K rollouts (one
+  batched Euler step per knot), the K costs from the problem's cost objects, the selection.
+* ``rollout``: the K rollouts alone (:func:`solvers.sampling.rollout_batch`).
+* ``aba_one_call``: the backend's ``aba`` on all K·N states in one call — the dynamics work of a
+  rollout without its sequential dependency (a lower bound for any per-knot batching).
+* ``mujoco_rollout`` (the anchor): ``mujoco.rollout`` of the same K × N steps (timestep dt, Euler,
+  contacts and constraints off, generalised forces as controls) on ``--threads`` MjData: how
+  MJPC-style planners roll out, physics only (no costs).
+
+Ratios are each time over the anchor's. The issue's target (K = 256 × 30 steps ≤ 2 ms per
+update with numba on the 2-core VM) is reported as data, never asserted.
+
+Examples::
+
+    python benchmarks/sampling.py --table
+    python benchmarks/sampling.py --samples 64 --repeats 3 --threads 1 --table
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+
+import dynamics  # noqa: E402
+from benchmarks.machine import load_average, machine_info  # noqa: E402
+from benchmarks.output import run_and_emit  # noqa: E402
+from benchmarks.timing import measure  # noqa: E402
+
+TARGET_S = 2e-3      # issue 29: K = 256 × 30-step iiwa rollouts in one update, numba, 2-core VM
+
+
+def _csv_int(text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers: {e}") from e
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--backend", default="numba", help="dynamics backend of the planner (default numba)")
+    p.add_argument("--samples", type=_csv_int, default=[64, 256], help="comma-separated K (default 64,256)")
+    p.add_argument("--horizon", type=int, default=30, help="knots N (default 30)")
+    p.add_argument("--dt", type=float, default=0.01, help="knot spacing [s] (default 0.01)")
+    p.add_argument("--threads", type=int, default=None,
+                   help="threads of the numba backend and of mujoco.rollout (default: all cores)")
+    p.add_argument("--repeats", type=int, default=7, help="timed samples per measurement (default 7)")
+    p.add_argument("--quick", action="store_true", help="one repeat (a smoke run)")
+    p.add_argument("--out", type=Path, default=None, help="also write the JSON here")
+    p.add_argument("--table", action="store_true", help="print a table on stderr")
+    return p
+
+
+def _mujoco_rollout(model: dynamics.RobotModel, K: int, N: int, dt: float, threads: int, x0: np.ndarray,
+                    tau: np.ndarray):
+    """A callable running ``mujoco.rollout`` of K × N Euler steps of dt from x0 under the
+    generalised forces tau (K, N, nv)."""
+    mujoco = dynamics.model.import_mujoco()
+    from mujoco import rollout
+
+    m = copy.deepcopy(model.mj_model)
+    m.opt.timestep = dt
+    m.opt.integrator = int(mujoco.mjtIntegrator.mjINT_EULER)
+    D = mujoco.mjtDisableBit
+    m.opt.disableflags |= int(D.mjDSBL_CONSTRAINT | D.mjDSBL_CONTACT)
+    datas = [mujoco.MjData(m) for _ in range(threads)]
+    d = datas[0]
+    d.qpos[:] = x0[:model.nq]
+    d.qvel[:] = model.qvel_from_v(x0[:model.nq], x0[model.nq:])
+    spec = int(mujoco.mjtState.mjSTATE_FULLPHYSICS)
+    state0 = np.zeros(mujoco.mj_stateSize(m, spec))
+    mujoco.mj_getState(m, d, state0, spec)
+    initial = np.tile(state0, (K, 1))
+    control = np.ascontiguousarray(tau)
+    out = np.zeros((K, N, state0.size))
+    cspec = int(mujoco.mjtState.mjSTATE_QFRC_APPLIED)
+
+    models = [m] * K      # the form skip_checks=True takes (no per-call checks or tiling in Python)
+
+    def run() -> None:
+        rollout.rollout(models, datas, initial, control, control_spec=cspec, state=out, nstep=N, skip_checks=True,
+                        persistent_pool=True)
+    return run
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    import tasks
+    from solvers.sampling import PredictiveSampling, rollout_batch
+
+    if args.horizon < 1 or args.dt <= 0 or any(k < 2 for k in args.samples):
+        raise SystemExit("--horizon must be >= 1, --dt > 0 and every --samples >= 2")
+    repeats = 1 if args.quick else args.repeats
+    load0 = load_average()
+    threads = args.threads or os.cpu_count() or 1
+    options = {"threads": args.threads} if args.threads and args.backend == "numba" else {}
+    be = dynamics.get_backend(args.backend, **options)
+    task = tasks.get_task("iiwa-reach")
+    x0 = task.initial_state()
+    problem = task.build_problem(x0, args.horizon, args.dt, backend=be)
+    task.update_problem(problem, 0.0)
+    model, N = problem.model, problem.horizon
+    rows = []
+    for K in args.samples:
+        planner = PredictiveSampling(problem, samples=K, seed=0)
+        planner.warmup()
+        us = planner.solve(max_iter=3).us
+        rng = np.random.default_rng(K)
+        U = problem.clip_controls(us + 0.02 * (problem.u_upper - problem.u_lower) * rng.standard_normal((K, N, problem.nu)))
+        X = np.empty((K, N + 1, problem.nx))
+        rollout_batch(problem, U, X)
+        qs, vs = np.ascontiguousarray(X[:, :-1, :model.nq].reshape(-1, model.nq)), \
+            np.ascontiguousarray(X[:, :-1, model.nq:].reshape(-1, model.nv))
+        taus = np.ascontiguousarray(U.reshape(-1, problem.nu) @ model.actuation_matrix.T)
+        t_update = measure(lambda s=planner, u=us: s.solve(us_init=u, max_iter=1), repeats=repeats)
+        t_roll = measure(lambda u=U, x=X: rollout_batch(problem, u, x), repeats=repeats)
+        t_aba = measure(lambda a=(model, qs, vs, taus): be.aba(*a), repeats=repeats)
+        t_mj = measure(_mujoco_rollout(model, K, N, args.dt, threads, x0, taus.reshape(K, N, model.nv)),
+                       repeats=repeats)
+        rows.append({"samples": K, "horizon": N, "dt": args.dt, "update_s": t_update.seconds,
+                     "rollout_s": t_roll.seconds, "aba_one_call_s": t_aba.seconds, "mujoco_rollout_s": t_mj.seconds,
+                     "ratio_update_vs_mujoco_rollout": t_update.seconds / t_mj.seconds,
+                     "ratio_rollout_vs_mujoco_rollout": t_roll.seconds / t_mj.seconds,
+                     "ratio_aba_one_call_vs_mujoco_rollout": t_aba.seconds / t_mj.seconds,
+                     "update_hz": 1.0 / t_update.seconds,
+                     "target_2ms": (None if K != 256 or N != 30 else
+                                    {"limit_s": TARGET_S, "met": bool(t_update.seconds <= TARGET_S)})})
+    return {"benchmark": "sampling", "task": "iiwa-reach", "planner": "predictive sampling",
+            "backend": be.name, "threads": threads, "anchor": "mujoco.rollout of the same K x N steps, same run",
+            "results": rows, "machine": machine_info(load0)}
+
+
+def format_table(result: dict[str, Any]) -> str:
+    lines = [(f"{'K':>5} {'N':>3} {'update ms':>10} {'rollout ms':>11} {'aba 1 call ms':>14} {'mj.rollout ms':>14} "
+              f"{'update/mj':>10}")]
+    for r in result["results"]:
+        lines.append(f"{r['samples']:5d} {r['horizon']:3d} {r['update_s'] * 1e3:10.2f} {r['rollout_s'] * 1e3:11.2f} "
+                     f"{r['aba_one_call_s'] * 1e3:14.2f} {r['mujoco_rollout_s'] * 1e3:14.2f} "
+                     f"{r['ratio_update_vs_mujoco_rollout']:10.2f}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    return run_and_emit(build_parser(), run, format_table, argv)
+
+
+if __name__ == "__main__":
+    main()

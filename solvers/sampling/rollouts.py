@@ -1,0 +1,54 @@
+"""K rollouts of a shooting problem's dynamics (open loop, or around a state feedback) as one
+batched call per knot, and their costs from the problem's own cost objects (one batched
+evaluation)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from ..problem import ShootingProblem
+
+
+def rollout_batch(problem: ShootingProblem, us: np.ndarray, out: np.ndarray,
+                  feedback: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None) -> np.ndarray:
+    """States out (K, N+1, nx) from the problem's x0 under controls us (K, N, nu): knot t's dynamics
+    ``f_t`` applied to all K states in one call. With ``feedback(q, v) -> (K, nu)``, the control
+    applied at knot t is ``us[:, t] + feedback(q_t, v_t)`` clipped to the problem's bounds, and us
+    is overwritten with the applied controls. A rollout that diverges (a non-finite state) is NaN
+    from there on and leaves the batch, so the others go on."""
+    K, N, nq = us.shape[0], problem.horizon, problem.model.nq
+    out[:, 0] = problem.x0
+    alive = np.ones(K, dtype=bool)
+    with np.errstate(over="ignore", invalid="ignore"):     # a diverging sample is expected, and dropped
+        for t in range(N):
+            dyn = problem.knot_dynamics(t)
+            rows = slice(None) if alive.all() else np.flatnonzero(alive)
+            if feedback is not None:
+                x = out[rows, t]
+                us[rows, t] = problem.clip_controls(us[rows, t] + feedback(x[:, :nq], x[:, nq:]))
+            if isinstance(rows, slice):
+                out[:, t + 1] = dyn.step(out[:, t], us[:, t])
+            else:
+                out[:, t + 1] = np.nan
+                if rows.size:
+                    out[rows, t + 1] = dyn.step(out[rows, t], us[rows, t])
+            finite = np.isfinite(out[:, t + 1]).all(axis=1)
+            if not finite.all():
+                alive &= finite
+                out[~alive, t + 1:] = np.nan
+    return out
+
+
+def rollout_costs(problem: ShootingProblem, xs: np.ndarray, us: np.ndarray) -> np.ndarray:
+    """Total costs (K,) of rollouts xs (K, N+1, nx), us (K, N, nu); +inf for a diverged rollout or
+    a non-finite cost."""
+    ok = np.isfinite(xs).all(axis=(1, 2))
+    J = np.full(xs.shape[0], np.inf)
+    if ok.all():
+        J[:] = problem.cost(xs, us)
+    elif ok.any():
+        J[ok] = problem.cost(xs[ok], us[ok])
+    J[~np.isfinite(J)] = np.inf
+    return J
