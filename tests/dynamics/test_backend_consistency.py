@@ -114,17 +114,31 @@ def states(model: dynamics.RobotModel, batch: tuple[int, ...], seed: int):
     return q, v, a, fext
 
 
+def batched_case(backend, models, name: str, batch: tuple[int, ...], seed: int):
+    """For a test over ``MODELS x BATCHES``: skip the batch shapes a slow emulation leaves out, and
+    return ``(numpy reference backend, model, states(model, batch, seed), label of the checks)``."""
+    skip_slow_batches(backend, batch)
+    m = models[name]
+    return dynamics.get_backend("numpy"), m, states(m, batch, seed), f"{backend.name} {name} batch={batch}"
+
+
+def fext_cases(tag: str, fext: np.ndarray):
+    """``(None, label)`` and ``(fext, label)``: a check without, then with external forces."""
+    yield None, f"{tag} fext=no"
+    yield fext, f"{tag} fext=yes"
+
+
+OVER_MODELS_AND_BATCHES = pytest.mark.parametrize(
+    "name, batch", [(n, b) for n in MODELS for b in BATCHES],
+    ids=lambda x: x if isinstance(x, str) else "x".join(map(str, x)) or "single")
+
+
 # ---------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("name", MODELS)
-@pytest.mark.parametrize("batch", BATCHES, ids=lambda b: "x".join(map(str, b)) or "single")
+@OVER_MODELS_AND_BATCHES
 def test_dynamics(backend, models, name, batch):
     """rnea, bias_forces, gravity_torques, crba, minv, aba and forward_dynamics (both methods)."""
-    skip_slow_batches(backend, batch)
-    ref = dynamics.get_backend("numpy")
-    m = models[name]
-    q, v, a, fext = states(m, batch, 1)
-    for fe in (None, fext):
-        tag = f"{backend.name} {name} batch={batch} fext={'yes' if fe is not None else 'no'}"
+    ref, m, (q, v, a, fext), tag_q = batched_case(backend, models, name, batch, 1)
+    for fe, tag in fext_cases(tag_q, fext):
         check_be(backend, f"{tag} rnea", backend.rnea(m, q, v, a, fe), ref.rnea(m, q, v, a, fe))
         check_be(backend, f"{tag} bias_forces", backend.bias_forces(m, q, v, fe), ref.bias_forces(m, q, v, fe))
         check_be(backend, f"{tag} aba", backend.aba(m, q, v, a, fe), ref.aba(m, q, v, a, fe))
@@ -132,42 +146,30 @@ def test_dynamics(backend, models, name, batch):
             check_be(backend, f"{tag} forward_dynamics({method})",
                      backend.forward_dynamics(m, q, v, a, fe, method=method),
                   ref.forward_dynamics(m, q, v, a, fe, method=method))
-    tag = f"{backend.name} {name} batch={batch}"
-    check_be(backend, f"{tag} gravity_torques", backend.gravity_torques(m, q), ref.gravity_torques(m, q))
-    check_be(backend, f"{tag} crba", backend.crba(m, q), ref.crba(m, q))
-    check_be(backend, f"{tag} minv", backend.minv(m, q), ref.minv(m, q))
+    check_be(backend, f"{tag_q} gravity_torques", backend.gravity_torques(m, q), ref.gravity_torques(m, q))
+    check_be(backend, f"{tag_q} crba", backend.crba(m, q), ref.crba(m, q))
+    check_be(backend, f"{tag_q} minv", backend.minv(m, q), ref.minv(m, q))
 
 
-@pytest.mark.parametrize("name", MODELS)
-@pytest.mark.parametrize("batch", BATCHES, ids=lambda b: "x".join(map(str, b)) or "single")
+@OVER_MODELS_AND_BATCHES
 def test_derivatives(backend, models, name, batch):
     """rnea_derivatives and aba_derivatives, with and without external forces and a given M^-1."""
-    skip_slow_batches(backend, batch)
-    ref = dynamics.get_backend("numpy")
-    m = models[name]
-    q, v, a, fext = states(m, batch, 2)
-    for fe in (None, fext):
-        tag = f"{backend.name} {name} batch={batch} fext={'yes' if fe is not None else 'no'}"
+    ref, m, (q, v, a, fext), tag_q = batched_case(backend, models, name, batch, 2)
+    for fe, tag in fext_cases(tag_q, fext):
         check_be(backend, f"{tag} rnea_derivatives", backend.rnea_derivatives(m, q, v, a, fe),
                   ref.rnea_derivatives(m, q, v, a, fe))
         check_be(backend, f"{tag} aba_derivatives", backend.aba_derivatives(m, q, v, a, fe),
                   ref.aba_derivatives(m, q, v, a, fe))
     Mi = ref.minv(m, q)
-    tag = f"{backend.name} {name} batch={batch}"
-    check_be(backend, f"{tag} aba_derivatives(minv given)", backend.aba_derivatives(m, q, v, a, fext, minv=Mi),
+    check_be(backend, f"{tag_q} aba_derivatives(minv given)", backend.aba_derivatives(m, q, v, a, fext, minv=Mi),
               ref.aba_derivatives(m, q, v, a, fext, minv=Mi))
 
 
-@pytest.mark.parametrize("name", MODELS)
-@pytest.mark.parametrize("batch", BATCHES, ids=lambda b: "x".join(map(str, b)) or "single")
+@OVER_MODELS_AND_BATCHES
 def test_kinematics(backend, models, name, batch):
     """Placements, frame Jacobians (all references), their time variation, frame velocity and
     acceleration, centre of mass and its Jacobian."""
-    skip_slow_batches(backend, batch)
-    ref = dynamics.get_backend("numpy")
-    m = models[name]
-    q, v, a, _ = states(m, batch, 3)
-    tag = f"{backend.name} {name} batch={batch}"
+    ref, m, (q, v, a, _), tag = batched_case(backend, models, name, batch, 3)
     check_be(backend, f"{tag} body_placements", backend.body_placements(m, q), ref.body_placements(m, q))
     check_be(backend, f"{tag} site_placements", backend.site_placements(m, q), ref.site_placements(m, q))
     check_be(backend, f"{tag} center_of_mass", backend.center_of_mass(m, q), ref.center_of_mass(m, q))

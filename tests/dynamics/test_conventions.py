@@ -14,13 +14,11 @@ from scipy.linalg import expm
 
 import dynamics
 from dynamics.joints import JointType, joint_placements
-from tests.helpers.random_trees import random_tree_model
+from tests.helpers.robot_cases import ROBOT_CASES, robot_case
 
 mujoco = pytest.importorskip("mujoco")
 
 BE = dynamics.get_backend("numpy")
-TREES = {"tree_fixed": (13, 10, False), "tree_free": (16, 10, True)}
-ALL = ["iiwa", "hyq", "atlas", *TREES]
 
 # free root -> ball -> hinge (ref 0.3) -> slide (ref -0.1): one joint of each type, in this order
 CHAIN_XML = """
@@ -54,12 +52,9 @@ def chain():
     return dynamics.from_mujoco(m, name="chain"), m
 
 
-@pytest.fixture(scope="module", params=ALL)
+@pytest.fixture(scope="module", params=ROBOT_CASES)
 def model(request, bundled):
-    if request.param in TREES:
-        seed, nb, free = TREES[request.param]
-        return random_tree_model(seed, nb, free_root=free, refs=True)[0]
-    return bundled[request.param]
+    return robot_case(request.param, bundled)
 
 
 def same_configuration(model, q1, q2, tol=1e-12) -> bool:

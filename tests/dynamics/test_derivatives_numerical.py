@@ -23,22 +23,17 @@ from dynamics.numpy_backend import minv as k_minv
 from dynamics.numpy_backend import rnea as k_rnea
 from dynamics.second_order_numerical import aba_second_derivatives_numerical
 from tests.helpers.oracle_helpers import H_CS, H_FD, cs, fd, perturbed_q
-from tests.helpers.random_trees import random_tree_model
+from tests.helpers.robot_cases import ROBOT_CASES, robot_case
 
 BE = dynamics.get_backend("numpy")
 TOL_FD = 1e-6
 TOL_CS = 1e-10
 REFERENCES = ("local", "world", "local_world_aligned")
-TREES = {"tree_fixed": (13, 10, False), "tree_free": (16, 10, True)}
-CASES = ["iiwa", "hyq", "atlas", *TREES]
 
 
-@pytest.fixture(scope="module", params=CASES)
+@pytest.fixture(scope="module", params=ROBOT_CASES)
 def model(request, bundled):
-    if request.param in TREES:
-        seed, nb, free = TREES[request.param]
-        return random_tree_model(seed, nb, free_root=free, refs=True)[0]
-    return bundled[request.param]
+    return robot_case(request.param, bundled)
 
 
 def state(model, seed=0):
@@ -196,11 +191,7 @@ def test_difference_jacobians(model):
 @pytest.mark.parametrize("with_fext", [False, True], ids=["no_fext", "fext"])
 def test_second_order_numerical_central_vs_complex(bundled, name, with_fext):
     """The two numerical second-order providers must agree (central error ~1e-6 relative at most)."""
-    if name in TREES:
-        seed, nb, free = TREES[name]
-        model = random_tree_model(seed, nb, free_root=free, refs=True)[0]
-    else:
-        model = bundled[name]
+    model = robot_case(name, bundled)
     q, v, tau, fe = state(model, 9)
     fe = fe if with_fext else None
     central = aba_second_derivatives_numerical(BE, model, q, v, tau, fe, method="central")

@@ -128,6 +128,21 @@ def get_states(name: str) -> States:
     return States(q, rng.normal(size=(S, nv)), rng.normal(size=(S, nv)), rng.normal(size=(S, nv)) * 10.0, fext)
 
 
+def case_states_oracle(name: str) -> tuple[Case, States, pm_.PinOracle, pin.Model]:
+    """The case, its states, its Pinocchio oracle and the oracle's ``pin.Model``."""
+    c = get_case(name)
+    return c, get_states(name), c.oracle, c.oracle.model
+
+
+def pin_states(c: Case, s: States, u: np.ndarray):
+    """Per state ``k``: ``(k, a fresh pin Data, q, v, u[k], fext)`` in Pinocchio's form (``u`` is
+    ``s.a`` or ``s.tau``; fext as pin's per-joint forces)."""
+    orc = c.oracle
+    for k in range(N_STATES):
+        yield (k, orc.model.createData(), orc.q_to_pin(s.q[k]), orc.v_to_pin(s.v[k]), orc.v_to_pin(u[k]),
+               orc.fext_to_pin(s.fext[k]))
+
+
 def _sym_upper(M: np.ndarray) -> np.ndarray:
     """Pinocchio fills only the upper triangle of M and M^-1: mirror it."""
     M = np.array(M)
@@ -224,16 +239,13 @@ BE = dynamics.get_backend("numpy")
 
 @pytest.mark.parametrize("name", CASES)
 def test_rnea(name):
-    c, s = get_case(name), get_states(name)
-    orc, pm = c.oracle, c.oracle.model
+    c, s, orc, pm = case_states_oracle(name)
     ours = BE.rnea(c.model, s.q, s.v, s.a)
     ours_f = BE.rnea(c.model, s.q, s.v, s.a, fext=s.fext)
     bias, grav = BE.bias_forces(c.model, s.q, s.v), BE.gravity_torques(c.model, s.q)
-    for k in range(N_STATES):
-        d = pm.createData()
-        qp, vp, ap = orc.q_to_pin(s.q[k]), orc.v_to_pin(s.v[k]), orc.v_to_pin(s.a[k])
+    for k, d, qp, vp, ap, fp in pin_states(c, s, s.a):
         check(name, "rnea", ours[k], orc.vec_from_pin(pin.rnea(pm, d, qp, vp, ap)))
-        check(name, "rnea_fext", ours_f[k], orc.vec_from_pin(pin.rnea(pm, d, qp, vp, ap, orc.fext_to_pin(s.fext[k]))))
+        check(name, "rnea_fext", ours_f[k], orc.vec_from_pin(pin.rnea(pm, d, qp, vp, ap, fp)))
         check(name, "bias_forces", bias[k], orc.vec_from_pin(pin.nonLinearEffects(pm, d, qp, vp)))
         check(name, "gravity_torques", grav[k], orc.vec_from_pin(pin.computeGeneralizedGravity(pm, d, qp)))
         # tau = M a + c with the armature inside M (pin's rnea and crba both include model.armature)
@@ -242,43 +254,40 @@ def test_rnea(name):
 
 
 @pytest.mark.parametrize("name", CASES)
-def test_crba_and_minv(name):
-    c, s = get_case(name), get_states(name)
-    orc, pm = c.oracle, c.oracle.model
+def test_configuration_functions(name):
+    """The functions of q alone: M, M^-1, the centre of mass and its Jacobian."""
+    c, s, orc, pm = case_states_oracle(name)
     M, Minv = BE.crba(c.model, s.q), BE.minv(c.model, s.q)
+    com, Jc = BE.center_of_mass(c.model, s.q), BE.com_jacobian(c.model, s.q)
     for k in range(N_STATES):
-        d = pm.createData()
+        d, d_com = pm.createData(), pm.createData()
         qp = orc.q_to_pin(s.q[k])
         check(name, "crba", M[k], orc.mat_from_pin(_sym_upper(pin.crba(pm, d, qp))))
         check(name, "minv", Minv[k], orc.mat_from_pin(_sym_upper(pin.computeMinverse(pm, d, qp))))
+        check(name, "center_of_mass", com[k], np.array(pin.centerOfMass(pm, d_com, qp)))
+        check(name, "com_jacobian", Jc[k], orc.cols_from_pin(pin.jacobianCenterOfMass(pm, d_com, qp)))
 
 
 @pytest.mark.parametrize("name", CASES)
 def test_aba(name):
-    c, s = get_case(name), get_states(name)
-    orc, pm = c.oracle, c.oracle.model
+    c, s, orc, pm = case_states_oracle(name)
     ours = BE.aba(c.model, s.q, s.v, s.tau)
     ours_f = BE.aba(c.model, s.q, s.v, s.tau, fext=s.fext)
     ours_minv = BE.forward_dynamics(c.model, s.q, s.v, s.tau, fext=s.fext, method="minv")
-    for k in range(N_STATES):
-        d = pm.createData()
-        qp, vp, tp = orc.q_to_pin(s.q[k]), orc.v_to_pin(s.v[k]), orc.v_to_pin(s.tau[k])
+    for k, d, qp, vp, tp, fp in pin_states(c, s, s.tau):
         check(name, "aba", ours[k], orc.vec_from_pin(pin.aba(pm, d, qp, vp, tp)))
-        ref_f = orc.vec_from_pin(pin.aba(pm, d, qp, vp, tp, orc.fext_to_pin(s.fext[k])))
+        ref_f = orc.vec_from_pin(pin.aba(pm, d, qp, vp, tp, fp))
         check(name, "aba_fext", ours_f[k], ref_f)
         check(name, "forward_dynamics_minv", ours_minv[k], ref_f)
 
 
 @pytest.mark.parametrize("name", CASES)
 def test_rnea_derivatives(name):
-    c, s = get_case(name), get_states(name)
-    orc, pm = c.oracle, c.oracle.model
+    c, s, orc, pm = case_states_oracle(name)
     dq, dv = BE.rnea_derivatives(c.model, s.q, s.v, s.a, fext=s.fext)
     dq0, dv0 = BE.rnea_derivatives(c.model, s.q, s.v, s.a)
-    for k in range(N_STATES):
-        d = pm.createData()
-        qp, vp, ap = orc.q_to_pin(s.q[k]), orc.v_to_pin(s.v[k]), orc.v_to_pin(s.a[k])
-        rq, rv, _ = (np.array(x) for x in pin.computeRNEADerivatives(pm, d, qp, vp, ap, orc.fext_to_pin(s.fext[k])))
+    for k, d, qp, vp, ap, fp in pin_states(c, s, s.a):
+        rq, rv, _ = (np.array(x) for x in pin.computeRNEADerivatives(pm, d, qp, vp, ap, fp))
         check(name, "rnea_dtau_dq", dq[k], orc.mat_from_pin(rq))
         check(name, "rnea_dtau_dv", dv[k], orc.mat_from_pin(rv))
         d = pm.createData()
@@ -289,15 +298,12 @@ def test_rnea_derivatives(name):
 
 @pytest.mark.parametrize("name", CASES)
 def test_aba_derivatives(name):
-    c, s = get_case(name), get_states(name)
-    orc, pm = c.oracle, c.oracle.model
+    c, s, orc, pm = case_states_oracle(name)
     dq, dv, dtau = BE.aba_derivatives(c.model, s.q, s.v, s.tau, fext=s.fext)
     # the optional precomputed M^-1 must give the same result
     dq2, dv2, dtau2 = BE.aba_derivatives(c.model, s.q, s.v, s.tau, fext=s.fext, minv=BE.minv(c.model, s.q))
-    for k in range(N_STATES):
-        d = pm.createData()
-        qp, vp, tp = orc.q_to_pin(s.q[k]), orc.v_to_pin(s.v[k]), orc.v_to_pin(s.tau[k])
-        rq, rv, rt = (np.array(x) for x in pin.computeABADerivatives(pm, d, qp, vp, tp, orc.fext_to_pin(s.fext[k])))
+    for k, d, qp, vp, tp, fp in pin_states(c, s, s.tau):
+        rq, rv, rt = (np.array(x) for x in pin.computeABADerivatives(pm, d, qp, vp, tp, fp))
         rq, rv, rt = orc.mat_from_pin(rq), orc.mat_from_pin(rv), orc.mat_from_pin(_sym_upper(rt))
         check(name, "aba_da_dq", dq[k], rq)
         check(name, "aba_da_dv", dv[k], rv)
@@ -310,8 +316,7 @@ def test_aba_derivatives(name):
 # ---------------------------------------------------------------- kinematics
 @pytest.mark.parametrize("name", CASES)
 def test_placements_and_jacobians(name):
-    c, s = get_case(name), get_states(name)
-    orc, pm = c.oracle, c.oracle.model
+    c, s, orc, pm = case_states_oracle(name)
     frames = _frames(c)
     assert frames, "no frame to compare"
     datas = []
@@ -364,18 +369,6 @@ def test_placements_and_jacobians(name):
                     check(name, f"frame_acceleration_{ref}", acc[k], spatial.vector)
 
 
-@pytest.mark.parametrize("name", CASES)
-def test_center_of_mass(name):
-    c, s = get_case(name), get_states(name)
-    orc, pm = c.oracle, c.oracle.model
-    com, Jc = BE.center_of_mass(c.model, s.q), BE.com_jacobian(c.model, s.q)
-    for k in range(N_STATES):
-        d = pm.createData()
-        qp = orc.q_to_pin(s.q[k])
-        check(name, "center_of_mass", com[k], np.array(pin.centerOfMass(pm, d, qp)))
-        check(name, "com_jacobian", Jc[k], orc.cols_from_pin(pin.jacobianCenterOfMass(pm, d, qp)))
-
-
 # ---------------------------------------------------------------- configuration space
 def _align_quaternions(c: Case, q_ours: np.ndarray, q_ref: np.ndarray) -> np.ndarray:
     """``q_ref`` with each quaternion's sign chosen to match ``q_ours`` (q and -q are one rotation)."""
@@ -396,8 +389,7 @@ def test_configuration_space(name):
     oracle: against a 60-digit reference its Jlog3 (in dDifference) errs by ≈ 1e-16/θ² (2e-9 at
     θ = 2e-4) and its Jexp6 (dIntegrate of a free joint) by up to 6e-6 at θ = 3e-4 and 6e-11 at
     θ = 1e-2. The 1e-5 steps exercise both sides' small-angle (Taylor) branches."""
-    c, s = get_case(name), get_states(name)
-    orc, pm = c.oracle, c.oracle.model
+    c, s, orc, pm = case_states_oracle(name)
     rng = np.random.default_rng(7)
     q0 = s.q
     for scale in (1.0, 0.1, 1e-5):

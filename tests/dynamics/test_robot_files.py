@@ -20,39 +20,13 @@ ROBOTS_DIR = Path(__file__).parents[2] / "dynamics" / "robots"
 
 # name -> expected facts
 SPECS = {
-    "iiwa": dict(
-        file="iiwa.xml",
-        nq=7,
-        nv=7,
-        nu=7,
-        mass=30.61,  # includes the 5 kg base welded to the world
-        key="home",
-        floating=False,
-        sites=("ee", "attachment_site"),
-        torque_limits=(320, 320, 176, 176, 110, 40, 40),
-    ),
-    "hyq": dict(
-        file="hyq.xml",
-        nq=19,
-        nv=18,
-        nu=12,
-        mass=86.774004,
-        key="standing",
-        floating=True,
-        sites=("lf_foot", "rf_foot", "lh_foot", "rh_foot", "trunk_imu"),
-        torque_limits=(150,) * 12,
-    ),
-    "atlas": dict(
-        file="atlas.xml",
-        nq=37,
-        nv=36,
-        nu=30,
-        mass=175.11796,
-        key="standing",
-        floating=True,
-        sites=("l_foot_site", "r_foot_site", "l_hand_site", "r_hand_site"),
-        torque_limits=None,
-    ),
+    "iiwa": dict(file="iiwa.xml", nq=7, nv=7, nu=7, mass=30.61,  # the mass includes the 5 kg base welded to the world
+                 key="home", floating=False, sites=("ee", "attachment_site"),
+                 torque_limits=(320, 320, 176, 176, 110, 40, 40)),
+    "hyq": dict(file="hyq.xml", nq=19, nv=18, nu=12, mass=86.774004, key="standing", floating=True,
+                sites=("lf_foot", "rf_foot", "lh_foot", "rh_foot", "trunk_imu"), torque_limits=(150,) * 12),
+    "atlas": dict(file="atlas.xml", nq=37, nv=36, nu=30, mass=175.11796, key="standing", floating=True,
+                  sites=("l_foot_site", "r_foot_site", "l_hand_site", "r_hand_site"), torque_limits=None),
 }
 
 # Measured at the keyframe, armature zeroed: (i, j) -> M[i, j]; "trace"; ("bias", k) -> qfrc_bias[k].

@@ -155,14 +155,21 @@ def _to_ours(orc, T: np.ndarray) -> np.ndarray:
     return T[np.ix_(vi, vi, vi)]
 
 
+def _pin_state(name: str, k: int, third: int, with_fext: bool):
+    """``(oracle, nv, q, v, u, fext)`` of state ``k`` in Pinocchio's form, where ``u`` is entry
+    ``third`` of :func:`get_states` (2: a, 3: τ) and fext is None unless ``with_fext``."""
+    model, orc = get_case(name)
+    states = get_states(name)
+    fp = orc.fext_to_pin(states[4][k]) if with_fext else None
+    return (orc, model.nv, orc.q_to_pin(states[0][k]), orc.v_to_pin(states[1][k]),
+            orc.v_to_pin(states[third][k]), fp)
+
+
 @functools.cache
 def rnea_reference(name: str, k: int, with_fext: bool) -> dict[tuple[str, str], np.ndarray]:
     """(tensor, direction) -> reference tensor (ours dof order) at state ``k``."""
-    model, orc = get_case(name)
-    pm, nv = orc.model, model.nv
-    q, v, a, _, fext = get_states(name)
-    qp, vp, ap = orc.q_to_pin(q[k]), orc.v_to_pin(v[k]), orc.v_to_pin(a[k])
-    fp = orc.fext_to_pin(fext[k]) if with_fext else None
+    orc, nv, qp, vp, ap, fp = _pin_state(name, k, 2, with_fext)
+    pm = orc.model
     T = {key: np.zeros((nv, nv, nv)) for key in ("qq", "qv_q", "M", "vv", "qv_v")}
     dq_ = _central(lambda x: _pin_rnea_first(pm, x, vp, ap, fp), qp, H_Q_RNEA, nv,
                    lambda x, e: pin.integrate(pm, x, e))
@@ -178,11 +185,8 @@ def rnea_reference(name: str, k: int, with_fext: bool) -> dict[tuple[str, str], 
 @functools.cache
 def aba_reference(name: str, k: int, with_fext: bool) -> dict[tuple[str, str], np.ndarray]:
     """(tensor, direction) -> reference tensor (ours dof order) at state ``k``."""
-    model, orc = get_case(name)
-    pm, nv = orc.model, model.nv
-    q, v, _, tau, fext = get_states(name)
-    qp, vp, tp = orc.q_to_pin(q[k]), orc.v_to_pin(v[k]), orc.v_to_pin(tau[k])
-    fp = orc.fext_to_pin(fext[k]) if with_fext else None
+    orc, nv, qp, vp, tp, fp = _pin_state(name, k, 3, with_fext)
+    pm = orc.model
     T = {key: np.zeros((nv, nv, nv)) for key in ("qq", "qv_q", "qt_q", "vv", "qv_v", "qt_t")}
     dq_ = _central(lambda x: _pin_aba_first(pm, x, vp, tp, fp), qp, H_Q_ABA, nv,
                    lambda x, e: pin.integrate(pm, x, e))
@@ -217,38 +221,29 @@ TOL = {("rnea", "q"): TOL_Q_RNEA, ("aba", "q"): TOL_Q_ABA}
 
 
 # ---------------------------------------------------------------- tests
-@pytest.mark.parametrize("with_fext", [False, True], ids=["no_fext", "fext"])
-@pytest.mark.parametrize("robot", ROBOTS)
-@pytest.mark.parametrize("backend", RNEA_BACKENDS)
-def test_rnea_second_derivatives_vs_pinocchio(backend, robot, with_fext):
-    """IDSVA-SO (all four tensors, batched over the states) against the Pinocchio reference."""
-    model, _ = get_case(robot)
-    q, v, a, _, fext = get_states(robot)
-    out = dynamics.get_backend(backend).rnea_second_derivatives(model, q, v, a, fext=fext if with_fext else None)
-    assert len(out) == 4
-    for k in range(N_STATES):
-        ref = rnea_reference(robot, k, with_fext)
-        label = f"[{backend}] {robot} state {k}{' with fext' if with_fext else ''}:"
-        for (tensor, direction), r in ref.items():
-            ours = np.asarray(out[RNEA_NAMES.index(tensor)][k])
-            _check(label, robot, tensor, direction, ours, r, TOL.get(("rnea", direction), TOL_EXACT))
+# kind -> (backend function, its tensors in output order, reference, index of its third input in get_states)
+KINDS = {"rnea": ("rnea_second_derivatives", RNEA_NAMES, rnea_reference, 2),   # IDSVA-SO, third input a
+         "aba": ("aba_second_derivatives", ABA_NAMES, aba_reference, 3)}        # FDSVA-SO, third input tau
 
 
 @pytest.mark.parametrize("with_fext", [False, True], ids=["no_fext", "fext"])
 @pytest.mark.parametrize("robot", ROBOTS)
-@pytest.mark.parametrize("backend", ABA_BACKENDS)
-def test_aba_second_derivatives_vs_pinocchio(backend, robot, with_fext):
-    """FDSVA-SO (all four tensors, batched over the states) against the Pinocchio reference."""
+@pytest.mark.parametrize("kind, backend", [("rnea", b) for b in RNEA_BACKENDS] + [("aba", b) for b in ABA_BACKENDS])
+def test_second_derivatives_vs_pinocchio(kind, backend, robot, with_fext):
+    """IDSVA-SO / FDSVA-SO (all four tensors, batched over the states) against the Pinocchio reference."""
+    function, names, reference, third = KINDS[kind]
     model, _ = get_case(robot)
-    q, v, _, tau, fext = get_states(robot)
-    out = dynamics.get_backend(backend).aba_second_derivatives(model, q, v, tau, fext=fext if with_fext else None)
+    states = get_states(robot)
+    q, v, fext = states[0], states[1], states[4]
+    out = getattr(dynamics.get_backend(backend), function)(model, q, v, states[third],
+                                                           fext=fext if with_fext else None)
     assert len(out) == 4
     for k in range(N_STATES):
-        ref = aba_reference(robot, k, with_fext)
+        ref = reference(robot, k, with_fext)
         label = f"[{backend}] {robot} state {k}{' with fext' if with_fext else ''}:"
         for (tensor, direction), r in ref.items():
-            ours = np.asarray(out[ABA_NAMES.index(tensor)][k])
-            _check(label, robot, tensor, direction, ours, r, TOL.get(("aba", direction), TOL_EXACT))
+            ours = np.asarray(out[names.index(tensor)][k])
+            _check(label, robot, tensor, direction, ours, r, TOL.get((kind, direction), TOL_EXACT))
 
 
 def test_reference_sees_the_lie_bracket():

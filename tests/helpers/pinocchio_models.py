@@ -81,31 +81,36 @@ class PinOracle:
         return self.model.createData()
 
     # ---------------------------------------------------------------- configuration
+    def _q_map(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(pin index, our index, offset)`` per coordinate, so that ``qp[pin] = q[ours] - offset``:
+        quaternions reordered from (w, x, y, z) to (x, y, z, w), hinge/slide offsets, the rest as is."""
+        pin_i: list[int] = []
+        our_i: list[int] = []
+        off: list[float] = []
+        for jt, qa, pa, o in self.q_joints:
+            if jt in (HINGE, SLIDE):
+                ours, offsets = [qa], [o]
+            elif jt == BALL:
+                ours, offsets = [qa + 1, qa + 2, qa + 3, qa], [0.0] * 4
+            else:
+                ours, offsets = [qa, qa + 1, qa + 2, qa + 4, qa + 5, qa + 6, qa + 3], [0.0] * 7
+            pin_i += range(pa, pa + len(ours))
+            our_i += ours
+            off += offsets
+        return np.array(pin_i, dtype=int), np.array(our_i, dtype=int), np.array(off, dtype=float)
+
     def q_to_pin(self, q: np.ndarray) -> np.ndarray:
         """Our q (MuJoCo qpos, nq) -> Pinocchio q (nq)."""
-        q = np.asarray(q, dtype=float)
+        pin_i, our_i, off = self._q_map()
         qp = np.zeros(self.model.nq)
-        for jt, qa, pa, off in self.q_joints:
-            if jt in (HINGE, SLIDE):
-                qp[pa] = q[qa] - off
-            elif jt == BALL:
-                qp[pa:pa + 4] = q[[qa + 1, qa + 2, qa + 3, qa]]
-            else:
-                qp[pa:pa + 3] = q[qa:qa + 3]
-                qp[pa + 3:pa + 7] = q[[qa + 4, qa + 5, qa + 6, qa + 3]]
+        qp[pin_i] = np.asarray(q, dtype=float)[our_i] - off
         return qp
 
     def q_from_pin(self, qp: np.ndarray) -> np.ndarray:
         """Pinocchio q -> our q (MuJoCo qpos)."""
+        pin_i, our_i, off = self._q_map()
         q = np.zeros(self.mj_model.nq)
-        for jt, qa, pa, off in self.q_joints:
-            if jt in (HINGE, SLIDE):
-                q[qa] = qp[pa] + off
-            elif jt == BALL:
-                q[qa:qa + 4] = qp[[pa + 3, pa, pa + 1, pa + 2]]
-            else:
-                q[qa:qa + 3] = qp[pa:pa + 3]
-                q[qa + 3:qa + 7] = qp[[pa + 6, pa + 3, pa + 4, pa + 5]]
+        q[our_i] = np.asarray(qp)[pin_i] + off
         return q
 
     # ---------------------------------------------------------------- tangent vectors

@@ -102,3 +102,23 @@ def random_tree_model(seed: int, nbodies: int = 12, **kwargs):
     xml = random_tree_mjcf(rng, nbodies, **kwargs)
     m = mujoco.MjModel.from_xml_string(xml)
     return from_mujoco(m, name=f"random_tree_{seed}"), m
+
+
+def random_passive_tree_model(seed: int, nbodies: int, *, name: str, **kwargs):
+    """RobotModel of a random tree (:func:`random_tree_mjcf` with hinge/slide ``ref``, ``kwargs``
+    passed on) in which every hinge/slide joint gets random damping, stiffness and spring reference,
+    and every other hinge/slide joint a motor with a random gear (so B ≠ I and nu < nv)."""
+    import re
+
+    import mujoco
+
+    from dynamics import from_mujoco
+    rng = np.random.default_rng(seed)
+    xml = random_tree_mjcf(rng, nbodies, refs=True, **kwargs)
+    scalar = re.findall(r'<joint name="(j\d+_\d+)" type="(?:hinge|slide)"', xml)
+    xml = re.sub(r'<joint name="j\d+_\d+" type="(?:hinge|slide)"',
+                 lambda mt: mt.group(0) + f' damping="{rng.uniform(0.05, 0.5):.6g}" stiffness='
+                 f'"{rng.uniform(0.5, 5.0):.6g}" springref="{rng.uniform(-0.3, 0.3):.6g}"', xml)
+    motors = "".join(f'<motor joint="{j}" gear="{rng.uniform(0.5, 2):.6g}"/>' for j in scalar[::2])
+    xml = xml.replace("</mujoco>", f"<actuator>{motors}</actuator>\n</mujoco>")
+    return from_mujoco(mujoco.MjModel.from_xml_string(xml), name=name)

@@ -18,6 +18,8 @@ from solvers import (FDDP, ActionModel, ContactDynamics, ControlCost, FreeDynami
                      StateCost)
 from solvers.contact_rollout_numba import CompiledContactRollout, compiled_contact_rollout_available
 from solvers.forward_pass import ForwardPass
+from tests.helpers.comparisons import check
+from tests.helpers.rollout_checks import check_rollouts
 
 pytestmark = pytest.mark.skipif("numba" not in dynamics.available_backends(),
                                 reason="the numba backend is not available on this machine")
@@ -102,26 +104,12 @@ def _inputs(p, rng):
     return xs, us, k, K
 
 
-def _assert_close(a, b, what):
-    if a.size == 0:
-        return
-    err = np.abs(a - b).max()
-    assert err <= RTOL * max(1.0, np.abs(b).max()), f"{what}: max abs error {err:.3e}"
-
-
 def _check(p_np, p_nb, alphas, xs, us, k, K, clip, gaps=None, expect_ok=None):
-    X_ref, U_ref, ok_ref = ForwardPass(p_np, compiled=False).run(alphas, xs, us, k, K, clip, gaps)
+    ref = ForwardPass(p_np, compiled=False).run(alphas, xs, us, k, K, clip, gaps)
     fp = ForwardPass(p_nb, compiled=True)
     assert isinstance(fp._compiled_rollout(), CompiledContactRollout)
     X, U, ok = fp.run(alphas, xs, us, k, K, clip, gaps)
-    S, N = len(alphas), p_nb.horizon
-    assert X.shape == (S, N + 1, p_nb.nx) and U.shape == (S, N, p_nb.nu) and ok.dtype == bool
-    assert np.array_equal(ok, ok_ref), (ok, ok_ref)
-    if expect_ok is not None:
-        assert np.array_equal(ok, expect_ok), ok
-    assert np.all(np.isfinite(X)) and np.all(np.isfinite(U))
-    _assert_close(X[ok], X_ref[ok], "states")
-    _assert_close(U[ok], U_ref[ok], "controls")
+    check_rollouts((X, U, ok), ref, alphas, p_nb, RTOL, expect_ok)
     return X, U, ok
 
 
@@ -245,5 +233,5 @@ def test_candidates_on_two_threads_equal_one_thread(S):
         assert np.array_equal(a, b)
     X_ref, U_ref, ok_ref = ForwardPass(p_np, compiled=False).run(alphas, xs, us, k, K, True)
     assert np.array_equal(out[2][2], ok_ref) and ok_ref.all()
-    _assert_close(out[2][0], X_ref, "states")
-    _assert_close(out[2][1], U_ref, "controls")
+    check("states", out[2][0], X_ref, RTOL)
+    check("controls", out[2][1], U_ref, RTOL)

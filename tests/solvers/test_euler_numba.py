@@ -5,8 +5,6 @@ hinge/slide trees with springs (with spring reference), damping and geared motor
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 import pytest
 
@@ -14,6 +12,7 @@ import dynamics
 import tasks
 from solvers import ShootingProblem, StateCost
 from solvers.discrete_dynamics import DiscreteDynamics
+from tests.helpers.random_trees import random_passive_tree_model
 
 pytestmark = pytest.mark.skipif("numba" not in dynamics.available_backends(),
                                 reason="the numba backend is not available on this machine")
@@ -22,19 +21,9 @@ N, DT = 5, 0.01
 
 
 def _tree(seed: int):
-    import mujoco
-
-    from tests.helpers.random_trees import random_tree_mjcf
-    rng = np.random.default_rng(seed)
-    xml = random_tree_mjcf(rng, 6, free_root=False, ball=False, slide=True, refs=True)
-    joints = re.findall(r'<joint name="(j\d+_\d+)" type="(?:hinge|slide)"', xml)
-    xml = re.sub(r'<joint name="j\d+_\d+" type="(?:hinge|slide)"',
-                 lambda mt: mt.group(0) + f' damping="{rng.uniform(0.05, 0.5):.6g}" stiffness='
-                 f'"{rng.uniform(0.5, 5.0):.6g}" springref="{rng.uniform(-0.3, 0.3):.6g}"', xml)
-    # motors on every other joint, with gears: B is not the identity
-    motors = "".join(f'<motor joint="{j}" gear="{rng.uniform(0.5, 2):.6g}"/>' for j in joints[::2])
-    xml = xml.replace("</mujoco>", f"<actuator>{motors}</actuator>\n</mujoco>")
-    m = dynamics.from_mujoco(mujoco.MjModel.from_xml_string(xml), name=f"euclidean_tree_{seed}")
+    """A random hinge/slide tree with damping and springs on every joint and geared motors on every
+    other one (B is not the identity)."""
+    m = random_passive_tree_model(seed, 6, name=f"euclidean_tree_{seed}", free_root=False, ball=False, slide=True)
     assert m.is_euclidean and np.any(m.link_stiffness) and m.nu < m.nv
     return m
 

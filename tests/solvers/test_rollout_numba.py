@@ -19,6 +19,8 @@ import tasks
 from solvers import FDDP, ILQR, ShootingProblem, StateCost
 from solvers.result import TIMING_KEYS
 from solvers.rollout_numba import CompiledRollout, compiled_rollout_available
+from tests.helpers.comparisons import check
+from tests.helpers.rollout_checks import check_rollouts
 
 pytestmark = pytest.mark.skipif("numba" not in dynamics.available_backends(),
                                 reason="the numba backend is not available on this machine")
@@ -125,25 +127,11 @@ def python_rollout(p, alphas, xs, us, k, K, clip, gaps=None):
     return c.xs, c.us, c.ok
 
 
-def _assert_close(a, b, what):
-    if a.size == 0:
-        return
-    err = np.abs(a - b).max()
-    assert err <= RTOL * max(1.0, np.abs(b).max()), f"{what}: max abs error {err:.3e}"
-
-
 def _check(p_np, p_nb, alphas, xs, us, k, K, clip, gaps=None, expect_ok=None):
-    X_ref, U_ref, ok_ref = python_rollout(p_np, alphas, xs, us, k, K, clip, gaps)
-    X, U, ok = CompiledRollout(p_nb).run(p_nb.x0, alphas, xs, us, k, K, p_nb.u_lower, p_nb.u_upper,
-                                                  clip, gaps)
-    S = len(alphas)
-    assert X.shape == (S, N + 1, p_nb.nx) and U.shape == (S, N, p_nb.nu) and ok.shape == (S,) and ok.dtype == bool
-    assert np.array_equal(ok, ok_ref)
-    if expect_ok is not None:
-        assert np.array_equal(ok, expect_ok)
-    assert np.all(np.isfinite(X)) and np.all(np.isfinite(U))
-    _assert_close(X[ok], X_ref[ok], "states")
-    _assert_close(U[ok], U_ref[ok], "controls")
+    ref = python_rollout(p_np, alphas, xs, us, k, K, clip, gaps)
+    X, U, ok = CompiledRollout(p_nb).run(p_nb.x0, alphas, xs, us, k, K, p_nb.u_lower, p_nb.u_upper, clip, gaps)
+    assert p_nb.horizon == N
+    check_rollouts((X, U, ok), ref, alphas, p_nb, RTOL, expect_ok)
     return X, U, ok
 
 
@@ -188,8 +176,8 @@ def test_non_finite_controls(clip):
     alphas = np.array([1.0, 0.5, 0.0])
     X, U, ok = _check(p_np, p_nb, alphas, xs, us, k, K, clip, expect_ok=np.array([clip, clip, False]))
     X_ref, U_ref, _ = python_rollout(p_np, alphas, xs, us, k, K, clip)
-    _assert_close(X, X_ref, "states (all candidates)")
-    _assert_close(U, U_ref, "controls (all candidates)")
+    check("states (all candidates)", X, X_ref, RTOL)
+    check("controls (all candidates)", U, U_ref, RTOL)
     assert np.array_equal(U[2, 3], us[3])
 
 
@@ -242,8 +230,8 @@ def test_candidates_on_two_threads_equal_one_thread(S):
         assert np.array_equal(a, b)
     X_ref, U_ref, ok_ref = python_rollout(p_np, alphas, xs, us, k, K, True)
     assert np.array_equal(out[2][2], ok_ref)
-    _assert_close(out[2][0], X_ref, "states")
-    _assert_close(out[2][1], U_ref, "controls")
+    check("states", out[2][0], X_ref, RTOL)
+    check("controls", out[2][1], U_ref, RTOL)
 
 
 def test_backends_side_by_side_in_one_process():
@@ -265,7 +253,7 @@ def test_backends_side_by_side_in_one_process():
     runs = [CompiledRollout(_iiwa(be)) for be in (dynamics.get_backend("numba"), NumbaBackend(threads=1))]
     X = [cr.run(p_np.x0, ALPHAS, xs, us, k, K, p_np.u_lower, p_np.u_upper, True)[0] for cr in runs + runs[::-1]]
     assert all(np.array_equal(X[0], x) for x in X[1:])
-    _assert_close(X[0], python_rollout(p_np, ALPHAS, xs, us, k, K, True)[0], "states")
+    check("states", X[0], python_rollout(p_np, ALPHAS, xs, us, k, K, True)[0], RTOL)
     other = _iiwa(OtherForwardDynamics())
     assert not compiled_rollout_available(other)
     assert not ILQR(other).forward.uses_compiled_rollout

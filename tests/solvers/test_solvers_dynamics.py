@@ -19,6 +19,18 @@ def _state(model, rng, n, vscale=1.0):
     return np.concatenate([q, vscale * rng.normal(size=(n, model.nv))], axis=-1)
 
 
+def _batch(m, rng, dt: float, integrator: str = "euler", vscale: float = 1.0, n: int = 2):
+    """``(m, its DiscreteDynamics, x, u)``: a batch of ``n`` random states (velocities scaled by
+    ``vscale``) and controls ~ N(0, 5²)."""
+    dyn = DiscreteDynamics(m, BE, dt, integrator)
+    x = _state(m, rng, n, vscale)
+    return m, dyn, x, rng.normal(size=(n, m.nu)) * 5
+
+
+OVER_ROBOTS_AND_INTEGRATORS = pytest.mark.parametrize(
+    "robot, integrator", [(r, i) for i in ("euler", "rk4") for r in ("iiwa", "hyq")])
+
+
 def _tangent_map(dyn, x, u, f0):
     """F(z) = f(x ⊕ dx, u + du) ⊖ f(x, u) for perturbations z (B, P, nz) -> (B, P, ndx)."""
     ss = dyn.state
@@ -46,14 +58,10 @@ def test_acceleration_matches_mujoco_with_passive_forces(bundled, rng):
     assert np.any(m.dof_damping > 0)  # the check above exercised the damping term
 
 
-@pytest.mark.parametrize("robot", ["iiwa", "hyq"])
-@pytest.mark.parametrize("integrator", ["euler", "rk4"])
+@OVER_ROBOTS_AND_INTEGRATORS
 def test_jacobians_against_finite_differences(bundled, rng, robot, integrator):
-    m = bundled[robot]
-    dyn = DiscreteDynamics(m, BE, 0.02, integrator)
-    N = 2
-    x = _state(m, rng, N)
-    u = rng.normal(size=(N, m.nu)) * 5
+    m, dyn, x, u = _batch(bundled[robot], rng, 0.02, integrator)
+    N = len(x)
     d = dyn.derivatives(x, u)
     f0 = dyn.step(x, u)
     assert np.array_equal(d.xnext, f0)
@@ -81,17 +89,12 @@ def _transported_jacobian_fd(dyn, x, u, f0, h=1e-5):
     return np.moveaxis((J[:, :nz] - J[:, nz:]) / (2 * h), 1, -1)
 
 
-@pytest.mark.parametrize("robot", ["iiwa", "hyq"])
-@pytest.mark.parametrize("integrator", ["euler", "rk4"])
+@OVER_ROBOTS_AND_INTEGRATORS
 def test_second_order_contracted_against_fd_of_jacobian(bundled, rng, robot, integrator):
     """λ·F2 against central differences of λᵀ∂F/∂z; on hyq this includes the SE(3) terms."""
-    m = bundled[robot]
-    dyn = DiscreteDynamics(m, BE, 0.05, integrator)
-    N = 2
-    x = _state(m, rng, N, 2.0)
-    u = rng.normal(size=(N, m.nu)) * 5
+    m, dyn, x, u = _batch(bundled[robot], rng, 0.05, integrator, vscale=2.0)
     d = dyn.derivatives(x, u, second_order=True)
-    lam = rng.normal(size=(N, dyn.ndx))
+    lam = rng.normal(size=(len(x), dyn.ndx))
     H = np.einsum("ni,niab->nab", lam, d.F2)
     T = np.einsum("ni,niab->nab", lam, _transported_jacobian_fd(dyn, x, u, d.xnext))
     assert np.abs(T - np.swapaxes(T, 1, 2)).max() < 1e-6 * np.abs(T).max()   # it is a Hessian
@@ -110,13 +113,9 @@ def test_second_order_contracted_against_fd_of_jacobian(bundled, rng, robot, int
 
 def test_second_order_against_fd_of_value_iiwa(bundled, rng):
     """Fully independent oracle: second-order central differences of φ(z) = λ·F(z) using only f."""
-    m = bundled["iiwa"]
-    dyn = DiscreteDynamics(m, BE, 0.05)
-    N = 1
-    x = _state(m, rng, N, 2.0)
-    u = rng.normal(size=(N, m.nu)) * 5
+    m, dyn, x, u = _batch(bundled["iiwa"], rng, 0.05, vscale=2.0, n=1)
     d = dyn.derivatives(x, u, second_order=True)
-    lam = rng.normal(size=(N, dyn.ndx))
+    lam = rng.normal(size=(1, dyn.ndx))
     H = np.einsum("ni,niab->nab", lam, d.F2)[0]
     nz, h = dyn.ndx + m.nu, 1e-4
     F = _tangent_map(dyn, x, u, d.xnext)

@@ -7,8 +7,6 @@ the reference Jacobians by central finite differences on the state manifold."""
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 import pytest
 
@@ -20,25 +18,15 @@ from dynamics.kernels.lie import joint_rows  # noqa: E402
 from dynamics.kernels.passive import joint_torques  # noqa: E402
 from solvers.discrete_dynamics import DiscreteDynamics  # noqa: E402
 from solvers.state_space import StateSpace  # noqa: E402
+from tests.helpers.random_trees import random_passive_tree_model  # noqa: E402
 
 DT = 0.01
 
 
 def _tree(seed: int, free_root: bool):
-    """A random tree with damping and springs on most hinge/slide joints and geared motors on every
-    other one (tests/helpers/random_trees.py)."""
-    import mujoco
-
-    from tests.helpers.random_trees import random_tree_mjcf
-    rng = np.random.default_rng(seed)
-    xml = random_tree_mjcf(rng, 8, free_root=free_root, ball=True, slide=True, refs=True)
-    scalar = re.findall(r'<joint name="(j\d+_\d+)" type="(?:hinge|slide)"', xml)
-    xml = re.sub(r'<joint name="j\d+_\d+" type="(?:hinge|slide)"',
-                 lambda mt: mt.group(0) + f' damping="{rng.uniform(0.05, 0.5):.6g}" stiffness='
-                 f'"{rng.uniform(0.5, 5.0):.6g}" springref="{rng.uniform(-0.3, 0.3):.6g}"', xml)
-    motors = "".join(f'<motor joint="{j}" gear="{rng.uniform(0.5, 2):.6g}"/>' for j in scalar[::2])
-    xml = xml.replace("</mujoco>", f"<actuator>{motors}</actuator>\n</mujoco>")
-    m = dynamics.from_mujoco(mujoco.MjModel.from_xml_string(xml), name=f"passive_tree_{seed}")
+    """A random tree with ball joints, damping and springs on every hinge/slide joint and geared
+    motors on every other one (tests/helpers/random_trees.py)."""
+    m = random_passive_tree_model(seed, 8, name=f"passive_tree_{seed}", free_root=free_root, ball=True, slide=True)
     assert np.any(m.link_stiffness) and np.any(m.dof_damping) and m.ball_adr and m.nu < m.nv
     return m
 
