@@ -36,6 +36,7 @@ dynamics.worker_wait.configure_worker_wait()  # before Pinocchio/Crocoddyl load 
 # the kernels are timed on a fixed thread count (every worker, or --threads), not on the count the
 # default policy would pick from the machine's load (dynamics.worker_threads); a user's setting wins
 os.environ.setdefault("MPC_ACCEL_THREADS", "all")
+from benchmarks.arguments import csv_list  # noqa: E402
 from benchmarks.machine import load_average, machine_info, pinocchio_anchor  # noqa: E402
 from benchmarks.output import emit_result  # noqa: E402
 from benchmarks.timing import measure  # noqa: E402
@@ -50,21 +51,13 @@ ANCHOR = "pinocchio-loop"
 TARGET = {"backend": "numba", "N": 64, "function": "contact_dynamics_derivatives", "max_ratio": 0.5}
 
 
-def _csv(kind):
-    def parse(text: str):
-        items = [t.strip() for t in text.split(",") if t.strip()]
-        if not items:
-            raise argparse.ArgumentTypeError("give a comma-separated list")
-        return [kind(t) for t in items]
-    return parse
-
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--robots", type=_csv(str), default=list(CASES), help="comma-separated: hyq,atlas")
-    p.add_argument("--backends", type=_csv(str), default=None,
+    p.add_argument("--robots", type=csv_list(str), default=list(CASES), help="comma-separated: hyq,atlas")
+    p.add_argument("--backends", type=csv_list(str), default=None,
                    help="comma-separated backend names (default: numpy and numba where available)")
-    p.add_argument("--batch", type=_csv(int), default=list(DEFAULT_BATCH), help="batch sizes N")
+    p.add_argument("--batch", type=csv_list(int), default=list(DEFAULT_BATCH), help="batch sizes N")
     p.add_argument("--repeats", type=int, default=7,
                    help="interleaved rounds (anchor, then each backend) per measurement; medians reported")
     p.add_argument("--threads", type=int, default=None,

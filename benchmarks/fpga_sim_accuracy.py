@@ -30,6 +30,7 @@ import numpy as np  # noqa: E402
 import dynamics  # noqa: E402
 
 dynamics.worker_wait.configure_worker_wait()  # before Pinocchio/Crocoddyl load libgomp (dynamics.worker_wait)
+from benchmarks.arguments import csv_list  # noqa: E402
 from benchmarks.machine import machine_info  # noqa: E402
 from benchmarks.output import emit_result  # noqa: E402
 from dynamics.fpga_sim import FpgaSimBackend, QFormat  # noqa: E402
@@ -38,9 +39,6 @@ DEFAULT_FORMATS = ("Q8.8", "Q8.12", "Q12.5", "Q12.8", "Q12.12", "Q12.16", "Q16.8
                    "Q16.14", "Q20.12")
 QUICK_FORMATS = ("Q12.5", "Q16.16")
 
-
-def _csv(s: str) -> list[str]:
-    return [t.strip() for t in s.split(",") if t.strip()]
 
 
 def gradient_errors(model, fmt: str, rounding: str, n_states: int, seed: int) -> dict:
@@ -80,14 +78,14 @@ def solve_reach(backend, horizon: int, dt: float, max_iter: int) -> dict:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--robots", type=_csv, default=["iiwa", "hyq", "atlas"])
-    p.add_argument("--formats", type=_csv, default=None,
+    p.add_argument("--robots", type=csv_list(), default=["iiwa", "hyq", "atlas"])
+    p.add_argument("--formats", type=csv_list(), default=None,
                    help=f"comma-separated Qm.n (default {','.join(DEFAULT_FORMATS)})")
-    p.add_argument("--rounding", type=_csv, default=["truncate", "nearest"], help="rounding modes to sweep")
+    p.add_argument("--rounding", type=csv_list(), default=["truncate", "nearest"], help="rounding modes to sweep")
     p.add_argument("--states", type=int, default=16, help="random states per robot and format (default 16)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-solve", action="store_true", help="skip the iiwa reaching solves")
-    p.add_argument("--solve-formats", type=_csv, default=None, help="formats for the solves (default: --formats)")
+    p.add_argument("--solve-formats", type=csv_list(), default=None, help="formats for the solves (default: --formats)")
     p.add_argument("--horizon", type=int, default=32)
     p.add_argument("--dt", type=float, default=0.02)
     p.add_argument("--max-iter", type=int, default=60)

@@ -26,6 +26,7 @@ import numpy as np  # noqa: E402
 import dynamics  # noqa: E402
 
 dynamics.worker_wait.configure_worker_wait()  # before Pinocchio/Crocoddyl load libgomp (dynamics.worker_wait)
+from benchmarks.arguments import csv_list  # noqa: E402
 from benchmarks.machine import machine_info  # noqa: E402
 from benchmarks.output import emit_result  # noqa: E402
 from benchmarks.timing import measure  # noqa: E402
@@ -33,9 +34,6 @@ from dynamics.fpga_sim import AcceleratorDesign, FpgaSimBackend  # noqa: E402
 
 KNOTS = (16, 32, 64, 128)
 
-
-def _csv(s: str) -> list[str]:
-    return [t.strip() for t in s.split(",") if t.strip()]
 
 
 def design_table(model, base: str, max_pes: int | None) -> dict:
@@ -95,11 +93,11 @@ def knots_comparison(model, base: str, knots, backends, repeats: int, fastest: d
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--robots", type=_csv, default=["iiwa", "hyq", "atlas"])
-    p.add_argument("--bases", type=_csv, default=["fixed", "link", "six"],
+    p.add_argument("--robots", type=csv_list(), default=["iiwa", "hyq", "atlas"])
+    p.add_argument("--bases", type=csv_list(), default=["fixed", "link", "six"],
                    help="floating-base treatments for floating-base robots")
-    p.add_argument("--knots", type=lambda s: [int(x) for x in _csv(s)], default=list(KNOTS))
-    p.add_argument("--backends", type=_csv, default=None, help="measured backends (default numpy,numba if available)")
+    p.add_argument("--knots", type=csv_list(int), default=list(KNOTS))
+    p.add_argument("--backends", type=csv_list(), default=None, help="measured backends (default numpy,numba if available)")
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--max-pes", type=int, default=None, help="cap the PE counts of the enumeration")
     p.add_argument("--quick", action="store_true", help="tiny run: iiwa, PEs <= 3, N = 16, numpy only")

@@ -37,6 +37,7 @@ if str(ROOT) not in sys.path:
 import numpy as np  # noqa: E402
 
 import dynamics  # noqa: E402
+from benchmarks.arguments import csv_list  # noqa: E402
 
 ROBOTS = ("iiwa", "hyq", "atlas")
 BATCHES = (16, 32, 64, 128, 256, 1024)
@@ -44,21 +45,13 @@ PARTITIONS = ("split", "fused", "completely_fused")
 LABEL = {"split": "s", "fused": "f", "completely_fused": "c"}
 
 
-def _csv(kind):
-    def parse(text: str) -> list:
-        try:
-            return [kind(x) for x in text.split(",") if x.strip()]
-        except ValueError as e:
-            raise argparse.ArgumentTypeError(f"expected a comma-separated list of {kind.__name__}: {e}") from e
-    return parse
-
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--robots", type=_csv(str), default=list(ROBOTS), help="comma-separated robots (default all)")
-    p.add_argument("--n", type=_csv(int), default=None,
+    p.add_argument("--robots", type=csv_list(str), default=list(ROBOTS), help="comma-separated robots (default all)")
+    p.add_argument("--n", type=csv_list(int), default=None,
                    help=f"comma-separated batch sizes (default {','.join(map(str, BATCHES))}; 2 with --simulate)")
-    p.add_argument("--partitions", type=_csv(str), default=list(PARTITIONS), help="comma-separated partitions")
+    p.add_argument("--partitions", type=csv_list(str), default=list(PARTITIONS), help="comma-separated partitions")
     p.add_argument("--simulate", action="store_true", help="run the kernels in Numba's CUDA simulator (smoke test)")
     p.add_argument("--dtype", default="float64", choices=("float64", "float32"), help="device arithmetic")
     p.add_argument("--threads-per-block", type=int, default=None, help="threads per knot block (backend default)")

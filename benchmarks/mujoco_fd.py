@@ -41,6 +41,7 @@ if str(ROOT) not in sys.path:
 import numpy as np  # noqa: E402
 
 import dynamics  # noqa: E402
+from benchmarks.arguments import csv_list  # noqa: E402
 from benchmarks.machine import load_average, machine_info  # noqa: E402
 from benchmarks.output import run_and_emit  # noqa: E402
 from benchmarks.timing import measure  # noqa: E402
@@ -49,19 +50,11 @@ ROBOTS = ("iiwa", "hyq", "atlas")
 BATCHES = (1, 4, 16, 64, 256)
 
 
-def _csv(kind):
-    def parse(text: str) -> list:
-        try:
-            return [kind(x) for x in text.split(",") if x.strip()]
-        except ValueError as e:
-            raise argparse.ArgumentTypeError(f"expected a comma-separated list of {kind.__name__}: {e}") from e
-    return parse
-
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--robots", type=_csv(str), default=list(ROBOTS), help="comma-separated robots (default all)")
-    p.add_argument("--n", type=_csv(int), default=list(BATCHES),
+    p.add_argument("--robots", type=csv_list(str), default=list(ROBOTS), help="comma-separated robots (default all)")
+    p.add_argument("--n", type=csv_list(int), default=list(BATCHES),
                    help=f"comma-separated batch sizes (default {','.join(map(str, BATCHES))})")
     p.add_argument("--repeats", type=int, default=5, help="timed samples per measurement (default 5)")
     p.add_argument("--budget", type=float, default=3.0,

@@ -57,6 +57,7 @@ import numpy as np  # noqa: E402
 import dynamics  # noqa: E402
 
 dynamics.worker_wait.configure_worker_wait()  # before Pinocchio/Crocoddyl load libgomp (dynamics.worker_wait)
+from benchmarks.arguments import csv_list  # noqa: E402
 from benchmarks.machine import machine_info  # noqa: E402
 from benchmarks.output import emit_result  # noqa: E402
 from dynamics.numpy_backend import aba as k_aba  # noqa: E402
@@ -302,17 +303,14 @@ def oracle_second_order(c: Case, rec: Recorder, method: str, n_states: int) -> N
 
 
 # ------------------------------------------------------------------------------ driver
-def _csv(text: str) -> list[str]:
-    return [t.strip() for t in text.split(",") if t.strip()]
-
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python benchmarks/oracle_errors.py", formatter_class=argparse.RawDescriptionHelpFormatter,
         description=__doc__.split("\n\n", 1)[1] if __doc__ else None)
-    p.add_argument("--models", type=_csv, default=None,
+    p.add_argument("--models", type=csv_list(), default=None,
                    help="comma-separated models (default: " + ",".join(ALL_MODELS) + ")")
-    p.add_argument("--oracles", type=_csv, default=None,
+    p.add_argument("--oracles", type=csv_list(), default=None,
                    help="comma-separated oracles (default: " + ",".join(ALL_ORACLES) + ")")
     p.add_argument("--states", type=int, default=16, help="random states per model (default 16)")
     p.add_argument("--second-order-states", type=int, default=2,

@@ -39,6 +39,7 @@ if str(ROOT) not in sys.path:
 import numpy as np  # noqa: E402
 
 import dynamics  # noqa: E402
+from benchmarks.arguments import csv_list  # noqa: E402
 from benchmarks.machine import load_average, machine_info  # noqa: E402
 from benchmarks.output import run_and_emit  # noqa: E402
 from benchmarks.timing import measure  # noqa: E402
@@ -46,17 +47,11 @@ from benchmarks.timing import measure  # noqa: E402
 TARGET_S = 2e-3      # issue 29: K = 256 × 30-step iiwa rollouts in one update, numba, 2-core VM
 
 
-def _csv_int(text: str) -> list[int]:
-    try:
-        return [int(x) for x in text.split(",") if x.strip()]
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers: {e}") from e
-
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--backend", default="numba", help="dynamics backend of the planner (default numba)")
-    p.add_argument("--samples", type=_csv_int, default=[64, 256], help="comma-separated K (default 64,256)")
+    p.add_argument("--samples", type=csv_list(int), default=[64, 256], help="comma-separated K (default 64,256)")
     p.add_argument("--horizon", type=int, default=30, help="knots N (default 30)")
     p.add_argument("--dt", type=float, default=0.01, help="knot spacing [s] (default 0.01)")
     p.add_argument("--threads", type=int, default=None,
