@@ -11,8 +11,11 @@
 
 from .action_model import ActionModel, ContactDynamics, FreeDynamics, ImpulseDynamics
 from .box_qp import BoxQPResult, box_qp
+from .constraints import (Constraint, ControlBounds, CustomConstraint, FrameHalfSpace, FrictionCone,
+                          JointPositionBounds, JointVelocityBounds, WrenchCone, as_constraint)
 from .costs import (ComPositionCost, ControlCost, Cost, CostSum, CustomCost, FramePlacementCost, FramePositionCost,
                     FrameRotationCost, JointLimitCost, ResidualCost, StateCost, as_cost, gravity_compensation)
+from .csqp import CSQP
 from .ddp import DDP
 from .discrete_dynamics import DiscreteDynamics, DynamicsDerivatives
 from .fddp import FDDP
@@ -20,10 +23,12 @@ from .ilqr import ILQR
 from .integrators import EulerModel, ImpulseModel, IntegratedModel, RK4Model
 from .problem import ProblemDerivatives, ShootingProblem
 from .problem_data import ProblemData
-from .result import SolverResult
+from .result import ConstrainedResult, SolverResult
+from .sampling import CEM, MPPI, PredictiveSampling
 from .state_space import StateSpace
 
-SOLVERS = {"ilqr": ILQR, "ddp": DDP, "fddp": FDDP}
+SOLVERS = {"ilqr": ILQR, "ddp": DDP, "fddp": FDDP, "csqp": CSQP,
+           "sampling": PredictiveSampling, "mppi": MPPI, "cem": CEM}
 
 __all__ = ["ActionModel", "ContactDynamics", "FreeDynamics", "ImpulseDynamics", "ShootingProblem", "ILQR", "DDP",
            "FDDP", "SolverResult", "SOLVERS", "ProblemDerivatives", "ProblemData", "DiscreteDynamics",
@@ -31,4 +36,7 @@ __all__ = ["ActionModel", "ContactDynamics", "FreeDynamics", "ImpulseDynamics", 
            "BoxQPResult",
            "Cost", "CostSum", "ResidualCost", "CustomCost", "as_cost", "StateCost", "ControlCost",
            "FramePositionCost", "FrameRotationCost", "FramePlacementCost", "ComPositionCost", "JointLimitCost",
-           "gravity_compensation"]
+           "gravity_compensation", "CSQP", "ConstrainedResult", "Constraint", "ControlBounds", "CustomConstraint",
+           "FrameHalfSpace", "FrictionCone", "JointPositionBounds", "JointVelocityBounds", "WrenchCone",
+           "as_constraint",
+           "PredictiveSampling", "MPPI", "CEM"]

@@ -23,6 +23,7 @@ import numpy as np
 from dynamics import RobotModel
 from dynamics.backend import Backend
 
+from .constraints import Constraint, as_constraint
 from .costs import Cost, as_cost
 from .integrators import ContactAcceleration, EulerModel, FreeAcceleration, ImpulseModel, IntegratedModel, RK4Model
 
@@ -120,12 +121,18 @@ class ActionModel:
     terminal model contributes ``l_N(x)`` unscaled (as Crocoddyl's integrated action models).
     Knots that share the same cost *object* are evaluated together in one batched call, so give
     knots of one phase the same cost object; per-knot references and weights are arrays with a
-    leading knot axis inside that object (:mod:`solvers.costs.base`)."""
+    leading knot axis inside that object (:mod:`solvers.costs.base`).
+
+    constraints: terms ``lower ≤ g(x, u) ≤ upper`` on this knot (:mod:`solvers.constraints`, or
+    plain-Python objects, :mod:`solvers.constraints.custom`), kept as a tuple; knots that share
+    the same term objects are evaluated together. Only the constrained solver
+    (:class:`solvers.CSQP`) enforces them; the other solvers ignore them."""
 
     model: RobotModel
     cost: Cost
     dt: float
     dynamics: FreeDynamics | ContactDynamics | ImpulseDynamics = field(default_factory=FreeDynamics)
+    constraints: tuple[Constraint, ...] = ()
 
     def __post_init__(self):
         if not isinstance(self.model, RobotModel):
@@ -146,6 +153,23 @@ class ActionModel:
         cost.check_model(self.model)
         object.__setattr__(self, "dt", dt)
         object.__setattr__(self, "cost", cost)
+        object.__setattr__(self, "constraints", self._checked_constraints())
+
+    def _checked_constraints(self) -> tuple[Constraint, ...]:
+        items = self.constraints
+        if isinstance(items, Constraint) or callable(getattr(items, "residual", None)):
+            items = (items,)
+        try:
+            items = tuple(items)
+        except TypeError:
+            raise TypeError(f"ActionModel: constraints must be a list of constraint terms, got "
+                            f"{type(self.constraints).__name__}") from None
+        out = tuple(as_constraint(c) for c in items)
+        for c in out:
+            c.check_model(self.model)
+        if len(set(map(id, out))) != len(out):
+            raise ValueError("ActionModel: the same constraint term appears twice on one knot")
+        return out
 
     @property
     def nu(self) -> int:

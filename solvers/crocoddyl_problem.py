@@ -41,6 +41,20 @@ velocities agree (free joint: body-frame twist, docs/conventions.md) when the MJ
 MuJoCo's dof order, which is checked. Convert trajectories with :func:`to_pinocchio_states` /
 :func:`from_pinocchio_states`; controls with :func:`to_crocoddyl_controls` (empty on impulse knots).
 
+Constraints (``ActionModel(..., constraints=...)``, for ``mim_solvers.SolverCSQP``) go into a
+``ConstraintModelManager`` of ``ConstraintModelResidual`` items with our bounds:
+:class:`~solvers.constraints.JointPositionBounds` / :class:`~solvers.constraints.JointVelocityBounds`
+→ ``ResidualModelState`` around the neutral state (bounds on the bounded rows, ±inf elsewhere);
+:class:`~solvers.constraints.FrameHalfSpace` with an axis-aligned normal ±e_i →
+``ResidualModelFrameTranslation`` (origin target) bounded on row i;
+:class:`~solvers.constraints.ControlBounds` (and, with ``control_box=True``, the problem's
+``u_lower``/``u_upper`` on every running knot, as ``CSQP(box=True)`` adds them) →
+``ResidualModelControl``; :class:`~solvers.constraints.FrictionCone` → one
+``ResidualModelContactFrictionCone`` per foot with ``FrictionCone(I, μ, 4 facets, outer, f_min)``
+and its own bounds (the same rows up to order and sign); :class:`~solvers.constraints.WrenchCone`
+→ one ``ResidualModelContactWrenchCone`` per sole with ``WrenchCone(I, μ, sole size, 4, outer,
+f_min)`` and its bounds (the same 17-row set). Plain-Python constraints are not mapped.
+
 Restrictions (raise ``NotImplementedError``): hinge/slide joints with a MuJoCo ``ref``, free
 joints whose Pinocchio placement is not the identity, a dof order that the reader changed,
 actuation other than the two above, ``passive_forces=False`` needed (Crocoddyl's forward dynamics
@@ -57,6 +71,8 @@ import numpy as np
 from dynamics.joints import JointType
 
 from .action_model import ContactDynamics, FreeDynamics, ImpulseDynamics
+from .constraints import ControlBounds, FrameHalfSpace, FrictionCone, JointPositionBounds, JointVelocityBounds, \
+    WrenchCone
 from .costs import ComPositionCost, ContactForceCost, ControlCost, CostSum, FrameHeightCost, FramePositionCost, \
     FrameVelocityCost, FrictionConeCost, StateCost, WrenchConeCost
 from .costs.base import per_knot
@@ -301,10 +317,77 @@ def _cost_model(croc, state, pm, cost, knot: int, nu: int, x_perm: np.ndarray, c
     return sum_
 
 
-def build_crocoddyl_problem(problem: ShootingProblem, bounds: bool = False):
+def _constraint_manager(croc, state, pm, terms, knot: int, nu: int, box=None, contacts=None):
+    """``ConstraintModelManager`` of knot ``knot``'s constraint terms (None when it has none);
+    box: (lower, upper) control bounds added as one more constraint."""
+    if not terms and box is None:
+        return None
+    man = croc.ConstraintModelManager(state, nu)
+    knots = np.array([knot])
+    ndx = state.ndx
+    for i, c in enumerate(terms):
+        lo, hi = (np.asarray(b[0], float) for b in c.bounds(knots))
+        name = f"{c.name}_{i}"
+        if isinstance(c, (JointPositionBounds, JointVelocityBounds)):
+            rows = c.v_index if isinstance(c, JointPositionBounds) else state.nv + c.v_index
+            L, U = np.full(ndx, -np.inf), np.full(ndx, np.inf)
+            L[rows], U[rows] = lo, hi
+            res = croc.ResidualModelState(state, state.zero(), nu)
+            man.addConstraint(name, croc.ConstraintModelResidual(state, res, L, U))
+        elif isinstance(c, FrameHalfSpace):
+            axis = np.flatnonzero(np.abs(c.normal) > 1e-15)
+            if axis.size != 1:
+                raise NotImplementedError(f"constraint '{c.name}': only an axis-aligned normal maps to Crocoddyl's "
+                                          f"frame translation residual, got {c.normal}")
+            a = int(axis[0])
+            L, U = np.full(3, -np.inf), np.full(3, np.inf)
+            if c.normal[a] > 0:
+                U[a] = c.offset / c.normal[a]
+            else:
+                L[a] = c.offset / c.normal[a]
+            res = croc.ResidualModelFrameTranslation(state, _frame_id(pm, c.frame), np.zeros(3), nu)
+            man.addConstraint(name, croc.ConstraintModelResidual(state, res, L, U))
+        elif isinstance(c, ControlBounds):
+            res = croc.ResidualModelControl(state, np.zeros(nu))
+            man.addConstraint(name, croc.ConstraintModelResidual(state, res, lo.copy(), hi.copy()))
+        elif isinstance(c, FrictionCone):
+            if contacts is None or tuple(c.contacts.frames) != tuple(contacts.frames):
+                raise NotImplementedError(f"constraint '{c.name}' is on contacts {c.contacts.frames} but the knot's "
+                                          f"dynamics has {None if contacts is None else contacts.frames}")
+            if c._cf.passive and (np.any(c._cf.damping) or np.any(c._cf.stiffness)):
+                raise NotImplementedError(f"constraint '{c.name}': build it with passive_forces=False")
+            cone = croc.FrictionCone(np.eye(3), c.mu, 4, False, c.f_min)
+            for f in c.contacts.frames:
+                res = croc.ResidualModelContactFrictionCone(state, _frame_id(pm, f), cone, nu, True)
+                man.addConstraint(f"{name}_{f}", croc.ConstraintModelResidual(state, res, np.asarray(cone.lb).copy(),
+                                                                              np.asarray(cone.ub).copy()))
+        elif isinstance(c, WrenchCone):
+            if contacts is None or tuple(c.contacts.frames) != tuple(contacts.frames) or contacts.kind != "6d":
+                raise NotImplementedError(f"constraint '{c.name}' is on contacts {c.contacts.frames} but the knot's "
+                                          f"dynamics has {None if contacts is None else contacts.frames}")
+            if c._cf.passive and (np.any(c._cf.damping) or np.any(c._cf.stiffness)):
+                raise NotImplementedError(f"constraint '{c.name}': build it with passive_forces=False")
+            for i, f in enumerate(c.contacts.frames):
+                # the same 17 rows as ours in another order and sign (Caron et al. 2015): the same set
+                cone = croc.WrenchCone(np.eye(3), c.mu, np.array([2 * c.half_length[i], 2 * c.half_width[i]]), 4,
+                                       False, c.f_min)
+                res = croc.ResidualModelContactWrenchCone(state, _frame_id(pm, f), cone, nu, True)
+                man.addConstraint(f"{name}_{f}", croc.ConstraintModelResidual(state, res, np.asarray(cone.lb).copy(),
+                                                                              np.asarray(cone.ub).copy()))
+        else:
+            raise NotImplementedError(f"constraint '{c.name}' ({type(c).__name__}) has no Crocoddyl counterpart here")
+    if box is not None:
+        res = croc.ResidualModelControl(state, np.zeros(nu))
+        man.addConstraint("control_box", croc.ConstraintModelResidual(state, res, box[0].copy(), box[1].copy()))
+    return man
+
+
+def build_crocoddyl_problem(problem: ShootingProblem, bounds: bool = False, control_box: bool = False):
     """``crocoddyl.ShootingProblem`` equivalent to ``problem`` (see module docstring), its x0 in
     Pinocchio's layout. With ``bounds=True`` the control limits are set on the action models
-    (for ``SolverBoxFDDP``)."""
+    (for ``SolverBoxFDDP``); with ``control_box=True`` they are constraints of every running knot
+    (for ``mim_solvers.SolverCSQP``, as :class:`solvers.CSQP` with ``box=True``). The knots'
+    constraints map to constraint managers (module docstring)."""
     import crocoddyl as croc
     import pinocchio as pin
     _check(problem)
@@ -317,6 +400,8 @@ def build_crocoddyl_problem(problem: ShootingProblem, bounds: bool = False):
 
     def impulse(am, knot: int):
         contacts = am.dynamics.contacts
+        if am.constraints:
+            raise NotImplementedError(f"constraints on the impulse knot {knot} are not mapped")
         if contacts.kind != "point":
             raise NotImplementedError("only point-contact impulses (ImpulseModel3D) are mapped")
         # Crocoddyl's impulse knot has no control (nu = 0): our knot's control only enters its
@@ -331,13 +416,21 @@ def build_crocoddyl_problem(problem: ShootingProblem, bounds: bool = False):
             multi.addImpulse(f"impulse_{f}", croc.ImpulseModel3D(state, _frame_id(pm, f), pin.LOCAL_WORLD_ALIGNED))
         return croc.ActionModelImpulseFwdDynamics(state, multi, cost, float(am.dynamics.restitution), 0.0, True)
 
+    box = (problem.u_lower, problem.u_upper) if control_box and problem.has_bounds else None
+
     def differential(am, knot: int):
         contacts = getattr(am.dynamics, "contacts", None)
         cost = _cost_model(croc, state, pm, am.cost, knot, nu, perm, contacts)
+        cons = _constraint_manager(croc, state, pm, am.constraints, knot, nu,
+                                   box if knot < problem.horizon else None, contacts)
         if contacts is None:
-            return croc.DifferentialActionModelFreeFwdDynamics(state, actuation, cost)
-        return croc.DifferentialActionModelContactFwdDynamics(
-            state, actuation, _contact_models(croc, state, pm, contacts, nu), cost, 0.0, True)
+            if cons is None:
+                return croc.DifferentialActionModelFreeFwdDynamics(state, actuation, cost)
+            return croc.DifferentialActionModelFreeFwdDynamics(state, actuation, cost, cons)
+        cm = _contact_models(croc, state, pm, contacts, nu)
+        if cons is None:
+            return croc.DifferentialActionModelContactFwdDynamics(state, actuation, cm, cost, 0.0, True)
+        return croc.DifferentialActionModelContactFwdDynamics(state, actuation, cm, cost, cons, 0.0, True)
 
     running = []
     for t in range(problem.horizon):

@@ -60,6 +60,18 @@ class _StageTimer:
         return False
 
 
+def _refuse_constraints(solver: str, problem: ShootingProblem) -> None:
+    """ValueError when a knot of ``problem`` carries hard constraints (a solver without them would
+    silently ignore them)."""
+    knots = sum(1 for am in problem.running_models if am.constraints)
+    term = problem.terminal_model is not None and bool(problem.terminal_model.constraints)
+    if knots or term:
+        raise ValueError(f"{solver} does not handle hard constraints, but the problem has constraints on {knots} "
+                         f"of its {problem.horizon} running knots and {'the' if term else 'not the'} terminal knot; "
+                         f"solve it with CSQP (--solver csqp / solvers.CSQP), or build the problem without "
+                         f"constraints")
+
+
 class SolverFailure(RuntimeError):
     """Raised internally when a solve cannot continue; reported in ``SolverResult.reason``."""
 
@@ -108,6 +120,7 @@ class ILQR:
     name = "ilqr"
     multiple_shooting = False
     uses_second_order = False
+    handles_constraints = False     # hard constraints (ActionModel.constraints): refused unless True
 
     def __init__(self, problem: ShootingProblem, box: bool = True, line_search: str = "backtracking",
                  alphas=None, armijo: float = 0.1, reg_init: float = 1e-9, reg_min: float = 1e-9,
@@ -117,6 +130,8 @@ class ILQR:
             raise TypeError(f"{type(self).__name__}: expected a ShootingProblem, got {type(problem).__name__}")
         if line_search not in LINE_SEARCHES:
             raise ValueError(f"unknown line_search '{line_search}'; use one of {', '.join(LINE_SEARCHES)}")
+        if not self.handles_constraints:
+            _refuse_constraints(type(self).__name__, problem)
         self.problem = problem
         self.box = bool(box)
         self.line_search = line_search

@@ -63,3 +63,42 @@ class SolverResult:
                 f"{'converged' if self.converged else 'NOT converged'} ({self.reason}); "
                 f"|grad| {self.gradient_norm:.2e}, gap {self.gap:.1e}; "
                 f"time {t.get('total', 0) * 1e3:.1f} ms")
+
+
+@dataclass
+class ConstrainedResult(SolverResult):
+    """Outcome of a constrained solve (:class:`solvers.CSQP`): the fields of :class:`SolverResult`
+    (``gradient_norm`` is the dual residual, ``gap`` the largest dynamics gap) and
+
+    multipliers (N+1, m): the constraint multipliers ``y`` of the stacked rows of every knot
+    (positive on an active upper bound, negative on an active lower bound; rows and padding as in
+    :class:`solvers.problem_constraints.ProblemConstraints`); costates (N+1, ndx): the dynamics
+    multipliers ``λ``; constraint_values, lower, upper (N+1, m); primal_residual: the largest gap
+    or constraint violation; dual_residual: ∞-norm of the Lagrangian's gradient in the controls
+    (the states' part is zero by the choice of λ); complementarity: the largest ``min(|y_i|,
+    distance of g_i to the bound y_i's sign selects)``; constraint_violation: the largest
+    violation; qp_iterations: ADMM iterations per SQP iteration; rho: the final ADMM penalty."""
+
+    multipliers: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
+    costates: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
+    constraint_values: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
+    lower: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
+    upper: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
+    primal_residual: float = np.inf
+    dual_residual: float = np.inf
+    complementarity: float = np.inf
+    constraint_violation: float = np.inf
+    qp_iterations: list = field(default_factory=list)
+    rho: float = 0.0
+
+    def shifted_multipliers(self, n: int = 1) -> np.ndarray:
+        """The multipliers moved ``n`` knots earlier (the last running knot's row repeated, the
+        terminal row kept): the warm start of the next receding-horizon solve, with
+        :meth:`shifted` for the trajectory."""
+        if int(n) != n or n < 0:
+            raise ValueError(f"shift n must be a non-negative integer, got {n}")
+        y = self.multipliers
+        N = y.shape[0] - 1
+        m = min(int(n), N)
+        run = np.concatenate([y[m:N], np.repeat(y[N - 1:N], m, axis=0)]) if N > 0 else y[:0]
+        return np.concatenate([run, y[N:]])

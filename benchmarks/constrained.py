@@ -1,0 +1,241 @@
+"""Benchmark of the constrained solver: time per SQP iteration of :class:`solvers.CSQP` against
+mim-solvers' ``SolverCSQP`` on the identical problem (solvers/crocoddyl_problem.py maps costs,
+dynamics and constraints) and against our own unconstrained FDDP iteration on the same problem
+built without its constraints (FDDP refuses constrained problems), all timed in the same run.
+
+Problems: the iiwa reaching past a wall (end effector in y ≤ 0.10 m, joint 1 ≥ 0.72 rad; both
+active at the optimum), N = 32, dt = 0.03 s; HyQ standing under a 1 m/s lateral push with hard
+friction cones on every knot, N = 20, dt = 0.01 s. Joint damping off (Crocoddyl has none); no
+control box on either side.
+
+An SQP iteration of either solver is a derivative evaluation, an ADMM QP of several Riccati
+passes and a line search; the two ADMM implementations need different numbers of iterations, so
+each is timed with the same fixed number of ADMM iterations per SQP iteration (``--qp-iterations``,
+tolerances 0 so neither stops early) — the ratio compares the implementations iteration for
+iteration — and the per-ADMM-iteration time is reported too. Per-iteration time = (time of a
+K-iteration solve − time of a 0-iteration solve) / K, median over repeats (benchmarks/timing.py).
+Solves to convergence (KKT residuals ≤ 1e-6, each solver's default ADMM settings) are reported
+too: iterations, ADMM iterations (ours) and wall time.
+
+    python benchmarks/constrained.py                 # numba backend, both problems
+    python benchmarks/constrained.py --quick         # smoke run
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+_HERE = Path(__file__).resolve().parent
+if __name__ == "__main__":  # as a script this folder is sys.path[0]; import the project from the repository root
+    sys.path[:] = [str(_HERE.parent)] + [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+
+import numpy as np
+
+import dynamics
+
+dynamics.worker_wait.configure_worker_wait()  # before Pinocchio/Crocoddyl load libgomp (dynamics.worker_wait)
+import tasks
+from benchmarks.anchors import crocoddyl_importable
+from benchmarks.machine import machine_info
+from benchmarks.output import run_and_emit
+from benchmarks.timing import time_iterations
+from solvers import (
+    CSQP,
+    FDDP,
+    ActionModel,
+    ControlCost,
+    FrameHalfSpace,
+    FramePositionCost,
+    FreeDynamics,
+    FrictionCone,
+    JointPositionBounds,
+    ShootingProblem,
+    StateCost,
+)
+from solvers.costs import CostSum, FrictionConeCost
+
+
+def iiwa_wall(N: int, backend: str, constrained: bool = True) -> ShootingProblem:
+    """The iiwa reaching for (0.55, 0.25, 0.45) behind the wall y ≤ 0.10 m, joint 1 ≥ 0.72 rad
+    (constrained=False: the same costs and dynamics without the constraints)."""
+    task = tasks.get_task("iiwa-reach")
+    dt = 0.03
+    p0 = task.build_problem(task.initial_state(), N, dt, backend=backend, passive_forces=False)
+    m, x0 = p0.model, p0.x0
+    target = np.array([0.55, 0.25, 0.45])
+    run_cost = 1.0 * FramePositionCost(m, "ee", target) + 0.1 * StateCost(m, x0) + 1e-2 * ControlCost(
+        m, p0.gravity_compensation())
+    term_cost = 10.0 * FramePositionCost(m, "ee", target) + 0.1 * StateCost(m, x0)
+    lo = np.full(m.nq, -np.inf)
+    lo[1] = 0.72
+    cons = [FrameHalfSpace(m, "ee", [0, 1, 0], 0.10), JointPositionBounds(m, lo, np.full(m.nq, np.inf))]
+    cons = cons if constrained else []
+    dyn = FreeDynamics(passive_forces=False)
+    return ShootingProblem(x0, [ActionModel(m, run_cost, dt, dyn, constraints=cons)] * N,
+                           ActionModel(m, term_cost, 0.0, dyn, constraints=cons), backend=backend)
+
+
+def hyq_push(N: int, backend: str, constrained: bool = True) -> ShootingProblem:
+    """hyq-stand with a 1 m/s lateral base velocity at x0 and hard friction cones (f_min = 0)
+    (constrained=False: the same costs and dynamics without the cones)."""
+    task = tasks.get_task("hyq-stand")
+    m = task.model
+    x0 = task.initial_state().copy()
+    x0[m.nq + 1] = 1.0
+    p0 = task.build_problem(x0, N, 0.01, backend=backend, passive_forces=False)
+    am0 = p0.running_models[0]
+    cost = CostSum({k: v for k, v in am0.cost.terms.items() if not isinstance(v[0], FrictionConeCost)})
+    cone = FrictionCone(m, task.contacts, task.mu, f_min=0.0, passive_forces=False)
+    p = ShootingProblem(x0, [ActionModel(m, cost, am0.dt, am0.dynamics, constraints=[cone] if constrained else [])] * N,
+                        p0.terminal_model, backend=backend)
+    p.initial_controls = p0.initial_controls
+    return p
+
+
+PROBLEMS = {"iiwa-wall": (iiwa_wall, 32), "hyq-push": (hyq_push, 20)}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--problems", default="iiwa-wall,hyq-push", help="comma-separated: iiwa-wall, hyq-push")
+    ap.add_argument("--backend", default="numba", help="our dynamics backend (default numba)")
+    ap.add_argument("--iterations", type=int, default=3, help="SQP iterations K per timed solve (default 3)")
+    ap.add_argument("--qp-iterations", type=int, default=25, help="ADMM iterations per SQP iteration (default 25)")
+    ap.add_argument("--repeats", type=int, default=3, help="timed repeats, median reported (default 3)")
+    ap.add_argument("--no-mim", action="store_true", help="skip mim-solvers even if it is importable")
+    ap.add_argument("--quick", action="store_true", help="smoke run: 1 iteration, 1 repeat, 5 ADMM iterations")
+    ap.add_argument("--out", help="also write the JSON to this file")
+    ap.add_argument("--table", action="store_true", help="print a text table on stderr")
+    return ap
+
+
+def _from_guess(problem):
+    xs0, us0 = problem.initial_guess()
+    return xs0, us0
+
+
+def time_ours(problem, K: int, Q: int, repeats: int) -> dict[str, Any]:
+    solver = CSQP(problem, box=False, max_qp_iter=Q, eps_abs=0.0, eps_rel=0.0, warm_start_multipliers=False)
+    xs0, us0 = _from_guess(problem)
+
+    def solve(k):
+        r = solver.solve(xs0, us0, max_iter=k, tol=0.0)
+        return dict(r.timings, qp=sum(r.qp_iterations), iterations=r.iterations)
+
+    t = time_iterations(solve, K, repeats)
+    qp = t.solve_results[-1]["qp"] / max(K, 1)
+    per = t.per_iteration_s()
+    return {"per_iteration_s": per, "qp_iterations_per_iteration": qp, "per_qp_iteration_s": per / max(qp, 1),
+            "per_iteration_stage_s": t.per_iteration_stage_s(("derivatives", "backward", "forward", "cost"))}
+
+
+def time_unconstrained(problem, K: int, repeats: int) -> dict[str, Any]:
+    """FDDP's iteration on ``problem`` (built with ``constrained=False``)."""
+    solver = FDDP(problem, box=False, refresh_gains=False)
+    xs0, us0 = _from_guess(problem)
+    t = time_iterations(lambda k: solver.solve(xs0, us0, max_iter=k, tol=0.0).iterations, K, repeats)
+    return {"per_iteration_s": t.per_iteration_s()}
+
+
+def time_mim(problem, K: int, Q: int, repeats: int) -> dict[str, Any]:
+    import crocoddyl  # noqa: F401  (before mim_solvers: its Boost library)
+    import mim_solvers
+
+    from solvers.crocoddyl_problem import build_crocoddyl_problem, to_pinocchio_states
+    cp = build_crocoddyl_problem(problem)
+    cp.nthreads = 1
+    s = mim_solvers.SolverCSQP(cp)
+    s.termination_tolerance, s.eps_abs, s.eps_rel, s.max_qp_iters = 0.0, 0.0, 0.0, Q
+    xs0, us0 = _from_guess(problem)
+    xs0, us0 = list(to_pinocchio_states(problem, xs0)), list(us0)
+
+    def solve(k):
+        s.solve(xs0, us0, k, False)
+        return int(s.iter)
+
+    t = time_iterations(solve, K, repeats)
+    per = t.per_iteration_s()
+    return {"per_iteration_s": per, "qp_iterations_per_iteration": Q, "per_qp_iteration_s": per / Q,
+            "iterations_done": t.solve_results[-1]}
+
+
+def converged_counts(problem, tol: float) -> dict[str, Any]:
+    """A solve of ours to KKT residuals <= tol from the default guess (default ADMM tolerances)."""
+    r = CSQP(problem, box=False).solve(max_iter=200, tol=tol)
+    return {"converged": r.converged, "iterations": r.iterations, "qp_iterations": int(sum(r.qp_iterations)),
+            "total_s": r.timings["total"], "cost": r.cost}
+
+
+def mim_converged_counts(problem, tol: float) -> dict[str, Any]:
+    """mim-solvers' solve to its KKT measure <= tol from the same guess (its default ADMM settings)."""
+    import crocoddyl  # noqa: F401
+    import mim_solvers
+
+    from solvers.crocoddyl_problem import build_crocoddyl_problem, to_pinocchio_states
+    cp = build_crocoddyl_problem(problem)
+    cp.nthreads = 1
+    s = mim_solvers.SolverCSQP(cp)
+    s.termination_tolerance = tol
+    xs0, us0 = _from_guess(problem)
+    t0 = time.perf_counter()
+    ok = s.solve(list(to_pinocchio_states(problem, xs0)), list(us0), 200, False)
+    return {"converged": bool(ok), "iterations": int(s.iter), "total_s": time.perf_counter() - t0, "cost": s.cost,
+            "kkt": s.KKT}
+
+
+def run(args) -> dict[str, Any]:
+    K = 1 if args.quick else args.iterations
+    Q = 5 if args.quick else args.qp_iterations
+    repeats = 1 if args.quick else args.repeats
+    have_mim = crocoddyl_importable(skip=args.no_mim)
+    if have_mim:
+        try:
+            import mim_solvers  # noqa: F401
+        except ImportError:
+            have_mim = False
+    t_start = time.perf_counter()
+    entries = []
+    for name in [s.strip() for s in args.problems.split(",") if s.strip()]:
+        if name not in PROBLEMS:
+            raise SystemExit(f"unknown problem '{name}'; choose from {', '.join(PROBLEMS)}")
+        make, N = PROBLEMS[name]
+        problem = make(N, args.backend)
+        print(f"[constrained benchmark] {name} N={N}", file=sys.stderr)
+        CSQP(problem, box=False).warmup()
+        ours = time_ours(problem, K, Q, repeats)
+        free = time_unconstrained(make(N, args.backend, constrained=False), K, repeats)
+        mim = time_mim(problem, K, Q, repeats) if have_mim else None
+        entries.append({
+            "problem": name, "horizon": N, "backend": args.backend, "csqp": ours, "fddp_unconstrained": free,
+            "mim_csqp": mim,
+            "ratio_vs_mim_csqp": ours["per_iteration_s"] / mim["per_iteration_s"] if mim else None,
+            "ratio_vs_unconstrained": ours["per_iteration_s"] / free["per_iteration_s"],
+            "converged_solve_tol_1e-6": None if args.quick else converged_counts(problem, 1e-6),
+            "mim_converged_solve_tol_1e-6": None if args.quick or not have_mim else mim_converged_counts(problem, 1e-6)})
+    return {"benchmark": "constrained", "sqp_iterations_per_timed_solve": K, "qp_iterations_per_sqp_iteration": Q,
+            "repeats": repeats, "mim_solvers_available": have_mim, "results": entries, "machine": machine_info(),
+            "wall_s": time.perf_counter() - t_start}
+
+
+def format_table(result: dict[str, Any]) -> str:
+    lines = [(f"{'problem':<10} {'N':>3} {'csqp ms/it':>11} {'mim ms/it':>10} {'fddp ms/it':>11} {'vs mim':>7} "
+              f"{'vs fddp':>8}")]
+    for e in result["results"]:
+        mim = e["mim_csqp"]
+        lines.append(f"{e['problem']:<10} {e['horizon']:>3} {1e3 * e['csqp']['per_iteration_s']:11.2f} "
+                     f"{(1e3 * mim['per_iteration_s']) if mim else float('nan'):10.2f} "
+                     f"{1e3 * e['fddp_unconstrained']['per_iteration_s']:11.2f} "
+                     f"{e['ratio_vs_mim_csqp'] or float('nan'):7.2f} {e['ratio_vs_unconstrained']:8.2f}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    return run_and_emit(build_parser(), run, format_table, argv)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,215 @@
+"""The QP of one stagewise SQP iteration solved by ADMM (OSQP's iteration: Stellato et al. 2020,
+"OSQP: an operator splitting solver for quadratic programs"; stagewise as in Jordana, Kleff,
+Meduri, Righetti, Mansard 2023, "Stagewise Implementations of Sequential Quadratic Programming for
+Model-Predictive Control"). On the splitting ``g + G d = z``, z in [lower, upper]::
+
+    d⁺ = argmin  q(d) + Σ_t ρ/2 ‖g + G d − z + y/ρ‖² + σ/2 ‖d − d_prev‖²   s.t. the linearised dynamics
+    w  = α (g + G d⁺) + (1 − α) z                (over-relaxation α)
+    z⁺ = Π_[lower, upper](w + y/ρ),   y⁺ = y + ρ (w − z⁺)
+
+until ``‖g + G d − z‖∞`` and ``‖ρ Gᵀ(z⁺ − z)‖∞`` are below ``eps_abs + eps_rel·scale``. The per-row
+penalty and its update: docs/solvers.md ("Hard constraints and the constrained solver"); the SQP
+around it: :mod:`solvers.csqp`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from dynamics.inputs import sum_is_finite
+
+from .backward_pass import BackwardPass
+from .costs import CostDerivatives
+from .ilqr import SolverFailure
+from .problem import ProblemDerivatives
+from .regularization import Regularization
+
+RHO_MIN, RHO_MAX = 1e-6, 1e6
+
+
+class StagewiseAdmmQP:
+    """ADMM on the QP in the step d = (dx, du) of a shooting problem with N knots, state tangent
+    size ndx, nu controls and m constraint rows per knot: the Gauss–Newton cost model, the
+    linearised dynamics with gaps, and ``lower ≤ g + G d ≤ upper``. The d-update is a Riccati pass
+    of ``backward`` on cost terms augmented by ``ρ GᵀG + σI`` and ``Gᵀ(y + ρ(g − z)) − σ d``, then a
+    linear rollout.
+
+    State kept between calls (the warm start): the multipliers ``y`` (N+1, m), the splitting
+    variables ``z`` (N+1, m) and the scalar penalty ``rho``. After :meth:`solve`: the step ``dx``
+    (N+1, ndx), ``du`` (N, nu). Options: see :class:`solvers.CSQP`. timed: ``timed(key)`` gives a
+    context manager adding the block's wall time to the caller's timings."""
+
+    def __init__(self, horizon: int, ndx: int, nu: int, equality: np.ndarray, backward: BackwardPass,
+                 timed: Callable, max_iter: int = 1000, eps_abs: float = 1e-6, eps_rel: float = 1e-6,
+                 rho: float = 1e-1, sigma: float = 1e-6, relaxation: float = 1.6, rho_update_interval: int = 10,
+                 inactive_rho: float = 1e-3, verbose: int = 0):
+        if int(max_iter) != max_iter or max_iter < 1:
+            raise ValueError(f"max_qp_iter must be a positive integer, got {max_iter}")
+        for name, v in (("eps_abs", eps_abs), ("eps_rel", eps_rel), ("sigma", sigma)):
+            if not (np.isfinite(v) and v >= 0):
+                raise ValueError(f"{name} must be a finite number >= 0, got {v}")
+        if not (RHO_MIN <= rho <= RHO_MAX):
+            raise ValueError(f"rho must be in [{RHO_MIN}, {RHO_MAX}], got {rho}")
+        if not 0 < relaxation < 2:
+            raise ValueError(f"relaxation must be in (0, 2), got {relaxation}")
+        self.max_iter, self.eps_abs, self.eps_rel = int(max_iter), float(eps_abs), float(eps_rel)
+        self.rho0, self.sigma, self.relaxation = float(rho), float(sigma), float(relaxation)
+        self.rho_update_interval = int(rho_update_interval)
+        self.inactive_rho = float(inactive_rho)
+        self.verbose = verbose
+        self.backward, self._timed = backward, timed
+        N, m = horizon, equality.shape[-1]
+        self.equality = equality                        # (N+1, m) bool
+        self.aug = CostDerivatives.zeros(N, ndx, nu)
+        self.aug_terminal = CostDerivatives.zeros(1, ndx, nu)
+        self.dx, self.du = np.zeros((N + 1, ndx)), np.zeros((N, nu))
+        self.y, self.z = np.zeros((N + 1, m)), np.zeros((N + 1, m))
+        self.rho = self.rho0
+        self._closed_loop, self._K_seen, self._curvature = None, None, None
+        self._near = np.zeros((N + 1, m), bool)
+
+    def solve(self, d: ProblemDerivatives, g: np.ndarray, Gx: np.ndarray, Gu: np.ndarray, lower: np.ndarray,
+              upper: np.ndarray, gaps: np.ndarray, us: np.ndarray, reg: Regularization,
+              costates: np.ndarray | None = None) -> int:
+        """ADMM on the QP at an iterate: constraint values g (N+1, m), Jacobians Gx (N+1, m, ndx),
+        Gu (N+1, m, nu), bounds lower/upper (N+1, m), gaps (N+1, ndx), controls us (N, nu); reg: the
+        Riccati pass's μ schedule (raised on failure). costates (N+1, ndx): add ``λ_{t+1} · F2_t``
+        to the Hessian. Leaves the step in (dx, du), y and z updated; returns the iterations."""
+        N = len(us)
+        self._curvature = None
+        if costates is not None and d.dynamics.has_second_order:
+            dyn = d.dynamics
+            lam = np.einsum("tri,ti->tr", dyn.C, costates[1:])
+            H = np.einsum("tr,trab->tab", lam, dyn.T)
+            self._curvature = 0.5 * (H + np.swapaxes(H, -1, -2))
+        lo, hi = lower, upper
+        y, z = self.y, self.z
+        np.clip(z, lo, hi, out=z)
+        dx, du = self.dx, self.du
+        dx.fill(0.0)
+        du.fill(0.0)
+        a, at = self.aug, self.aug_terminal
+        rho = self._rho_rows(g, lo, hi)
+        with self._timed("backward"):
+            self._augmented_hessians(d, Gx, Gu, rho)
+        lqr = ProblemDerivatives(a, at, d.dynamics)
+        Fx, Fu = d.dynamics.Fx, d.dynamics.Fu
+        alpha, s = self.relaxation, self.sigma
+        Cd = np.zeros_like(g)
+        self._closed_loop = None            # new Fx, Fu: the closed-loop matrices are rebuilt
+        it = 0
+        for it in range(1, self.max_iter + 1):
+            with self._timed("backward"):
+                v = y + rho * (g - z)
+                np.subtract(d.running.lx + np.einsum("tmi,tm->ti", Gx[:N], v[:N]), s * dx[:N], out=a.lx)
+                np.subtract(d.running.lu + np.einsum("tmi,tm->ti", Gu[:N], v[:N]), s * du, out=a.lu)
+                at.lx[0] = d.terminal.lx[0] + Gx[N].T @ v[N] - s * dx[N]
+                self._riccati(lqr, reg, us, gaps)
+                self._linear_rollout(Fx, Fu, gaps)
+                if not (sum_is_finite(dx) and sum_is_finite(du)):
+                    raise SolverFailure("the QP step is non-finite (ill-conditioned constraints or dynamics); "
+                                        "the last finite iterate is returned")
+                np.einsum("tmi,ti->tm", Gx, dx, out=Cd)
+                Cd[:N] += np.einsum("tmi,ti->tm", Gu[:N], du)
+                w = g + Cd
+                z_prev = z.copy()
+                wr = alpha * w + (1.0 - alpha) * z_prev
+                np.clip(wr + y / rho, lo, hi, out=z)
+                y += rho * (wr - z)
+                r_prim = float(np.abs(w - z).max(initial=0.0))
+                dz = rho * (z - z_prev)
+                r_dual = max(float(np.abs(np.einsum("tmi,tm->ti", Gx, dz)).max(initial=0.0)),
+                             float(np.abs(np.einsum("tmi,tm->ti", Gu[:N], dz[:N])).max(initial=0.0)))
+                scale_p = max(float(np.abs(w).max(initial=0.0)), float(np.abs(z).max(initial=0.0)))
+                Gty = max(float(np.abs(np.einsum("tmi,tm->ti", Gx, y)).max(initial=0.0)),
+                          float(np.abs(np.einsum("tmi,tm->ti", Gu[:N], y[:N])).max(initial=0.0)))
+                if r_prim <= self.eps_abs + self.eps_rel * scale_p and r_dual <= self.eps_abs + self.eps_rel * Gty:
+                    break
+                if self.rho_update_interval and it % self.rho_update_interval == 0:
+                    # ρ ← ρ √(r_primal / r_dual), the residuals' own ratio (the rows' magnitudes —
+                    # torques, angles, metres — differ too much for OSQP's normalisation by the
+                    # largest of them), measured on the rows ρ applies to: far-inactive rows only
+                    # follow their linearised values
+                    near = self._near | self.equality
+                    rp = float(np.abs(np.where(near, w - z, 0.0)).max(initial=0.0))
+                    dzn = np.where(near, dz, 0.0)
+                    rd = max(float(np.abs(np.einsum("tmi,tm->ti", Gx, dzn)).max(initial=0.0)),
+                             float(np.abs(np.einsum("tmi,tm->ti", Gu[:N], dzn[:N])).max(initial=0.0)))
+                    new = self.rho if rp == 0 or rd == 0 else \
+                        float(np.clip(self.rho * np.sqrt(rp / rd), RHO_MIN, RHO_MAX))
+                    if self.verbose > 1:
+                        print(f"[csqp]   admm {it:4d} primal {r_prim:.2e}/{scale_p:.2e} dual {r_dual:.2e}/{Gty:.2e} "
+                              f"rho {self.rho:.1e} -> {new:.1e}")
+                    # a new ρ costs nothing extra here (every ADMM iteration runs a full Riccati pass);
+                    # the rows' active flags are refreshed with it
+                    self.rho = new
+                    rho = self._rho_rows(w, lo, hi)
+                    self._augmented_hessians(d, Gx, Gu, rho)
+        return it
+
+    def _rho_rows(self, w: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """Per-row penalty (N+1, m): 10³ ρ on equality rows, ρ on inequality rows that are active or
+        nearly so (a non-zero multiplier, or ``w`` — the linearised value — or z at or past a
+        bound), 10⁻³ ρ on the other inequality rows, ρ_min on unbounded rows. A far-inactive row
+        (e.g. a torque limit) with the full ρ would act as a proximal term of weight ρ on its
+        variables and stall ADMM where the cost's curvature is much smaller than ρ."""
+        z, y = self.z, self.y
+        with np.errstate(invalid="ignore"):
+            near = ((y != 0) | (w <= lo + _slack(lo)) | (w >= hi - _slack(hi))
+                    | (z <= lo + _slack(lo)) | (z >= hi - _slack(hi)))
+        self._near = near & ~self.equality
+        r = np.where(self.equality, 1e3 * self.rho, np.where(near, self.rho, self.inactive_rho * self.rho))
+        bounded = np.isfinite(lo) | np.isfinite(hi)
+        return np.maximum(np.where(bounded, r, RHO_MIN), RHO_MIN)
+
+    def _augmented_hessians(self, d: ProblemDerivatives, Gx: np.ndarray, Gu: np.ndarray, rho: np.ndarray) -> None:
+        """``l_xx + Gxᵀ ρ Gx + σI``, ``l_xu + Gxᵀ ρ Gu``, ``l_uu + Guᵀ ρ Gu + σI`` (+ the curvature)."""
+        N, s = len(d.running.lxx), self.sigma
+        a, at = self.aug, self.aug_terminal
+        curv = self._curvature
+        rGx, rGu = rho[..., None] * Gx, rho[..., None] * Gu
+        GxT = np.swapaxes(Gx, -1, -2)
+        np.add(d.running.lxx, GxT[:N] @ rGx[:N], out=a.lxx)
+        np.add(d.running.lxu, GxT[:N] @ rGu[:N], out=a.lxu)
+        np.add(d.running.luu, np.swapaxes(Gu[:N], -1, -2) @ rGu[:N], out=a.luu)
+        np.add(d.terminal.lxx[0], GxT[N] @ rGx[N], out=at.lxx[0])
+        for A in (a.lxx, a.luu, at.lxx):
+            n = A.shape[-1]
+            A.reshape(A.shape[0], n * n)[:, ::n + 1] += s
+        if curv is not None:
+            ndx = a.lxx.shape[-1]
+            a.lxx += curv[:, :ndx, :ndx]
+            a.lxu += curv[:, :ndx, ndx:]
+            a.luu += curv[:, ndx:, ndx:]
+
+    def _linear_rollout(self, Fx: np.ndarray, Fu: np.ndarray, gaps: np.ndarray) -> None:
+        """``dx_0 = f̄_0``, ``du_t = k_t + K_t dx_t``, ``dx_{t+1} = Fx dx_t + Fu du_t + f̄_{t+1}``
+        into (dx, du): one matrix-vector product per knot with the closed-loop ``Fx + Fu K``
+        (the same for every ADMM iteration at one ρ and μ: rebuilt when K changes)."""
+        K, k, dx, du = self.backward.K, self.backward.k, self.dx, self.du
+        A = self._closed_loop
+        if A is None or not np.array_equal(self._K_seen, K):
+            A = self._closed_loop = Fx + Fu @ K
+            self._K_seen = K.copy()
+        b = (Fu @ k[:, :, None])[:, :, 0] + gaps[1:]
+        dx[0] = gaps[0]
+        for t in range(len(A)):
+            np.add(A[t] @ dx[t], b[t], out=dx[t + 1])
+        np.add(k, (K @ dx[:-1, :, None])[:, :, 0], out=du)
+
+    def _riccati(self, lqr: ProblemDerivatives, reg: Regularization, us: np.ndarray, gaps: np.ndarray) -> None:
+        """One Riccati pass on the augmented LQ problem, raising μ until it succeeds."""
+        while True:
+            failure = self.backward.run(lqr, reg.mu, us, None, None, gaps, False)
+            if failure is None:
+                return
+            if not reg.increase():
+                raise SolverFailure(f"regularization blow-up in the QP's Riccati pass ({failure}; mu > "
+                                    f"{reg.mu_max:.1e})")
+
+
+def _slack(bound: np.ndarray) -> np.ndarray:
+    """How close to a bound a value counts as "nearly active": 1e-3 (1 + |bound|)."""
+    with np.errstate(invalid="ignore"):
+        return 1e-3 * (1.0 + np.abs(bound))

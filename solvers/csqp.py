@@ -1,0 +1,334 @@
+"""Constrained optimal control by stagewise sequential quadratic programming with an ADMM QP
+(Jordana, Kleff, Meduri, Righetti, Mansard 2023, "Stagewise Implementations of Sequential
+Quadratic Programming for Model-Predictive Control"; mim-solvers' ``SolverCSQP``). The ADMM
+iteration is OSQP's (Stellato et al. 2020, "OSQP: an operator splitting solver for quadratic
+programs"): over-relaxation, adaptive penalty ρ.
+
+Problem: the shooting problem's cost and dynamics (gaps allowed: multiple shooting) and the
+constraints of its knots, ``lower ≤ g_t(x_t, u_t) ≤ upper`` (:mod:`solvers.constraints`,
+stacked by :mod:`solvers.problem_constraints`; with ``box`` the problem's control bounds too).
+
+One SQP iteration at (xs, us):
+
+1. derivatives: cost and dynamics derivatives (:meth:`ShootingProblem.derivatives`' stages), the
+   constraint values ``g`` and Jacobians ``G = [Gx Gu]``, the gaps ``f̄``;
+2. the QP in the step d = (dx, du): the Gauss–Newton quadratic model of the cost, the linearised
+   dynamics ``dx_{t+1} = Fx dx_t + Fu du_t + f̄_{t+1}`` (``dx_0 = f̄_0``) and ``lower ≤ g + G d ≤
+   upper``, by ADMM (:class:`solvers.admm_qp.StagewiseAdmmQP`: OSQP's iteration, each d-update a
+   Riccati pass of the other solvers and a linear rollout; docs/solvers.md gives the details);
+3. a filter line search (the current point as the filter): ``xs ⊕ α dx``, ``us + α du`` is
+   accepted when it lowers the cost or the infeasibility ``Σ‖f̄‖₁ + Σ‖violation‖₁``.
+
+Stopping: the KKT residuals at the iterate — the primal residual (largest gap or constraint
+violation), the dual residual ``max_t ‖l_u + Gu_tᵀ y_t + Fu_tᵀ λ_{t+1}‖∞`` with the costates
+``λ_N = l_x + Gxᵀy``, ``λ_t = l_x + Gxᵀ y_t + Fxᵀ λ_{t+1}`` (the states' stationarity then holds
+exactly) and the complementarity of y — all ≤ tol.
+
+``second_order=True`` adds DDP's term, the dynamics' curvature contracted with the costates
+``λ_{t+1} · F2_t``, to the QP's Hessian (the constraints' own curvature is not added).
+
+Knot 0's state-only rows cannot be changed (x_0 is given): they are left out of the QP, and a
+start state that violates one by more than ``x0_tolerance`` ends the solve with a diagnostic
+naming the term. The multipliers y (and the ADMM splitting variables) of the last solve warm-start
+the next one (``warm_start_multipliers``), or are given to :meth:`CSQP.solve`.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from dynamics.inputs import sum_is_finite
+
+from .admm_qp import StagewiseAdmmQP
+from .ilqr import ILQR, SolverFailure, initial_controls, initial_states
+from .problem import ProblemDerivatives, ShootingProblem
+from .problem_constraints import ProblemConstraints
+from .regularization import Regularization
+from .result import TIMING_KEYS, ConstrainedResult
+
+
+class CSQP(ILQR):
+    """Stagewise SQP with an ADMM QP on a :class:`ShootingProblem` with constraints.
+
+    box: the problem's control bounds become constraint rows of every running knot. max_qp_iter:
+    ADMM iterations per SQP iteration at most; eps_abs / eps_rel: ADMM's absolute and relative
+    tolerances; rho: initial ADMM penalty; sigma: proximal weight; relaxation: over-relaxation
+    α in (0, 2); rho_update_interval: ADMM iterations between ρ updates (0: never);
+    x0_tolerance: the largest violation of a knot-0 state-only constraint by x0 that is tolerated;
+    warm_start_multipliers: start from the previous solve's multipliers; inactive_rho: the penalty
+    factor of far-inactive rows; second_order: add the dynamics' curvature ``λ_{t+1} · F2_t`` (the
+    costates') to the QP's Hessian, DDP's term in the Lagrangian (an indefinite result falls back
+    to Gauss–Newton for that iteration). The other options are
+    :class:`ILQR`'s (``alphas``, ``reg_*``, ``compiled``; ``line_search`` and ``refresh_gains``
+    are accepted for a uniform interface: the line search is always the backtracking filter)."""
+
+    name = "csqp"
+    multiple_shooting = True
+    uses_second_order = False
+    handles_constraints = True
+
+    def __init__(self, problem: ShootingProblem, box: bool = True, max_qp_iter: int = 1000, eps_abs: float = 1e-6,
+                 eps_rel: float = 1e-6, rho: float = 1e-1, sigma: float = 1e-6, relaxation: float = 1.6,
+                 rho_update_interval: int = 10, x0_tolerance: float = 1e-3, warm_start_multipliers: bool = True,
+                 inactive_rho: float = 1e-3, second_order: bool = False, **options):
+        super().__init__(problem, box=box, **options)
+        self.uses_second_order = bool(second_order)
+        if not (np.isfinite(x0_tolerance) and x0_tolerance >= 0):
+            raise ValueError(f"x0_tolerance must be a finite number >= 0, got {x0_tolerance}")
+        self.qp_options = {"max_iter": max_qp_iter, "eps_abs": eps_abs, "eps_rel": eps_rel, "rho": rho, "sigma": sigma,
+                           "relaxation": relaxation, "rho_update_interval": rho_update_interval,
+                           "inactive_rho": inactive_rho}
+        self.x0_tolerance = float(x0_tolerance)
+        self.warm_start_multipliers = bool(warm_start_multipliers)
+        self.constraints = ProblemConstraints(problem, box)
+        self._y_prev = self._z_prev = None
+        self._allocate()
+
+    def _allocate(self) -> None:
+        p, pc = self.problem, self.constraints
+        self.cdata = pc.create_data()
+        self.qp = StagewiseAdmmQP(p.horizon, p.ndx, p.nu, pc.equality, self.backward, self._timed,
+                                  verbose=self.verbose, **self.qp_options)
+        self.costates = np.zeros((p.horizon + 1, p.ndx))
+        self._m = pc.m
+
+    # ------------------------------------------------------------ public API
+    def solve(self, xs_init=None, us_init=None, max_iter: int = 50, tol: float = 1e-6,
+              multipliers=None) -> ConstrainedResult:
+        """Optimise from an initial guess (default: the problem's default controls rolled out from
+        x0; with ``xs_init`` the guess is taken as given, gaps and all). multipliers: (N+1, m)
+        constraint multipliers to start from (default: the previous solve's when
+        ``warm_start_multipliers``, else zero). Stops when the primal, dual and complementarity
+        residuals are all <= tol."""
+        pc = self.constraints
+        if int(max_iter) != max_iter or max_iter < 0:
+            raise ValueError(f"max_iter must be a non-negative integer, got {max_iter}")
+        if not (tol >= 0):
+            raise ValueError(f"tol must be >= 0, got {tol}")
+        self.timings = dict.fromkeys(TIMING_KEYS, 0.0)
+        t_start = time.perf_counter()
+        pc.build()
+        if pc.m != self._m:
+            self._allocate()
+            self._y_prev = self._z_prev = None
+        self._start_multipliers(multipliers)
+        self.backward.reset()
+        if self.uses_second_order:
+            self.data.enable_second_order()     # allocates once
+        self.reg = Regularization(**self.reg_params)
+        self.qp.rho = self.qp.rho0 if self._z_prev is None else self.qp.rho
+        self.fallbacks = 0
+        self.feasible = False
+        history, steps, qp_iters = [], [], []
+        converged, reason, it = False, "", 0
+        self.kkt = (np.inf, np.inf, np.inf, np.inf)
+        self.cost = np.nan
+        try:
+            self._take(*self._initial_guess(xs_init, us_init))
+            self._relax_knot0()
+            derivs = self._linearize()
+            self.cost = derivs.cost
+            if not np.isfinite(self.cost):
+                raise SolverFailure("the initial trajectory has a non-finite cost")
+            history.append(self.cost)
+            for it in range(max_iter + 1):
+                if derivs is None:
+                    derivs = self._linearize()
+                self.kkt = self._kkt(derivs)
+                primal, dual, comp, _ = self.kkt
+                if self.verbose:
+                    print(f"[csqp] it {it:3d} cost {self.cost:.10e} primal {primal:.2e} dual {dual:.2e} "
+                          f"comp {comp:.2e} rho {self.qp.rho:.1e}")
+                if max(primal, dual, comp) <= tol:
+                    converged, reason = True, (f"KKT residuals primal {primal:.2e}, dual {dual:.2e}, "
+                                               f"complementarity {comp:.2e} <= tol {tol:.1e}")
+                    break
+                if it == max_iter:
+                    reason = (f"maximum number of iterations ({max_iter}) reached; KKT residuals primal {primal:.2e}, "
+                              f"dual {dual:.2e}, complementarity {comp:.2e}")
+                    break
+                try:
+                    qp_iters.append(self._solve_qp(derivs, self.uses_second_order))
+                except SolverFailure:
+                    if not self.uses_second_order:
+                        raise
+                    self.fallbacks += 1         # the curvature made the QP indefinite: Gauss–Newton
+                    self.reg = Regularization(**self.reg_params)
+                    np.clip(self.cdata.g, self._lo, self._hi, out=self.qp.z)
+                    qp_iters.append(self._solve_qp(derivs, False))
+                alpha = self._filter_line_search()
+                steps.append(alpha)
+                history.append(self.cost)
+                derivs = None
+        except SolverFailure as e:
+            converged, reason = False, str(e)
+        self.timings["total"] = time.perf_counter() - t_start
+        if not (sum_is_finite(self.xs) and sum_is_finite(self.us)):
+            converged = False
+            reason += "; the returned trajectory contains non-finite values"
+        self._y_prev, self._z_prev = self.qp.y.copy(), self.qp.z.copy()
+        primal, dual, comp, viol = self.kkt
+        return ConstrainedResult(
+            xs=self.xs.copy(), us=self.us.copy(), K=self.K.copy(), k=self.k.copy(), cost=float(self.cost),
+            cost_history=history, iterations=it, converged=converged, reason=reason, timings=dict(self.timings),
+            solver=self.name, gradient_norm=float(dual), gap=float(np.abs(self.gaps).max()),
+            regularization=self.reg.mu, step_sizes=steps, gauss_newton_fallbacks=self.fallbacks,
+            second_order=self._second_order_sources(), multipliers=self.qp.y.copy(), costates=self.costates.copy(),
+            constraint_values=self.cdata.g.copy(), lower=pc.lower.copy(), upper=pc.upper.copy(),
+            primal_residual=float(primal), dual_residual=float(dual), complementarity=float(comp),
+            constraint_violation=float(viol), qp_iterations=qp_iters, rho=float(self.qp.rho))
+
+    def warmup(self, progress=None, extra=None):
+        """:meth:`ILQR.warmup`, then the multipliers of its solves forgotten (a warm-up leaves no
+        state behind)."""
+        try:
+            return super().warmup(progress, extra)
+        finally:
+            self.reset_multipliers()
+
+    def reset_multipliers(self) -> None:
+        """Forget the previous solve's multipliers (the next solve starts from zero)."""
+        self._y_prev = self._z_prev = None
+
+    # ------------------------------------------------------------ setup
+    def _start_multipliers(self, multipliers) -> None:
+        pc = self.constraints
+        shape = (self.problem.horizon + 1, pc.m)
+        qp = self.qp
+        qp.z.fill(np.nan)                 # set from the first constraint evaluation unless warm
+        if multipliers is not None:
+            y = np.asarray(multipliers, float)
+            if y.shape != shape or not np.all(np.isfinite(y)):
+                raise ValueError(f"multipliers must be a finite {shape} array (horizon+1, constraint rows), got shape "
+                                 f"{y.shape}")
+            qp.y[:] = y
+        elif self.warm_start_multipliers and self._y_prev is not None:
+            qp.y[:] = self._y_prev
+            qp.z[:] = self._z_prev
+        else:
+            qp.y.fill(0.0)
+            qp.rho = qp.rho0
+
+    def _initial_guess(self, xs_init, us_init):
+        p = self.problem
+        us = initial_controls(p, us_init, self.box)
+        if xs_init is not None:
+            return initial_states(p, xs_init), us
+        with self._timed("forward"), np.errstate(all="ignore"):
+            xs = p.rollout(us)
+        if not sum_is_finite(xs):
+            raise SolverFailure("the initial rollout diverged (non-finite states); give a better us_init or xs_init")
+        return xs, us
+
+    def _relax_knot0(self) -> None:
+        """QP bounds: the constraints' with knot 0's state-only rows removed (x_0 is given); a
+        start state violating one of them by more than x0_tolerance ends the solve."""
+        p, pc = self.problem, self.constraints
+        self._lo, self._hi = pc.lower.copy(), pc.upper.copy()
+        rows = pc.state_only[0] & pc.bounded[0]
+        if not rows.any():
+            return
+        xs = np.repeat(p.x0[None], p.horizon + 1, axis=0)
+        g0 = pc.values(xs, self.us)[0]
+        viol = np.where(rows, pc.violation(g0), 0.0)[0]
+        r = int(np.argmax(viol))
+        if viol[r] > self.x0_tolerance:
+            raise SolverFailure(f"infeasible start: the initial state x0 violates {pc.describe_row(0, r)} by "
+                                f"{viol[r]:.3g} (value {g0[r]:.6g}, bounds [{pc.lower[0, r]:.6g}, {pc.upper[0, r]:.6g}]); "
+                                f"x0 is fixed, so no plan can satisfy it — move the bound or start elsewhere")
+        self._lo[0, rows], self._hi[0, rows] = -np.inf, np.inf
+        self.qp.y[0, rows] = 0.0
+
+    # ------------------------------------------------------------ SQP stages
+    def _linearize(self) -> ProblemDerivatives:
+        """Cost, dynamics and constraint derivatives at the iterate, and its gaps."""
+        p, pc = self.problem, self.constraints
+        with self._timed("derivatives"):
+            d = self.data
+            solves = d.calc_dynamics(self.xs[:-1], self.us, self.uses_second_order)
+            p.costs.derivatives_into(self.xs, self.us, d.running, d.terminal, solves)
+            pc.evaluate(self.xs, self.us, self.cdata, solves)
+            derivs = d.derivatives()
+        ss = p.state
+        ss.difference(self.xs[0], p.x0, out=self.gaps[0])
+        ss.difference(self.xs[1:], derivs.dynamics.xnext, out=self.gaps[1:])
+        cd = self.cdata
+        if not (sum_is_finite(cd.g) and sum_is_finite(cd.Gx) and sum_is_finite(cd.Gu)):
+            bad = ~(np.isfinite(cd.g) & np.isfinite(cd.Gx).all(-1) & np.isfinite(cd.Gu).all(-1))
+            t, r = map(int, np.argwhere(bad)[0])
+            raise SolverFailure(f"non-finite value or Jacobian of {pc.describe_row(t, r)} on the current trajectory")
+        if np.isnan(self.qp.z).any():
+            np.clip(cd.g, self._lo, self._hi, out=self.qp.z)
+        return derivs
+
+    def _kkt(self, d: ProblemDerivatives) -> tuple[float, float, float, float]:
+        """(primal, dual, complementarity, violation) residuals at the iterate; sets the costates."""
+        cd, N, y = self.cdata, self.problem.horizon, self.qp.y
+        Fx, Fu = d.dynamics.Fx, d.dynamics.Fu
+        hx = d.running.lx + np.einsum("tmi,tm->ti", cd.Gx[:N], y[:N])
+        hu = d.running.lu + np.einsum("tmi,tm->ti", cd.Gu[:N], y[:N])
+        lam = self.costates
+        lam[N] = d.terminal.lx[0] + cd.Gx[N].T @ y[N]
+        dual = 0.0
+        for t in range(N - 1, -1, -1):
+            dual = max(dual, float(np.abs(hu[t] + Fu[t].T @ lam[t + 1]).max(initial=0.0)))
+            lam[t] = hx[t] + Fx[t].T @ lam[t + 1]
+        viol = np.maximum(np.maximum(self._lo - cd.g, cd.g - self._hi), 0.0)
+        violation = float(viol.max(initial=0.0))
+        primal = max(violation, float(np.abs(self.gaps).max()))
+        with np.errstate(invalid="ignore"):
+            dist = np.where(y > 0, np.abs(self._hi - cd.g), np.abs(cd.g - self._lo))
+        comp = float(np.minimum(np.abs(y), dist).max(initial=0.0))
+        return primal, dual, comp, violation
+
+    def _solve_qp(self, d: ProblemDerivatives, curvature: bool) -> int:
+        """The QP at the iterate by :attr:`qp` (the step in ``qp.dx``, ``qp.du``, the multipliers
+        in ``qp.y``); curvature: with ``λ_{t+1} · F2_t`` of the last KKT evaluation's costates."""
+        cd = self.cdata
+        return self.qp.solve(d, cd.g, cd.Gx, cd.Gu, self._lo, self._hi, self.gaps, self.us, self.reg,
+                             self.costates if curvature else None)
+
+    def _infeasibility(self, gaps: np.ndarray, g: np.ndarray) -> float:
+        viol = np.maximum(np.maximum(self._lo - g, g - self._hi), 0.0)
+        return float(np.abs(gaps).sum() + viol.sum())
+
+    def _trial(self, alpha: float):
+        p = self.problem
+        xs = p.state.integrate(self.xs, alpha * self.qp.dx)
+        us = self.us + alpha * self.qp.du
+        with self._timed("forward"), np.errstate(all="ignore"):
+            xn = p.next_states(xs[:-1], us)
+            gaps = np.concatenate([p.state.difference(xs[:1], p.x0[None]), p.state.difference(xs[1:], xn)])
+        if not (sum_is_finite(gaps) and sum_is_finite(xs)):
+            return None
+        with self._timed("cost"), np.errstate(all="ignore"):
+            cost = float(p.cost(xs, us))
+            g = self.constraints.values(xs, us)
+        if not (np.isfinite(cost) and sum_is_finite(g)):
+            return None
+        return xs, us, cost, self._infeasibility(gaps, g)
+
+    def _filter_line_search(self) -> float:
+        """Backtracking over ``alphas``: the first step that lowers the cost or the infeasibility
+        is taken (the current point is the filter); when none does, the smallest finite one is
+        taken (as mim-solvers does), so that the SQP keeps moving. Returns α (0: nothing finite)."""
+        cd = self.cdata
+        infeas = self._infeasibility(self.gaps, cd.g)
+        last = None
+        for alpha in self.alphas:
+            trial = self._trial(float(alpha))
+            if trial is None:
+                continue
+            last = (float(alpha), trial)
+            _, _, cost, inf_try = trial
+            if cost < self.cost or inf_try < infeas:
+                break
+        if last is None:
+            raise SolverFailure("every step of the line search gave non-finite states, costs or constraint values; "
+                                "the last finite iterate is returned")
+        alpha, (xs, us, cost, _) = last
+        self._take(xs, us)
+        self.cost = cost
+        return alpha

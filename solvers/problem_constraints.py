@@ -1,0 +1,178 @@
+"""The constraint side of a shooting problem: the terms ``lower ≤ g_t(x_t, u_t) ≤ upper`` of every
+knot (running knots 0..N-1 and the terminal knot N), stacked per knot into rows padded to the
+largest knot (``m`` rows; padding rows are unbounded, with zero residual and Jacobian), and
+evaluated with one batched call per term per group of knots that share the same terms — as the
+cost groups of :mod:`solvers.knots` are.
+
+Built by the constrained solver (:class:`solvers.CSQP`); ``box`` adds the problem's control bounds
+``u_lower ≤ u ≤ u_upper`` as rows of every running knot.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .constraints import ControlBounds
+from .problem_costs import contact_solves_for
+
+
+@dataclass
+class ConstraintData:
+    """Values and Jacobians of the stacked constraints at one trajectory: ``g`` (N+1, m), ``Gx``
+    (N+1, m, ndx), ``Gu`` (N+1, m, nu) (zero on the terminal knot and on padding rows)."""
+
+    g: np.ndarray
+    Gx: np.ndarray
+    Gu: np.ndarray
+
+
+@dataclass(frozen=True)
+class _Group:
+    terms: tuple            # the Constraint terms the knots share, in order
+    knots: np.ndarray       # (n,) knot indices (N = terminal)
+    offsets: tuple          # first row of each term
+
+
+class ProblemConstraints:
+    """Constraint evaluation of ``problem`` (a :class:`~solvers.problem.ShootingProblem`) for a
+    solver; rebuilt when the problem is re-phased (:meth:`ShootingProblem.set_running_models`)."""
+
+    def __init__(self, problem, box: bool):
+        self.problem = problem
+        self.box = bool(box) and problem.has_bounds
+        self._box_term = ControlBounds(problem.model, problem.u_lower, problem.u_upper) if self.box else None
+        if self._box_term is not None:
+            self._box_term.name = "control box (problem u_lower/u_upper)"
+        self._key = None
+        self.build()
+
+    # ------------------------------------------------------------ structure
+    def _knot_terms(self, t: int) -> tuple:
+        p = self.problem
+        if t < p.horizon:
+            terms = p.running_models[t].constraints
+            return terms + ((self._box_term,) if self._box_term is not None else ())
+        terms = () if p.terminal_model is None else p.terminal_model.constraints
+        for c in terms:
+            if c.uses_control:
+                raise ValueError(f"constraint '{c.name}' on the terminal knot {t} depends on the control, which does "
+                                 f"not exist there; remove it from the terminal model")
+        return terms
+
+    def build(self) -> None:
+        """(Re)build the row layout from the problem's current knots (a no-op when unchanged)."""
+        p = self.problem
+        key = (p.running_models, p.terminal_model)
+        if self._key is not None and all(a is b for a, b in zip(key, self._key)):
+            return
+        N = p.horizon
+        groups: dict = {}
+        for t in range(N + 1):
+            terms = self._knot_terms(t)
+            groups.setdefault(tuple(map(id, terms)), (terms, []))[1].append(t)
+        self.groups = []
+        m = 0
+        for terms, knots in groups.values():
+            offsets, r = [], 0
+            for c in terms:
+                offsets.append(r)
+                r += c.nc
+            m = max(m, r)
+            if terms:
+                self.groups.append(_Group(terms, np.asarray(knots, dtype=np.intp), tuple(offsets)))
+        self.m = m
+        self.lower = np.full((N + 1, m), -np.inf)
+        self.upper = np.full((N + 1, m), np.inf)
+        self.state_only = np.ones((N + 1, m), bool)     # rows whose residual does not depend on u
+        self.row_term = np.full((N + 1, m), None, dtype=object)
+        for g in self.groups:
+            for c, o in zip(g.terms, g.offsets):
+                lo, hi = c.bounds(g.knots)
+                self.lower[g.knots, o:o + c.nc] = lo
+                self.upper[g.knots, o:o + c.nc] = hi
+                self.state_only[g.knots, o:o + c.nc] = not c.uses_control
+                self.row_term[g.knots, o:o + c.nc] = c.name
+        self.equality = (self.lower == self.upper)
+        self.bounded = np.isfinite(self.lower) | np.isfinite(self.upper)
+        self._key = key
+
+    @property
+    def empty(self) -> bool:
+        return self.m == 0
+
+    def create_data(self) -> ConstraintData:
+        p = self.problem
+        N, m = p.horizon, self.m
+        return ConstraintData(np.zeros((N + 1, m)), np.zeros((N + 1, m, p.ndx)), np.zeros((N + 1, m, p.nu)))
+
+    def describe_row(self, t: int, r: int) -> str:
+        """``"constraint 'name' (row i of the term) at knot t"`` for row r of knot t."""
+        for g in self.groups:
+            if t in g.knots:
+                for c, o in zip(g.terms, g.offsets):
+                    if o <= r < o + c.nc:
+                        return f"constraint '{c.name}' (row {r - o}) at knot {t}"
+        return f"row {r} at knot {t}"
+
+    # ------------------------------------------------------------ evaluation
+    def _ctx(self, g: _Group, x, u, knots, **kw):
+        return self.problem.costs.ctx(x, u, knots, **kw)
+
+    def values(self, xs: np.ndarray, us: np.ndarray) -> np.ndarray:
+        """``g`` (..., N+1, m) for trajectories xs (..., N+1, nx), us (..., N, nu) (batched over the
+        leading dims: the line search's candidates)."""
+        p = self.problem
+        N, nx, nu = p.horizon, p.nx, p.nu
+        lead = xs.shape[:-2]
+        S = int(np.prod(lead, dtype=int))
+        X, U = xs.reshape(S, N + 1, nx), us.reshape(S, N, nu)
+        out = np.zeros((S, N + 1, self.m))
+        for g in self.groups:
+            term = g.knots[-1] == N
+            run = g.knots[:-1] if term else g.knots
+            for knots, terminal in ((run, False), (g.knots[-1:] if term else run[:0], True)):
+                if knots.size == 0:
+                    continue
+                x = X[:, knots].reshape(-1, nx)
+                u = None if terminal else U[:, knots].reshape(-1, nu)
+                ctx = self._ctx(g, x, u, np.tile(knots, S))
+                for c, o in zip(g.terms, g.offsets):
+                    out[:, knots, o:o + c.nc] = c.residual(ctx).reshape(S, knots.size, c.nc)
+        return out.reshape(lead + (N + 1, self.m))
+
+    def evaluate(self, xs: np.ndarray, us: np.ndarray, data: ConstraintData, solves=()) -> ConstraintData:
+        """Values and Jacobians along one trajectory xs (N+1, nx), us (N, nu), into ``data``. solves:
+        the contact solves of the dynamics stage at the same trajectory (shared with contact-force
+        terms, as for the costs: :meth:`solvers.problem_costs.ProblemCosts.derivatives_into`)."""
+        p = self.problem
+        N = p.horizon
+        for g in self.groups:
+            term = g.knots[-1] == N
+            run = g.knots[:-1] if term else g.knots
+            for knots, terminal in ((run, False), (g.knots[-1:] if term else run[:0], True)):
+                if knots.size == 0:
+                    continue
+                contiguous = knots[-1] - knots[0] + 1 == knots.size
+                rows = slice(int(knots[0]), int(knots[-1]) + 1) if contiguous else knots
+                kw: dict = {"checked": True}
+                if contiguous:
+                    kw["knot_range"] = (rows.start, rows.stop)
+                    if solves and not terminal:
+                        kw["contact_solves"] = contact_solves_for(rows, solves)
+                ctx = self._ctx(g, xs[rows], None if terminal else us[rows], knots, **kw)
+                for c, o in zip(g.terms, g.offsets):
+                    s = slice(o, o + c.nc)
+                    Gx, Gu = c.jacobian(ctx)          # first: contact terms memoise the forces of the same solve
+                    data.g[rows, s] = c.residual(ctx)
+                    data.Gx[rows, s] = Gx
+                    data.Gu[rows, s] = 0.0 if Gu is None else Gu
+        return data
+
+    def violation(self, g: np.ndarray) -> np.ndarray:
+        """Per-row violation ``max(lower - g, g - upper, 0)`` (same shape as g)."""
+        with np.errstate(invalid="ignore"):
+            return np.maximum(np.maximum(self.lower - g, g - self.upper), 0.0)
+
+
