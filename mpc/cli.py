@@ -28,6 +28,7 @@ import numpy as np
 
 import tasks
 from dynamics import available_backends, default_backend_name, get_backend
+from dynamics.backend import parse_backend_spec
 from sim import plots, report
 from sim.progress import make_progress
 from sim.runner import MODES, simulate
@@ -107,6 +108,51 @@ def perturbed_initial_state(model, x0, seed: int):
     return x
 
 
+def task_run_defaults(task) -> "tasks.RunDefaults":
+    """The controller settings a task (class or instance) is tuned for: its ``defaults``, the
+    base :class:`tasks.Task`'s for a user task that declares none."""
+    d = getattr(task, "defaults", None)
+    if not isinstance(d, tasks.RunDefaults):
+        raise TypeError(f"task '{getattr(task, 'name', task)}': 'defaults' must be a tasks.RunDefaults, got "
+                        f"{type(d).__name__}")
+    return d
+
+
+def _task_defaults_text() -> str:
+    """The 'task defaults' block of ``run --help``: each registered task's tuned settings."""
+    rows = []
+    for name in tasks.list_tasks():
+        try:
+            rows.append(f"  {name:<17} {task_run_defaults(tasks.resolve_task(name)).describe()}")
+        except TypeError as e:
+            rows.append(f"  {name:<17} ({e})")
+    return ("task defaults (what --solver, --horizon, --dt and --update-every are when not given; the update\n"
+            "period goes with the task's dt: with --dt alone the controller updates once per knot):\n"
+            + "\n".join(rows))
+
+
+def run_settings(a: argparse.Namespace, task, physics_dt: float) -> tuple[str, int, float, int, list[str]]:
+    """``(solver, horizon, dt, update_every, from_task)``: the options given on the command line, the
+    task's :class:`tasks.RunDefaults` for the others (``from_task`` names those). The task's update
+    period is used only with its own dt (a given ``--dt`` means one update per knot, as before)."""
+    d = task_run_defaults(task)
+    from_task = [k for k in ("solver", "horizon", "dt") if getattr(a, k) is None]
+    solver = a.solver if a.solver is not None else d.solver
+    horizon = a.horizon if a.horizon is not None else d.horizon
+    dt = a.dt if a.dt is not None else d.dt
+    if a.update_every is not None:
+        update_every = a.update_every
+    elif a.dt is None:
+        update_every = max(1, int(round(d.period / physics_dt)))
+        from_task.append("update period")
+    else:
+        update_every = max(1, int(round(dt / physics_dt)))
+    if solver not in SOLVERS:
+        raise ValueError(f"task '{getattr(task, 'name', task)}' declares solver '{solver}' as its default; "
+                         f"choose one of {', '.join(SOLVERS)}")
+    return solver, horizon, dt, update_every, from_task
+
+
 def build_parser() -> argparse.ArgumentParser:
     default_backend = default_backend_name()
 
@@ -116,25 +162,31 @@ def build_parser() -> argparse.ArgumentParser:
                             "control loop runs and how well it tracks.")
     sub = p.add_subparsers(dest="command", metavar="{run,study,report,tasks,backends}")
     r = sub.add_parser("run", help="run a task in closed loop (MPC + MuJoCo) and report",
-                       formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG_RUN,
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       epilog=EPILOG_RUN + "\n\n" + _task_defaults_text(),
                        description="Simulate a task with the MPC controller in the loop and write a report.")
     r.add_argument("task", help="registered task name (see 'mpc-accel tasks'), 'module:Class' or 'file.py:Class'")
     r.add_argument("--task-arg", action="append", default=[], metavar="KEY=VALUE", type=task_arg,
                    help="keyword argument for the task's constructor (repeatable), e.g. --task-arg reach_time=1.0")
     r.add_argument("--robot", default=None, metavar="NAME_OR_MJCF",
-                   help="robot of a task that takes one (e.g. quadruped-stand): a bundled name or an MJCF path")
+                   help="robot of a task that takes one (arm-reach, quadruped-stand, ...): a bundled name or an "
+                        "MJCF path")
+    r.add_argument("--ee", default=None, metavar="FRAME",
+                   help="end-effector frame (a site or body) of a reaching task (arm-reach)")
     r.add_argument("--feet", default=None, metavar="F1,F2,...",
                    help="contact frames (sites or bodies) of a legged task, comma-separated")
     r.add_argument("--push", action="append", default=[], metavar="T,BODY,FX,FY,FZ,DURATION", type=push_arg,
                    help="push a body in the simulator (repeatable): at T s, force (FX, FY, FZ) N in world axes "
                         "for DURATION s, for tasks that take pushes (e.g. --push 2.5,trunk,0,200,0,0.2)")
     g = r.add_argument_group("controller")
-    g.add_argument("--solver", choices=list(SOLVERS), default="ddp", help="optimal-control solver (default: ddp)")
+    g.add_argument("--solver", choices=list(SOLVERS), default=None,
+                   help="optimal-control solver (default: the task's, see 'task defaults' below)")
     g.add_argument("--backend", default=default_backend,
                    help=f"dynamics backend (see 'mpc-accel backends'; default here: {default_backend} — numba, "
-                        f"compiled, when numba imports, else numpy, the slow reference)")
-    g.add_argument("--horizon", type=positive_int, default=32, help="number of knots N (default: 32)")
-    g.add_argument("--dt", type=positive_float, default=0.01, help="knot spacing in seconds (default: 0.01)")
+                        f"compiled, when numba imports, else numpy, the slow reference); options as "
+                        f"NAME:key=value,..., e.g. fpga-sim:emulate=gradients or gpu:host=python")
+    g.add_argument("--horizon", type=positive_int, default=None, help="number of knots N (default: the task's)")
+    g.add_argument("--dt", type=positive_float, default=None, help="knot spacing in seconds (default: the task's)")
     g.add_argument("--iterations", "--max-iter", dest="iterations", type=positive_int, default=1,
                    help="solver iterations per update: the most a solve runs (it stops earlier when --tol is "
                         "met; the maximum with --time-budget; default: 1)")
@@ -164,6 +216,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="where DDP gets the second derivatives of the dynamics: analytical, fd (central "
                         "differences), complex (complex step; numpy backend only) or auto (analytical when the backend has them, "
                         "else fd); ignored by ilqr and fddp (default: auto)")
+    g.add_argument("--samples", type=positive_int, default=None, metavar="K",
+                   help="sampling planners (sampling, mppi, cem): rollouts per iteration (default: 64)")
+    g.add_argument("--noise", type=positive_float, default=None, metavar="SIGMA",
+                   help="sampling planners: exploration noise relative to each control's half range (default: 0.02)")
     s = r.add_argument_group("simulation")
     s.add_argument("--mode", choices=list(MODES), default="lockstep", help="timing mode (default: lockstep)")
     s.add_argument("--no-latency-compensation", action="store_true",
@@ -173,7 +229,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="realtime mode: charge each update its measured compute time (default), or a fixed one "
                         "(fixed:20ms, fixed:0.05s) to ask 'what if an update took X' on any machine")
     s.add_argument("--update-every", type=positive_int, default=None, metavar="STEPS",
-                   help="physics steps between controller updates (default: one knot, dt / physics step)")
+                   help="physics steps between controller updates (default: the task's update period with the "
+                        "task's dt; one knot, dt / physics step, when --dt is given)")
     s.add_argument("--duration", type=positive_float, default=None, metavar="SECONDS",
                    help="simulated seconds (default: the task's duration)")
     s.add_argument("--seed", type=nonnegative_int, default=0, metavar="N",
@@ -338,6 +395,10 @@ def _fail(message: str, code: int = 2) -> int:
 def cmd_tasks() -> int:
     for name, desc in tasks.list_tasks().items():
         print(f"{name:<16} {desc}")
+        try:
+            print(f"{'':<16}   defaults: {task_run_defaults(tasks.resolve_task(name)).describe()}")
+        except TypeError as e:
+            print(f"{'':<16}   defaults: ({e})")
     print("\nuser tasks: mpc-accel run module:Class  or  mpc-accel run path/to/file.py:Class "
           "(a subclass of tasks.Task)")
     return 0
@@ -373,6 +434,12 @@ def _load_task(spec: str, kwargs: dict | None = None):
         pass  # no signature to check: let the constructor decide
     try:
         return cls(**kwargs)
+    except (ValueError, KeyError, FileNotFoundError) as e:
+        if cls.__module__.split(".")[0] == "tasks":
+            # a bundled task rejecting its robot or arguments (frame not found, no torque limits, ...):
+            # the message names the problem and the fix; a traceback into our code would not help
+            raise _ArgError(f"task '{spec}': {e.args[0] if isinstance(e, KeyError) and e.args else e}") from e
+        raise _UserCodeError(f"task '{spec}': its constructor raised {type(e).__name__}: {e}") from e
     except Exception as e:
         raise _UserCodeError(f"task '{spec}': its constructor raised {type(e).__name__}: {e}") from e
 
@@ -395,14 +462,37 @@ class _ArgError(Exception):
 
 
 def _check_backend(name: str):
+    """The backend of ``--backend`` (a name, or ``name:key=value,...`` with options)."""
     table = available_backends()
-    if name not in table:
-        raise _ArgError(f"unknown backend '{name}'; known backends: {', '.join(table)}")
-    ok, why = table[name]
+    try:
+        base = parse_backend_spec(name)[0]      # "fpga-sim:emulate=gradients" -> "fpga-sim"
+    except ValueError as e:
+        raise _ArgError(str(e)) from e
+    if base not in table:
+        raise _ArgError(f"unknown backend '{base}'; known backends: {', '.join(table)}")
+    ok, why = table[base]
     if not ok:
         avail = [k for k, (a, _) in table.items() if a]
-        raise _ArgError(f"backend '{name}' is not available here: {why}; available: {', '.join(avail)}")
-    return get_backend(name)
+        raise _ArgError(f"backend '{base}' is not available here: {why}; available: {', '.join(avail)}")
+    try:
+        return get_backend(name)
+    except (TypeError, ValueError) as e:
+        raise _ArgError(f"backend '{name}': {e}") from e
+
+
+def _dynamics_second_order_sources(ctrl) -> list[str]:
+    """Where DDP's second-order dynamics term comes from on the knots of ``ctrl``'s problem now, in
+    words, one entry per kind of knot (free, contact, impulse)."""
+    return list(dict.fromkeys(str(g.item.second_order_source) for g in ctrl.problem.dynamics_groups))
+
+
+def _second_order_sources(ctrl, at_start: list[str]) -> dict:
+    """The summary's ``second_order``: whether the solver uses second-order dynamics terms (DDP,
+    FDDP with second_order=True) and their sources on the knots of the problem at the start and the
+    end of the run (a re-phased problem, e.g. a trot, has contact and impulse knots)."""
+    uses = bool(getattr(ctrl.solver, "uses_second_order", False))
+    sources = list(dict.fromkeys(at_start + _dynamics_second_order_sources(ctrl))) if uses else []
+    return {"used": uses, "sources": sources}
 
 
 def cmd_run(a: argparse.Namespace, on_result=None) -> int:
@@ -412,13 +502,19 @@ def cmd_run(a: argparse.Namespace, on_result=None) -> int:
     try:
         backend = _check_backend(a.backend)
         task_args = dict(a.task_arg)
-        for key, val in (("robot", a.robot), ("feet", a.feet), ("pushes", tuple(a.push) or None)):
+        for key, val in (("robot", a.robot), ("ee", a.ee), ("feet", a.feet), ("pushes", tuple(a.push) or None)):
             if val is not None:
                 task_args[key] = val
         task = _load_task(a.task, task_args)
         model = task.model
         h = float(model.mj_model.opt.timestep)
-        update_every = a.update_every or max(1, int(round(a.dt / h)))
+        try:
+            a.solver, a.horizon, a.dt, update_every, from_task = run_settings(a, task, h)
+        except (TypeError, ValueError) as e:
+            raise _ArgError(str(e)) from e
+        if getattr(task, "wall_plane", None) is not None and a.solver != "csqp":
+            raise _ArgError(f"task '{a.task}': the wall is a hard constraint and only --solver csqp enforces it "
+                            f"(got --solver {a.solver}); drop --solver to use the task's default (csqp)")
         duration = a.duration if a.duration is not None else float(getattr(task, "duration", 0) or 0)
         if duration <= 0:
             raise _ArgError(f"task '{a.task}' has no duration; give --duration SECONDS")
@@ -440,22 +536,23 @@ def cmd_run(a: argparse.Namespace, on_result=None) -> int:
 
     out = a.out if a.out is not None else Path("runs") / str(getattr(task, "name", "task")).replace("/", "_")
     config = {**({"task_args": {k: v for k, v in task_args.items()}} if task_args else {}), "solver": a.solver,
-              "backend": backend.name, "horizon": a.horizon, "dt": a.dt, "iterations": a.iterations,
+              "backend": a.backend, "horizon": a.horizon, "dt": a.dt, "iterations": a.iterations,
               "time_budget": a.time_budget, "tol": a.tol, "mode": a.mode, "update_every": update_every,
               "duration": duration, "feedback": not a.no_feedback, "box": not a.no_box,
               "refresh_gains": a.refresh_gains, "line_search": a.line_search, "integrator": a.integrator,
-              "second_order": a.second_order,
+              "second_order": a.second_order, "samples": a.samples, "noise": a.noise,
               "latency": "measured" if a.latency is None else f"fixed {a.latency * 1e3:g} ms",
               "latency_compensation": a.mode == "realtime" and not a.no_latency_compensation,
-              "seed": a.seed}
+              "seed": a.seed, "task_defaults_used": ", ".join(from_task) or None}
     say = (lambda *x: None) if a.json else (lambda *x: print(*x, file=sys.stderr))
     try:
         # builds the task's problem: its costs and build_problem run here
-        ctrl = MPC(task, solver=a.solver, backend=backend.name, horizon=a.horizon, dt=a.dt,
+        ctrl = MPC(task, solver=a.solver, backend=backend, horizon=a.horizon, dt=a.dt,
                    iterations_per_update=a.iterations, time_budget=a.time_budget,
                    initial_iterations=a.initial_iterations, feedback=not a.no_feedback, tol=a.tol,
                    refresh_gains=a.refresh_gains, box=not a.no_box, line_search=a.line_search,
                    integrator=a.integrator, second_order=a.second_order,
+                   solver_options={k: v for k, v in (("samples", a.samples), ("noise", a.noise)) if v is not None},
                    latency_compensation=(None if a.mode != "realtime" or a.no_latency_compensation
                                          else "auto" if a.latency is None else a.latency))
     except Exception as e:  # noqa: BLE001 — the task's build_problem, its costs or the solver set-up
@@ -473,6 +570,7 @@ def cmd_run(a: argparse.Namespace, on_result=None) -> int:
         head = f"compiling kernel {done}" if total is None else f"kernels {done}/{total}"
         print(f"\r  {head}: {label:<40}", end="", file=sys.stderr, flush=True)
 
+    sources_at_start = _dynamics_second_order_sources(ctrl)
     try:
         warmup_s = ctrl.warmup(progress=warmup_progress if show else None)
     except Exception as e:  # noqa: BLE001 — a throw-away solve: the task's costs run here too
@@ -507,6 +605,7 @@ def cmd_run(a: argparse.Namespace, on_result=None) -> int:
         summary = report.summarize(result, task, metrics, config=config, warmup_s=warmup_s)
     except Exception as e:  # noqa: BLE001 — task.metrics / task.evaluate
         return _report_user_error(e, f"evaluating the run with task '{task.name}' failed")
+    summary["second_order"] = _second_order_sources(ctrl, sources_at_start)
     files = [report.write_summary(summary, out / "summary.json"),
              report.write_trajectory(result, out / "trajectory.npz", metrics)]
     notes = []

@@ -16,7 +16,13 @@ Summary fields (times in s unless the key says ms; forces in N m):
   ``summary=False`` in ``task.metric_info`` left out) and ``tracking_units`` (their units);
 * ``evaluation`` — the task's :class:`tasks.Evaluation`: ``criteria`` (name, value, unit, passed,
   detail; ``passed: null`` for values reported but not judged), ``details`` (task-specific) and
-  ``success``; ``success`` — the run completed and every judged criterion passed.
+  ``success``; ``success`` — the run completed and every judged criterion passed;
+* ``task_notes`` — ``task.notes()``: what the task decided about its robot (e.g. where the
+  standing posture came from, a floor added), printed under the first line of the table;
+* ``second_order`` (written by ``mpc-accel run``) — ``used`` (the solver takes DDP's second-order
+  dynamics terms) and ``sources`` (where they come from on each kind of knot, in words); the table
+  says so plainly when a source is not analytical (contact and impulse knots: central differences
+  of the first-order derivatives).
 
 Only the documented :class:`tasks.Task` interface is used, so every task gets the same report.
 JSON has no infinity: a value that is infinite (e.g. a target never reached) is ``null``.
@@ -169,6 +175,8 @@ def summarize(result: SimResult, task=None, metrics: dict | None = None, config:
         evaluation = check_evaluation(task, task.evaluate(result.t, result.x, result.u_cmd)) if len(result.t) \
             else Evaluation()
         out["evaluation"] = evaluation.to_dict()
+        notes = getattr(task, "notes", None)
+        out["task_notes"] = [str(n) for n in (notes() or [])] if callable(notes) else []
     out["success"] = bool(result.completed and evaluation.success) if evaluation is not None else None
     return jsonable(out)
 
@@ -229,6 +237,8 @@ def format_summary(summary: dict) -> str:
     cfg = summary.get("config", {})
     head = " ".join(f"{k}={v}" for k, v in cfg.items() if v is not None)
     lines.append(f"task {summary.get('task')}  {head}")
+    for note in summary.get("task_notes") or ():
+        lines.append(f"  task: {note}")
     if not summary["completed"]:
         lines.append(f"RUN ABORTED: {summary['aborted']}")
     lat = tm["update_latency_ms"]
@@ -250,6 +260,11 @@ def format_summary(summary: dict) -> str:
     if tm.get("fallback_updates"):
         lines.append(f"  solver failures   {tm['fallback_updates']} updates failed before their first iteration "
                      f"(the previous plan was kept)")
+    so = summary.get("second_order") or {}
+    numerical = [src for src in so.get("sources") or () if not src.startswith("analytical")]
+    if so.get("used") and numerical:
+        lines.append(f"  DDP second order  {'; '.join(numerical)} (not analytical: slow; FDDP and iLQR need no "
+                     f"second-order terms, e.g. --solver fddp)")
     c = summary["constraints"]
     lines.append(f"  constraints       torque-limit violations {c['torque_limit']['violation_steps']} steps "
                  f"(max excess {c['torque_limit']['max_excess_Nm']:.3g} N m); joint-limit violations "

@@ -9,13 +9,15 @@ and success criteria.
 >>> task.evaluate(times, states, controls).success
 """
 
-from .base import Criterion, Disturbance, Evaluation, Event, MetricInfo, Task, check_evaluation
+from .arm_reach import ArmReach
+from .base import Criterion, Disturbance, Evaluation, Event, MetricInfo, RunDefaults, Task, check_evaluation
 from .humanoid import AtlasBalance, HumanoidBalance
 from .iiwa_reach import IiwaReach
 from .quadruped import HyqStand, QuadrupedStand
 from .quadruped_trot import HyqTrot, QuadrupedTrot
 from .registry import TaskCodeError, get_task, list_tasks, register_task, resolve_task
 
-__all__ = ["Criterion", "Disturbance", "Evaluation", "Event", "MetricInfo", "Task", "check_evaluation", "IiwaReach",
+__all__ = ["Criterion", "Disturbance", "Evaluation", "Event", "MetricInfo", "RunDefaults", "Task", "check_evaluation",
+           "ArmReach", "IiwaReach",
            "QuadrupedStand", "HyqStand", "QuadrupedTrot", "HyqTrot", "HumanoidBalance", "AtlasBalance", "get_task",
            "list_tasks", "register_task", "resolve_task", "TaskCodeError"]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 
@@ -133,6 +134,39 @@ class Disturbance:
         object.__setattr__(self, "force", f)
 
 
+@dataclass(frozen=True)
+class RunDefaults:
+    """The controller settings a task is tuned for: what ``mpc-accel run TASK`` uses for each option
+    the user does not give. solver: ``"ilqr"``, ``"ddp"`` or ``"fddp"``; horizon: knots N; dt: knot
+    spacing [s]; update_period: seconds between controller updates (None: one knot, ``dt``). The
+    update period applies only with the task's own ``dt``: a user who sets ``--dt`` gets one update
+    per knot unless ``--update-every`` says otherwise."""
+
+    solver: str = "ddp"
+    horizon: int = 32
+    dt: float = 0.01
+    update_period: float | None = None
+
+    def __post_init__(self):
+        if not (isinstance(self.horizon, int) and self.horizon > 0):
+            raise ValueError(f"RunDefaults: horizon must be a positive integer, got {self.horizon!r}")
+        if not (math.isfinite(self.dt) and self.dt > 0):
+            raise ValueError(f"RunDefaults: dt must be a positive time [s], got {self.dt!r}")
+        if self.update_period is not None and not (math.isfinite(self.update_period) and self.update_period > 0):
+            raise ValueError(f"RunDefaults: update_period must be a positive time [s] or None, got "
+                             f"{self.update_period!r}")
+
+    @property
+    def period(self) -> float:
+        """Seconds between controller updates."""
+        return self.dt if self.update_period is None else float(self.update_period)
+
+    def describe(self) -> str:
+        """One line, e.g. ``fddp, horizon 20 x 20 ms, update every 40 ms``."""
+        return (f"{self.solver}, horizon {self.horizon} x {self.dt * 1e3:g} ms, "
+                f"update every {self.period * 1e3:g} ms")
+
+
 class Task:
     """Base class. Subclasses set ``name``, ``description``, ``model`` and ``duration`` [s] and
     implement :meth:`initial_state`, :meth:`build_problem` and :meth:`update_problem`; the
@@ -143,6 +177,8 @@ class Task:
     description: str = ""
     model: RobotModel
     duration: float = 1.0
+    #: the controller settings this task is tuned for (``mpc-accel run`` uses them unless overridden)
+    defaults: ClassVar[RunDefaults] = RunDefaults()
 
     def initial_state(self) -> np.ndarray:
         """Initial state x0 = (q, v), (nq + nv,)."""
@@ -181,6 +217,12 @@ class Task:
 
     def disturbances(self) -> list[Disturbance]:
         """Pushes the simulator applies during a run (the controller is not told). None by default."""
+        return []
+
+    def notes(self) -> list[str]:
+        """What the task decided about its robot that a user should know (e.g. where a standing
+        posture came from, a floor added to a bare robot file): one line each, printed in the
+        run summary. None by default."""
         return []
 
     def markers(self, times) -> np.ndarray | None:

@@ -30,8 +30,9 @@ from dynamics.mujoco_state import ActuatorMap, read_state, write_state
 from solvers import ComPositionCost, ContactDynamics, ControlCost, CostSum, ShootingProblem, StateCost
 from solvers.costs import ContactForceCost, WrenchConeCost
 
-from .base import Criterion, Disturbance, Evaluation, Event, MetricInfo
+from .base import Criterion, Disturbance, Evaluation, Event, MetricInfo, RunDefaults
 from .legged import StandingTask, floating_robot_and_frames
+from .legged_scene import check_feet_lowest, check_torques
 from .registry import register_task
 
 BUNDLED_FEET = {"atlas": ("l_foot_site", "r_foot_site")}
@@ -64,7 +65,7 @@ class HumanoidBalance(StandingTask):
     sole_size: tuple | None = None
     waypoints: tuple = DEFAULT_WAYPOINTS
     pushes: tuple = ()
-    computed_posture = ("computed (the model has no 'standing' keyframe): soles raised 5 % of the leg length "
+    computed_posture = ("computed (no keyframe 'standing' or 'home'): soles raised 5 % of the leg length "
                         "towards the pelvis and levelled by inverse kinematics, pelvis lowered onto the floor and "
                         "settled in MuJoCo with the joints held")
     duration_s: float = 7.0
@@ -90,9 +91,10 @@ class HumanoidBalance(StandingTask):
     name: str = "humanoid-balance"
     description: str = "humanoid: both soles flat, CoM squat and lateral lean, pushes"
     model: RobotModel = field(init=False, repr=False)
+    defaults = RunDefaults(solver="fddp", horizon=16, dt=0.025)  # docs/tasks.md: rates measured
 
     def __post_init__(self):
-        self.model, self.feet = floating_robot_and_frames(
+        self.model, self.feet, self.floor_note = floating_robot_and_frames(
             self.name, self.robot, self.feet, BUNDLED_FEET, 2, base="pelvis", joints="joint", noun="sole frames",
             frames="sole frames",
             example="feet=('l_sole', 'r_sole') (sites at the sole centres, +z the sole normal)")
@@ -110,6 +112,8 @@ class HumanoidBalance(StandingTask):
         self.contacts = ContactSet(m, frames=self.feet, kind="6d")
         self.x_stand, self.posture_source = self._standing_state()
         self.lam_stand, self.u_stand = self._standing_wrenches_and_torques(self.x_stand)
+        check_feet_lowest(m, self.name, self.robot, self.x_stand[:m.nq], self.feet, self.posture_source)
+        check_torques(m, self.name, self.robot, self.u_stand, self.posture_source)
         be = get_backend("numpy")
         q0 = self.x_stand[:m.nq]
         self.standing_height = float(q0[2])

@@ -1,30 +1,15 @@
-"""KUKA iiwa reaching: the end effector (site "ee") visits a sequence of targets in turn.
-
-Target ``i`` is active during ``[i·T, (i+1)·T)`` with ``T = switch_period`` (2 s by default);
-the task succeeds when every target is reached within ``reach_tolerance`` (2 cm) no later than
-``reach_time`` (1.5 s) after it becomes active, without exceeding the torque limits.
-
-Costs (running ones integrated over time, see :class:`solvers.ShootingProblem`):
-end-effector position tracking (Gauss–Newton Hessian by default, exact on request), optionally the
-end-effector orientation, state regularisation towards the "home" posture at rest, and control
-regularisation around gravity compensation at "home"; torque limits from the model as control
-bounds. The references are time-varying: knot k of a horizon starting at time t tracks the
-target active at ``t + k·dt``, so the controller sees a switch coming.
-"""
+"""KUKA iiwa reaching: the :class:`tasks.arm_reach.ArmReach` preset for the bundled iiwa, with four
+fixed targets (reachable from the keyframe "home", inside the workspace, away from singularities)
+and the end-effector site ``"ee"``."""
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from dynamics import RobotModel, get_backend, load_model
-from solvers import (ControlCost, CostSum, FramePositionCost, FrameRotationCost, ShootingProblem, StateCost,
-                     gravity_compensation)
-from solvers.costs import JointLimitCost
-
-from .base import Criterion, Evaluation, Event, MetricInfo, Task
+from .arm_reach import ArmReach
+from .base import RunDefaults
 from .registry import register_task
 
 # reachable from "home" (ee at (0.669, 0, 0.285) m), inside the workspace, away from singularities
@@ -32,199 +17,21 @@ DEFAULT_TARGETS = ((0.55, 0.25, 0.45), (0.45, -0.25, 0.55), (0.65, -0.2, 0.30), 
 
 
 @register_task("iiwa-reach", "KUKA iiwa: end effector visits 4 targets in turn, one every 2 s "
-                             "(reach each within 2 cm in 1.5 s, torque limits respected)")
+                             "(reach each within 2 cm in 1.5 s, torque limits respected; arm-reach preset; "
+                             "--task-arg wall=y<=0.1: a wall the end effector must not cross, solved by csqp)")
 @dataclass
-class IiwaReach(Task):
+class IiwaReach(ArmReach):
     """KUKA iiwa end-effector reaching through a sequence of targets."""
 
-    targets: np.ndarray = field(default_factory=lambda: np.array(DEFAULT_TARGETS))
-    switch_period: float = 2.0          # s per target
-    reach_tolerance: float = 0.02       # m
-    reach_time: float = 1.5             # s
-    orientation: bool = False           # also track the "home" end-effector orientation
-    frame: str = "ee"
-    w_ee: float = 1e3                   # running end-effector position weight [1/(m² s)]
-    w_ee_terminal: float = 1e4          # terminal end-effector position weight [1/m²]
-    w_rot: float = 10.0                 # orientation weight (when orientation=True)
-    w_q: float = 1.0                    # posture regularisation
-    w_v: float = 1.0                    # joint-velocity regularisation
-    w_u: float = 1e-3                   # control regularisation around gravity compensation
-    w_v_terminal: float = 10.0          # terminal velocity weight (arrive at rest)
-    w_limits: float = 0.0               # soft joint-limit penalty [1/(rad² s)], off by default (see docs/mpc.md:
-                                        # short horizons brush the joint limits at a target switch)
-    limit_margin: float = 0.1           # rad inside each joint range where the penalty starts
-    exact_hessian: bool = False         # exact end-effector Hessian (DDP converges quadratically near a
-                                        # minimum; Gauss–Newton is more robust far from it, e.g. after a switch)
+    robot: str = "iiwa"
+    ee: str | None = "ee"
+    targets: np.ndarray | None = field(default_factory=lambda: np.array(DEFAULT_TARGETS))
     name: str = "iiwa-reach"
     description: str = "KUKA iiwa end-effector reaching through a sequence of targets"
+    defaults = RunDefaults(solver="ddp", horizon=32, dt=0.01)
 
     def __post_init__(self):
-        self.model: RobotModel = load_model("iiwa")
-        self.model.frame(self.frame)
-        self.targets = np.array(self.targets, dtype=float)
-        if self.targets.ndim != 2 or self.targets.shape[1] != 3 or self.targets.shape[0] < 1:
-            raise ValueError(f"targets must be an (n, 3) array of positions [m], got shape {self.targets.shape}")
-        if not np.all(np.isfinite(self.targets)):
-            raise ValueError("targets contain non-finite values")
-        if not (self.switch_period > 0 and self.reach_time > 0 and self.reach_tolerance > 0):
-            raise ValueError("switch_period, reach_time and reach_tolerance must be positive")
-        if not (self.w_limits >= 0 and self.limit_margin >= 0):
-            raise ValueError("w_limits and limit_margin must be >= 0")
-        self.q_home = self.model.keyframe("home")
-        be = get_backend("numpy")
-        self.u_gravity = gravity_compensation(self.model, be, self.q_home)
-        self.R_home = be.frame_placement(self.model, self.q_home, self.frame)[0]
-        # problem -> (target index, the target array update_problem left it with)
-        self._applied: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-    @property
-    def duration(self) -> float:  # type: ignore[override]
-        return self.switch_period * self.targets.shape[0]
-
-    # ------------------------------------------------------------ references
-    def target_index(self, t) -> np.ndarray:
-        """Index of the target active at time(s) t [s] (the last one stays active after the end)."""
-        return np.clip(np.floor(np.asarray(t, float) / self.switch_period).astype(int), 0, self.targets.shape[0] - 1)
-
-    def target_at(self, t) -> np.ndarray:
-        return self.targets[self.target_index(t)]
-
-    def initial_state(self) -> np.ndarray:
-        return np.concatenate([self.q_home, np.zeros(self.model.nv)])
-
-    # ------------------------------------------------------------ problem
-    def build_problem(self, x0, horizon: int, dt: float, backend: str | None = None,
-                      **solver_opts) -> ShootingProblem:
-        """See :meth:`tasks.Task.build_problem` (backend None: :func:`dynamics.default_backend_name`)."""
-        m, nv = self.model, self.model.nv
-        x0 = self.check_state(x0, "x0")
-        hess = "exact" if self.exact_hessian else "gauss-newton"
-        x_ref = self.initial_state()
-        first = self.targets[0]
-        running = CostSum({
-            "ee": (FramePositionCost(m, self.frame, first, hessian=hess), self.w_ee),
-            "state": (StateCost(m, x_ref, np.r_[np.full(nv, self.w_q), np.full(nv, self.w_v)]), 1.0),
-            "control": (ControlCost(m, self.u_gravity), self.w_u),
-        })
-        terminal = CostSum({
-            "ee": (FramePositionCost(m, self.frame, first, hessian=hess), self.w_ee_terminal),
-            "state": (StateCost(m, x_ref, np.r_[np.full(nv, self.w_q), np.full(nv, self.w_v_terminal)]), 1.0),
-        })
-        if self.w_limits > 0:
-            running.add("joint_limits", JointLimitCost(m, margin=self.limit_margin), self.w_limits)
-            terminal.add("joint_limits", JointLimitCost(m, margin=self.limit_margin), self.w_limits)
-        if self.orientation:
-            running.add("rotation", FrameRotationCost(m, self.frame, self.R_home), self.w_rot)
-            terminal.add("rotation", FrameRotationCost(m, self.frame, self.R_home), 10 * self.w_rot)
-        problem = ShootingProblem.uniform(m, x0, horizon, dt, running, terminal,
-                                          backend=self.resolve_backend(backend), **solver_opts)
-        self.update_problem(problem, 0.0)
-        return problem
-
-    def update_problem(self, problem: ShootingProblem, t: float) -> None:
-        t, dt, N = float(t), problem.dt, problem.horizon
-        # between target switches every knot has the same target, the one set last time: checked
-        # from the first and last knot's index in scalar arithmetic (this runs every update)
-        last = self.targets.shape[0] - 1
-        i0 = min(max(int(np.floor(t / self.switch_period)), 0), last)
-        iN = min(max(int(np.floor((t + dt * N) / self.switch_period)), 0), last)
-        ee, term = problem.running_cost["ee"], problem.terminal_cost["ee"]
-        # what the skip relies on: the target (its index, the task's row for it, the switch period)
-        # and the two cost objects' target arrays as update_problem left them (read-only arrays)
-        key = (i0, self.targets[i0].tobytes(), self.switch_period)
-        seen = self._applied.get(problem)
-        if i0 == iN and seen is not None and seen[0] == key and seen[1] is ee.target and seen[2] is term.target:
-            return             # nothing to re-pack
-        refs = self.target_at(t + dt * np.arange(N + 1))  # (N+1, 3): running knots 0..N-1, terminal knot N
-        if not np.array_equal(refs, ee.target):
-            ee.target = refs
-        if not np.array_equal(refs, term.target):
-            term.target = refs
-        if i0 == iN:
-            self._applied[problem] = (key, ee.target, term.target)
-        else:
-            self._applied.pop(problem, None)
-
-    # ------------------------------------------------------------ metrics and criteria
-    def ee_position(self, x) -> np.ndarray:
-        q = np.asarray(x, float)[..., :self.model.nq]
-        return get_backend("numpy").frame_placement(self.model, q, self.frame)[1]
-
-    def metrics(self, t: float, x) -> dict[str, float]:
-        """``ee_error``: distance [m] from the end effector to the active target;
-        ``target_index``: which target is active."""
-        x = self.check_state(x)
-        i = int(self.target_index(t))
-        err = float(np.linalg.norm(self.ee_position(x) - self.targets[i]))
-        return {"ee_error": err, "target_index": float(i)}
-
-    def metric_info(self) -> dict[str, MetricInfo]:
-        return {"ee_error": MetricInfo(unit="m", threshold=self.reach_tolerance, log=True,
-                                       label="distance to target"),
-                "target_index": MetricInfo(plot=False, summary=False)}
-
-    def events(self, t_end: float) -> list[Event]:
-        """The target switches inside ``[0, t_end]``."""
-        return [Event(i * self.switch_period, f"target {i}") for i in range(1, self.targets.shape[0])
-                if i * self.switch_period <= t_end]
-
-    def markers(self, times) -> np.ndarray:
-        """The active target at each time (drawn in videos)."""
-        return self.target_at(times)
-
-    def evaluate(self, times, states, controls) -> Evaluation:
-        """Per target i (active from ``t_i = i·switch_period``): ``target i time to reach`` — time
-        from t_i to first coming within ``reach_tolerance`` (passes when <= ``reach_time``; value
-        None when never reached or when the run ended before t_i, the detail says which) and
-        ``target i error after reach`` — median distance from reaching to the next switch
-        (reported, not judged: the controller starts for the next target when it enters the
-        horizon). ``torque limit`` — the largest command beyond the model's actuator limits
-        [N m] (passes when 0). ``details["targets"]``: per-target rows (position, start time,
-        time to reach, best error, median error after reach)."""
-        times = np.asarray(times, float)
-        states = np.asarray(states, float)
-        controls = np.asarray(controls, float)
-        if times.ndim != 1 or states.ndim != 2 or states.shape[0] != times.shape[0]:
-            raise ValueError("states must be (T, nx) with T = len(times)")
-        if controls.size and (controls.ndim != 2 or controls.shape != (times.shape[0], self.model.nu)):
-            raise ValueError(f"controls must be (T, nu) = ({times.shape[0]}, {self.model.nu}), got {controls.shape}")
-        err = np.linalg.norm(self.ee_position(states) - self.target_at(times), axis=-1) if times.size else times
-        idx = self.target_index(times)
-        tol_cm = self.reach_tolerance * 100
-        criteria, rows = [], []
-        for i, target in enumerate(self.targets):
-            t_i = i * self.switch_period
-            seg = np.flatnonzero((idx == i) & (times >= t_i))
-            where = "(" + ", ".join(f"{p:.2f}" for p in target) + ")"
-            row = {"index": i, "position_m": target.tolist(), "t_start_s": float(times[seg[0]]) if seg.size else None,
-                   "time_to_reach_s": None, "min_error_m": float(err[seg].min()) if seg.size else None,
-                   "median_error_after_reach_m": None}
-            if not seg.size:
-                criteria.append(Criterion(f"target {i} time to reach", None, "s", False,
-                                          f"not run: the run ended before its switch at {t_i:g} s"))
-                criteria.append(Criterion(f"target {i} error after reach", None, "m", None, "not run"))
-                rows.append(row)
-                continue
-            hit = seg[err[seg] <= self.reach_tolerance]
-            reach = float(times[hit[0]] - t_i) if hit.size else None
-            row["time_to_reach_s"] = reach
-            rule = f"within {tol_cm:g} cm of {where} by {self.reach_time:g} s after {t_i:g} s"
-            criteria.append(Criterion(f"target {i} time to reach", reach, "s",
-                                      reach is not None and reach <= self.reach_time,
-                                      rule if hit.size else f"never reached; {rule}"))
-            after = seg[times[seg] >= times[hit[0]]] if hit.size else seg[:0]
-            med = float(np.median(err[after])) if after.size else None
-            row["median_error_after_reach_m"] = med
-            criteria.append(Criterion(f"target {i} error after reach", med, "m", None,
-                                      "median distance from reaching to the next switch" if hit.size
-                                      else f"never reached (best {row['min_error_m'] * 100:.2f} cm)"))
-            rows.append(row)
-        m = self.model
-        if controls.size:
-            excess = np.maximum(controls - m.u_upper, 0) + np.maximum(m.u_lower - controls, 0)
-            violation = float(np.max(excess))
-        else:
-            violation = 0.0
-        criteria.append(Criterion("torque limit", violation, "N m", violation <= 1e-9,
-                                  "largest command beyond the actuator limits"))
-        return Evaluation(criteria, details={"targets": rows})
+        if self.robot != "iiwa":
+            raise ValueError(f"{self.name} is the preset of the bundled iiwa (its targets are the iiwa's); for "
+                             f"'{self.robot}' run arm-reach --robot {self.robot} --ee FRAME")
+        super().__post_init__()

@@ -1,7 +1,8 @@
 """Shared pieces of the legged tasks (any MJCF with a free-floating trunk and actuated legs): robot
-checks, contact frames, the standing posture (the model's ``standing`` keyframe, or one computed
-and settled in MuJoCo), the standing contact forces and torques, pushes, and what MuJoCo measures
-about the feet (contact states, horizontal slip while in contact, trunk height).
+checks, contact frames, the standing posture (the model's keyframe ``standing``, else ``home``, else
+one computed as a small static problem and settled in MuJoCo), the standing contact forces and
+torques, pushes, and what MuJoCo measures about the feet (contact states, horizontal slip while in
+contact, trunk height).
 
 Used by :mod:`tasks.quadruped` (stand) and :mod:`tasks.quadruped_trot`; a task class mixes in
 :class:`LeggedTask` and calls :meth:`LeggedTask._setup_legged` from its ``__post_init__``.
@@ -12,11 +13,13 @@ from __future__ import annotations
 import mujoco
 import numpy as np
 
-from dynamics import ContactSet, get_backend, load_model
+from dynamics import ContactSet, get_backend
 from dynamics.mujoco_state import ActuatorMap, read_state, write_state
 from solvers import ActionModel, ShootingProblem
 
 from .base import Disturbance, Task
+from .legged_scene import (check_feet_collide, check_feet_exist, check_feet_lowest, check_ground, check_torques,
+                           load_legged_scene)
 
 BUNDLED_FEET = {"hyq": ("lf_foot", "rf_foot", "lh_foot", "rh_foot")}
 
@@ -33,11 +36,13 @@ def _quat_rpy(roll: float, pitch: float, yaw: float) -> np.ndarray:
 def floating_robot_and_frames(name: str, robot: str, feet, bundled: dict, n: int, base: str = "trunk",
                               joints: str = "leg joint", noun: str = "feet", frames: str = "foot frames",
                               example: str = "feet=('FL_foot', 'FR_foot', 'RL_foot', 'RR_foot') (sites or bodies)"):
-    """``(model, frames)`` of a legged task: the robot loaded and checked (a free-floating ``base`` as
-    its first joint, every other joint actuated), the contact frames resolved (``feet`` as given, a
-    comma-separated string, or ``bundled[robot]`` when None) and checked (``n`` of them, each a
-    frame of the model). Errors name the task, the problem and the fix."""
-    m = load_model(robot)
+    """``(model, frames, floor_note)`` of a legged task: the robot loaded (a scene file that includes
+    it, or a bare robot file that gets a floor: ``floor_note`` says so, else None) and checked (a
+    free-floating ``base`` as its first joint, every other joint actuated), the contact frames
+    resolved (``feet`` as given, a comma-separated string, or ``bundled[robot]`` when None) and
+    checked (``n`` of them, each a frame of the model with collision geometry, a ground they can
+    touch). Errors name the task, the problem and the fix."""
+    m, floor_note = load_legged_scene(robot)
     if not m.free_adr or m.free_adr[0] != (0, 0):
         raise ValueError(f"{name}: robot '{robot}' needs a free-floating {base} as its first joint")
     if m.nu != m.nv - 6:
@@ -52,9 +57,10 @@ def floating_robot_and_frames(name: str, robot: str, feet, bundled: dict, n: int
     feet = tuple(feet)
     if len(feet) != n:
         raise ValueError(f"{name}: expected {n} {noun}, got {len(feet)}: {feet}")
-    for f in feet:
-        m.frame(f)      # a clear error naming the frames there are
-    return m, feet
+    check_feet_exist(m, name, robot, feet)
+    check_feet_collide(m, name, robot, feet)
+    check_ground(m, name, robot, feet)
+    return m, feet, floor_note
 
 
 class StandingTask(Task):
@@ -63,7 +69,9 @@ class StandingTask(Task):
     ``model`` and ``x_stand``, gives :meth:`_computed_standing_configuration` for a model without a
     ``standing`` keyframe and describes it in the class attribute ``computed_posture``."""
 
-    computed_posture = "computed (the model has no 'standing' keyframe)"
+    computed_posture = "computed (the model has no keyframe 'standing' or 'home')"
+    #: the keyframes tried for the standing posture, in order (Menagerie names it 'home')
+    standing_keyframes = ("standing", "home")
 
     @property
     def duration(self) -> float:  # type: ignore[override]
@@ -73,16 +81,18 @@ class StandingTask(Task):
         return self.x_stand.copy()
 
     def _standing_state(self) -> tuple[np.ndarray, str]:
-        """The standing state (q, 0) from the model's keyframe ``standing``, else computed, and where
-        it came from."""
+        """The standing state (q, 0) from the model's keyframe ``standing``, else ``home``, else
+        computed, and where it came from."""
         m = self.model
-        try:
-            q = np.array(m.keyframe("standing"), float)
-            source = "keyframe 'standing' of the model"
-        except (KeyError, ValueError):
-            q = self._computed_standing_configuration()
-            source = self.computed_posture
-        return np.concatenate([q, np.zeros(m.nv)]), source
+        for key in self.standing_keyframes:
+            if key in m.keyframes:
+                return np.concatenate([np.array(m.keyframe(key), float), np.zeros(m.nv)]), \
+                    f"keyframe '{key}' of the model"
+        return np.concatenate([self._computed_standing_configuration(), np.zeros(m.nv)]), self.computed_posture
+
+    def notes(self) -> list[str]:
+        """Where the standing posture came from, and whether a floor was added."""
+        return [f"standing posture: {self.posture_source}"] + ([self.floor_note] if self.floor_note else [])
 
     def _computed_standing_configuration(self) -> np.ndarray:
         raise NotImplementedError
@@ -117,8 +127,10 @@ class StandingTask(Task):
         m = self.model
         x = read_state(m, d)
         if not np.all(np.isfinite(x)) or np.abs(x[m.nq:]).max() > 2e-2:
+            speed = float(np.abs(x[m.nq:]).max()) if np.all(np.isfinite(x)) else float("nan")
             raise ValueError(f"{self.name}: the computed standing posture of '{self.robot}' did not come to rest "
-                             f"in MuJoCo; add a keyframe named 'standing'")
+                             f"in MuJoCo after settling (trunk at z = {x[2]:.3f} m, largest speed {speed:.3g}); "
+                             f"add a keyframe named 'standing'")
         return x[:m.nq]
 
 
@@ -127,20 +139,27 @@ class LeggedTask(StandingTask):
     MJCF path), ``feet`` (contact frames, a tuple or a comma-separated string; None for the bundled
     robots' defaults) and ``pushes`` (``(t, body, (fx, fy, fz), duration)`` rows), and the class
     attribute ``n_feet``. :meth:`_setup_legged` sets ``model``, ``feet``, ``contacts`` (point
-    contacts on every foot), ``x_stand``, ``posture_source``, ``lam_stand``, ``u_stand``,
-    ``standing_height`` and the pushes."""
+    contacts on every foot), ``floor_note`` (None, or that a floor was added to a bare robot file),
+    ``x_stand``, ``posture_source``, ``lam_stand``, ``u_stand``, ``standing_height`` and the pushes,
+    after the checks of :mod:`tasks.legged_scene` (each failure its own message and fix)."""
 
     n_feet: int = 4
-    computed_posture = ("computed (the model has no 'standing' keyframe): feet under their straight-leg positions, "
-                        "legs bent until the feet rise 15 % of the leg length towards the trunk, trunk lowered onto "
-                        "the floor and settled in MuJoCo with the joints held")
+    computed_posture = ("computed (no keyframe 'standing' or 'home'): feet under the hips on the floor, joints "
+                        "inside their ranges, contact forces in the friction cone and static torques within the "
+                        "limits, settled in MuJoCo with the joints held")
+    #: foot depth below the hips tried for a computed posture, as fractions of the shortest leg's
+    #: length (hip to foot along the chain), first the usual stance, then straighter, then lower
+    STANCE_DEPTHS = (0.85, 0.9, 0.95, 0.8, 0.75, 0.7, 0.65, 0.6)
 
     def _setup_legged(self) -> None:
-        self.model, self.feet = floating_robot_and_frames(self.name, self.robot, self.feet, BUNDLED_FEET, self.n_feet)
+        self.model, self.feet, self.floor_note = floating_robot_and_frames(self.name, self.robot, self.feet,
+                                                                           BUNDLED_FEET, self.n_feet)
         m = self.model
         self.contacts = ContactSet(m, frames=self.feet, kind="point")
         self.x_stand, self.posture_source = self._standing_state()
         self.lam_stand, self.u_stand = self._standing_forces_and_torques(self.x_stand)
+        check_feet_lowest(m, self.name, self.robot, self.x_stand[:m.nq], self.feet, self.posture_source)
+        check_torques(m, self.name, self.robot, self.u_stand, self.posture_source)
         be = get_backend("numpy")
         self._feet0 = np.stack([be.frame_placement(m, self.x_stand[:m.nq], f)[1] for f in self.feet])
         self.standing_height = float(self.x_stand[2])
@@ -150,33 +169,105 @@ class LeggedTask(StandingTask):
 
     # ------------------------------------------------------------ posture
     def _computed_standing_configuration(self) -> np.ndarray:
-        """A standing configuration for a model without a 'standing' keyframe: damped least-squares
-        inverse kinematics of the feet (trunk fixed) from the reference configuration with
-        slightly bent joints, then the trunk lowered until the lowest foot is at the floor (z = 0,
-        plus the radius of a sphere foot geom at the frame)."""
+        """A standing configuration for a model without a keyframe: a small static problem. The trunk
+        level at the origin; every foot under its hip (the trunk's child body on the way to the foot)
+        at a common depth below the hips (:attr:`STANCE_DEPTHS` of the shortest leg, tried in turn),
+        by damped least-squares inverse kinematics that starts inside the joint ranges (the reference
+        configuration bent 0.3 rad and moved 10 % of each range inside it, so a one-sided knee range
+        sets the knee direction) and clips every step to the ranges; then the forces that hold the
+        trunk (closest to the weight shared evenly) must lie in the friction cone and the static
+        torques within the actuator limits. The first depth that meets all of it is placed on the
+        floor and settled in MuJoCo; errors say which condition no depth met."""
+        m = self.model
+        q0 = np.array(m.neutral(), float)
+        q0[:3] = 0.0
+        lo, hi = np.asarray(m.q_lower[7:], float), np.asarray(m.q_upper[7:], float)
+        span = np.where(np.isfinite(hi - lo), hi - lo, 0.0)
+        start = q0[7:] + 0.3                               # off the straight-leg singularity
+        start = np.where(np.isfinite(lo), np.maximum(start, lo + 0.1 * span), start)
+        start = np.where(np.isfinite(hi), np.minimum(start, hi - 0.1 * span), start)
+        q0[7:] = start
+        hips, lengths = self._hips_and_leg_lengths(q0)
+        radius = self._foot_radius()
+        mu = float(getattr(self, "mu", 0.7))
+        worst_ik, torque_fail, cone_fail = None, None, None
+        for depth in self.STANCE_DEPTHS:
+            target = hips.copy()
+            target[:, 2] = hips[:, 2].mean() - depth * lengths.min()
+            q, err, foot = self._feet_ik(q0, target, lo, hi)
+            if err > 1e-3:
+                if worst_ik is None or err < worst_ik[0]:
+                    worst_ik = (err, foot, depth)
+                continue
+            q[2] = radius - target[0, 2]
+            lam, u = self._standing_forces_and_torques(np.concatenate([q, np.zeros(m.nv)]))
+            f = lam.reshape(-1, 3)
+            if np.any(f[:, 2] <= 0) or np.any(np.linalg.norm(f[:, :2], axis=1) > mu * f[:, 2]):
+                cone_fail = cone_fail or (depth, f)
+                continue
+            excess = np.maximum(u - m.u_upper, m.u_lower - u).max()
+            if excess > 0:
+                if torque_fail is None or excess < torque_fail[0]:
+                    torque_fail = (excess, q.copy(), u)
+                continue
+            check_feet_lowest(m, self.name, self.robot, q, self.feet, "computed")
+            q[2] += 2e-3                                   # 2 mm above the floor, then let it settle
+            return self._settle(q)
+        if torque_fail is not None:
+            check_torques(m, self.name, self.robot, torque_fail[2],
+                          "computed: the best of the stance heights tried")
+        if cone_fail is not None:
+            depth, f = cone_fail
+            raise ValueError(f"{self.name}: no computed standing posture of '{self.robot}' keeps the contact forces "
+                             f"in the friction cone (mu = {mu:g}; e.g. at {depth:g} leg lengths below the hips the "
+                             f"normal forces are {np.round(f[:, 2], 1).tolist()} N): the centre of mass is not over "
+                             f"the feet; check the foot frames or give a keyframe named 'standing'")
+        err, foot, depth = worst_ik
+        raise ValueError(f"{self.name}: the feet of '{self.robot}' cannot reach the ground under the hips within the "
+                         f"joint ranges: foot '{foot}' stays {100 * err:.1f} cm from its place (at best, at {depth:g} "
+                         f"leg lengths below the hips); check the foot frames (--feet) and the joint ranges, or give "
+                         f"a keyframe named 'standing'")
+
+    def _hips_and_leg_lengths(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """World positions (k, 3) of each foot's hip (the trunk's child body on the way to the foot)
+        at q, and each leg's length [m]: the sum of the body-to-body distances from the hip to the
+        foot frame along the chain (the leg fully stretched)."""
+        m = self.model
+        mj = m.mj_model
+        be = get_backend("numpy")
+        hips, lengths = [], []
+        for f in self.feet:
+            sid = mujoco.mj_name2id(mj, mujoco.mjtObj.mjOBJ_SITE, f)
+            b = int(mj.site_bodyid[sid]) if sid >= 0 else int(mujoco.mj_name2id(mj, mujoco.mjtObj.mjOBJ_BODY, f))
+            trunk = int(mj.jnt_bodyid[0])                  # the free joint's body
+            chain = [b]
+            while int(mj.body_parentid[chain[-1]]) != trunk:
+                chain.append(int(mj.body_parentid[chain[-1]]))
+                if chain[-1] == 0:
+                    raise ValueError(f"{self.name}: foot frame '{f}' of '{self.robot}' is not on a leg of the trunk")
+            pts = [be.frame_placement(m, q, f)[1]] + [be.frame_placement(m, q, m.body_names[c])[1] for c in chain]
+            hips.append(pts[-1])
+            lengths.append(sum(float(np.linalg.norm(a - c)) for a, c in zip(pts[:-1], pts[1:])))
+        return np.array(hips), np.array(lengths)
+
+    def _feet_ik(self, q0: np.ndarray, target: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+                 iterations: int = 300) -> tuple[np.ndarray, float, str]:
+        """Damped least squares for the feet at ``target`` (k, 3) with the trunk fixed, every step
+        clipped to the joint ranges: ``(q, largest foot error [m], that foot)``."""
         m = self.model
         be = get_backend("numpy")
-        q = np.array(m.neutral(), float)
-        feet0 = np.stack([be.frame_placement(m, q, f)[1] for f in self.feet])
-        leg_length = float(q[2] - feet0[:, 2].min())
-        if not leg_length > 0:
-            raise ValueError(f"{self.name}: cannot compute a standing posture for '{self.robot}': its feet are not "
-                             f"below the trunk in the reference configuration; add a keyframe named 'standing'")
-        target = feet0 + np.array([0.0, 0.0, 0.15 * leg_length])
-        q[7:] += 0.3                                       # off the straight-leg singularity
-        for _ in range(200):
+        q = q0.copy()
+        for _ in range(iterations):
             P = np.stack([be.frame_placement(m, q, f)[1] for f in self.feet])
-            e = (target - P).reshape(-1)
-            if np.abs(e).max() < 1e-9:
+            E = target - P
+            if np.abs(E).max() < 1e-6:
                 break
             J = np.concatenate([be.frame_jacobian(m, q, f, "local_world_aligned")[:3, 6:] for f in self.feet])
-            q[7:] += J.T @ np.linalg.solve(J @ J.T + 1e-6 * np.eye(J.shape[0]), e)
-        else:
-            raise ValueError(f"{self.name}: inverse kinematics for a standing posture of '{self.robot}' did not "
-                             f"converge; add a keyframe named 'standing'")
-        lowest = min(be.frame_placement(m, q, f)[1][2] for f in self.feet)
-        q[2] -= lowest - self._foot_radius() - 2e-3       # 2 mm above the floor, then let it settle
-        return self._settle(q)
+            step = J.T @ np.linalg.solve(J @ J.T + 1e-4 * np.eye(J.shape[0]), E.reshape(-1))
+            q[7:] = np.clip(q[7:] + np.clip(step, -0.3, 0.3), lo, hi)
+        P = np.stack([be.frame_placement(m, q, f)[1] for f in self.feet])
+        errs = np.linalg.norm(target - P, axis=1)
+        return q, float(errs.max()), self.feet[int(np.argmax(errs))]
 
     def _settle(self, q: np.ndarray, seconds: float = 2.0) -> np.ndarray:
         """The configuration a robot placed at q comes to rest in on MuJoCo's floor with its joints held

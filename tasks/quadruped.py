@@ -8,9 +8,10 @@ the legs to the standing posture, and a control cost around the torques that hol
 posture still. The simulator is MuJoCo with its own soft contacts on the robot's foot geoms and a
 floor, so the controller's contact model is an approximation the closed loop has to survive.
 
-The standing posture is the model's keyframe named ``standing`` when it has one; otherwise the
-task makes one (the model's reference configuration with the trunk lowered until the lowest foot
-touches the floor) and says so in :attr:`QuadrupedStand.posture_source`.
+The standing posture is the model's keyframe ``standing``, else ``home``; otherwise the task
+computes one (feet under the hips, inside the joint ranges, forces in the friction cone, torques
+within the limits; :class:`tasks.legged.LeggedTask`) and says so in
+:attr:`QuadrupedStand.posture_source` and the run summary.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from dynamics.lie import quat_multiply
 from solvers import ContactDynamics, ControlCost, CostSum, ShootingProblem, StateCost, StateSpace
 from solvers.costs import ContactForceCost, FrictionConeCost
 
-from .base import Criterion, Evaluation, Event, MetricInfo, Task
+from .base import Criterion, Evaluation, Event, MetricInfo, RunDefaults, Task
 from .legged import BUNDLED_FEET, LeggedTask, _quat_rpy
 from .registry import register_task
 
@@ -67,6 +68,7 @@ class QuadrupedStand(LeggedTask, Task):
     name: str = "quadruped-stand"
     description: str = "quadruped: four feet down, trunk height/orientation targets, pushes"
     model: RobotModel = field(init=False, repr=False)
+    defaults = RunDefaults(solver="fddp", horizon=20, dt=0.02)   # docs/tasks.md: rates measured
 
     def __post_init__(self):
         poses = np.array(self.poses, dtype=float).reshape(-1, 5)

@@ -29,16 +29,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import mujoco
 import numpy as np
 
 from dynamics import ContactSet, RobotModel
-from dynamics.lie import quat_to_rotation
+from dynamics.lie import quat_multiply, quat_to_rotation
+from dynamics.mujoco_state import write_state
 from solvers import ActionModel, ContactDynamics, ControlCost, CostSum, ImpulseDynamics, ShootingProblem, StateCost
 from solvers.costs import (ContactForceCost, FrameHeightCost, FramePositionCost, FrameVelocityCost,
                            FrictionConeCost)
 
-from .base import Criterion, Evaluation, Event, MetricInfo, Task
-from .legged import LeggedTask
+from .base import Criterion, Evaluation, Event, MetricInfo, RunDefaults, Task
+from .legged import LeggedTask, _quat_rpy
 from .registry import register_task
 
 HYQ_VELOCITY = 0.3              # m/s, HyQ's default command
@@ -46,12 +48,14 @@ VELOCITY_LEG_FRACTION = 0.5     # other robots: half a leg length per second
 
 
 @register_task("quadruped-trot", "any quadruped (default HyQ): diagonal-pair trot from a contact schedule "
-                                 "(touchdown impulses) at a commanded forward velocity")
+                                 "(touchdown impulses) at a commanded forward velocity and yaw rate")
 @dataclass
 class QuadrupedTrot(LeggedTask, Task):
     """Quadruped trotting on point feet. robot: a bundled name or an MJCF path with actuators and a
     free-floating trunk; feet: the four contact frames in the order front-left, front-right,
-    hind-left, hind-right (defaults for the bundled robots); velocity: forward command [m/s] (None:
+    hind-left, hind-right (defaults for the bundled robots); yaw_rate: commanded yaw rate [rad/s]
+    (0: straight ahead; the trunk then follows the commanded heading along an arc, and with
+    velocity=0 turns in place); velocity: forward command [m/s] (None:
     0.3 for HyQ, else ``velocity_leg_fraction`` leg lengths per second); swing_time,
     double_support_time [s]; step_height [m] (None: 0.15 leg lengths); start_time: standing
     before the first step [s] (raised to one horizon by :meth:`build_problem`); ramp_time: the command ramps up from 0 over this [s]; pushes:
@@ -60,6 +64,7 @@ class QuadrupedTrot(LeggedTask, Task):
     robot: str = "hyq"
     feet: tuple | str | None = None
     velocity: float | None = None
+    yaw_rate: float = 0.0               # commanded yaw rate [rad/s] (with velocity=0: turning in place)
     velocity_leg_fraction: float = VELOCITY_LEG_FRACTION
     swing_time: float = 0.3
     double_support_time: float = 0.04
@@ -87,11 +92,14 @@ class QuadrupedTrot(LeggedTask, Task):
     fall_height: float = 0.5            # a fall: the trunk below this fraction of its standing height
     height_band: float = 0.1            # trunk height judged within ± this fraction of the standing height
     velocity_tolerance: float = 0.3     # mean forward velocity within this fraction of the command
+    velocity_floor: float = 0.05        # m/s: the velocity tolerance is never below this (a command of 0)
+    yaw_tolerance: float = 0.3          # mean yaw rate within this fraction of the command
     settle_cycles: float = 1.0          # gait cycles after the ramp before velocity tracking is judged
     slip_tolerance: float = 0.03        # m, largest horizontal foot displacement during one stance
     name: str = "quadruped-trot"
-    description: str = "quadruped: diagonal-pair trot at a commanded forward velocity"
+    description: str = "quadruped: diagonal-pair trot at a commanded forward velocity and yaw rate"
     model: RobotModel = field(init=False, repr=False)
+    defaults = RunDefaults(solver="fddp", horizon=16, dt=0.02)   # docs/tasks.md: rates measured
 
     def __post_init__(self):
         for key in ("swing_time", "duration_s", "velocity_leg_fraction"):
@@ -114,6 +122,11 @@ class QuadrupedTrot(LeggedTask, Task):
         self.velocity = float(self.velocity)
         if not np.isfinite(self.velocity):
             raise ValueError(f"{self.name}: velocity must be a finite number [m/s], got {self.velocity!r}")
+        if not (isinstance(self.yaw_rate, (int, float)) and np.isfinite(self.yaw_rate)):
+            raise ValueError(f"{self.name}: yaw_rate must be a finite number [rad/s], got {self.yaw_rate!r}")
+        self.yaw_rate = float(self.yaw_rate)
+        R0 = quat_to_rotation(self.x_stand[3:7])
+        self._yaw_stand = float(np.arctan2(R0[1, 0], R0[0, 0]))
         if self.step_height is None:
             self.step_height = 0.15 * self.leg_length
         if not (np.isfinite(self.step_height) and self.step_height > 0):
@@ -131,21 +144,49 @@ class QuadrupedTrot(LeggedTask, Task):
     # ------------------------------------------------------------ schedule
     def command(self, t) -> np.ndarray:
         """Forward velocity command [m/s] at times t: 0 before start_time, ramped up over ramp_time."""
-        t = np.asarray(t, float)
-        s = np.clip((t - self.start_time) / self.ramp_time, 0.0, 1.0) if self.ramp_time > 0 else \
-            (t >= self.start_time).astype(float)
-        return self.velocity * s
+        return self.velocity * self._ramp(t)
 
-    def _travel(self, t0: float, t1) -> np.ndarray:
-        """∫ command dt [m] from t0 to t1 (exact for the ramp)."""
+    def yaw_command(self, t) -> np.ndarray:
+        """Yaw-rate command [rad/s] at times t: ramped like :meth:`command`."""
+        return self.yaw_rate * self._ramp(t)
+
+    def _ramp(self, t) -> np.ndarray:
+        """The command's ramp (0 before start_time, 1 after start_time + ramp_time) at times t."""
+        t = np.asarray(t, float)
+        return np.clip((t - self.start_time) / self.ramp_time, 0.0, 1.0) if self.ramp_time > 0 else \
+            (t >= self.start_time).astype(float)
+
+    def _ramp_integral(self, t0: float, t1) -> np.ndarray:
+        """∫ ramp dt [s] from t0 to t1 (exact)."""
         def F(t):
             t = np.asarray(t, float)
             a, r = self.start_time, self.ramp_time
             if r <= 0:
-                return self.velocity * np.maximum(t - a, 0.0)
+                return np.maximum(t - a, 0.0)
             s = np.clip(t - a, 0.0, r)
-            return self.velocity * (s * s / (2 * r) + np.maximum(t - a - r, 0.0))
+            return s * s / (2 * r) + np.maximum(t - a - r, 0.0)
         return F(t1) - F(t0)
+
+    def _travel(self, t0: float, t1) -> np.ndarray:
+        """∫ command dt [m] from t0 to t1 (exact for the ramp)."""
+        return self.velocity * self._ramp_integral(t0, t1)
+
+    def heading(self, t) -> np.ndarray:
+        """Commanded trunk yaw [rad] at times t: the standing yaw plus ∫ yaw command dt from 0."""
+        return self._yaw_stand + self.yaw_rate * self._ramp_integral(0.0, t)
+
+    def _arc(self, p0: np.ndarray, t0: float, times) -> np.ndarray:
+        """Commanded trunk positions (..., 2) [m] at ``times`` (>= t0) from p0 (2,) at t0: ∫ command ·
+        (cos ψ, sin ψ) dt along the commanded heading ψ (midpoint rule on 5 ms steps)."""
+        times = np.asarray(times, float)
+        t1 = float(times.max()) if times.size else t0
+        n = max(1, int(np.ceil((t1 - t0) / 0.005)))
+        grid = np.linspace(t0, t1, n + 1)
+        mid = 0.5 * (grid[1:] + grid[:-1])
+        psi = self.heading(mid)
+        step = (self.command(mid) * np.diff(grid))[:, None] * np.stack([np.cos(psi), np.sin(psi)], axis=-1)
+        path = np.concatenate([np.zeros((1, 2)), np.cumsum(step, axis=0)])
+        return p0 + np.stack([np.interp(times, grid, path[:, i]) for i in range(2)], axis=-1)
 
     def contact_state(self, t) -> np.ndarray:
         """Which feet (..., 4) the schedule has on the ground at times t [s]."""
@@ -284,12 +325,19 @@ class QuadrupedTrot(LeggedTask, Task):
         times = np.array([tk for tk, _ in sched] + [sched[-1][0] + (0.0 if sched[-1][1][0] == "impulse" else dt)])
         # trunk references: forward from where the trunk is, height/attitude/legs of the standing posture
         refs = np.repeat(self.x_stand[None], N + 1, axis=0)
-        refs[:, 0] = x_now[0] + self._travel(t, times)
         refs[:, m.nq] = self.command(times)                   # body-frame forward velocity
+        if self.yaw_rate == 0.0:
+            refs[:, 0] = x_now[0] + self._travel(t, times)    # straight ahead, lateral position held
+        else:
+            # along the commanded arc from where the trunk is, heading and yaw rate as commanded
+            refs[:, :2] = self._arc(x_now[:2], t, times)
+            dq = np.stack([_quat_rpy(0.0, 0.0, psi - self._yaw_stand) for psi in self.heading(times)])
+            refs[:, 3:7] = quat_multiply(dq, self.x_stand[3:7])
+            refs[:, m.nq + 5] = self.yaw_command(times)       # body-frame yaw rate (level trunk)
         for c in self._state_costs:
             c.reference = refs
         # feet: lift-off points remembered while a foot is down; footholds ahead of the hips
-        feet_now = self.foot_positions(x_now)[0]
+        feet_now = self._feet_now(x_now)
         down = self.contact_state(t)
         for j in range(4):
             if down[j]:
@@ -300,32 +348,57 @@ class QuadrupedTrot(LeggedTask, Task):
         # time less a hair on impulse knots and the terminal knot (the swing that just ended)
         impulse = [kind[0] == "impulse" for _, kind in sched] + [True]
         probe = np.where(impulse, times - 1e-9, times + 0.5 * dt)
+        windows = [np.array([self.swing_window(float(pk), self.pairs[p][0]) for pk in probe]) for p in (0, 1)]
         for j in range(4):
-            holds: dict = {}        # the foothold of each touchdown time (a few per horizon, not one per knot)
-            for k, tk in enumerate(times):
-                lo, td = self.swing_window(float(probe[k]), j)
-                start = self._liftoff[j] if lo <= t else feet_now[j]
-                hold = holds.get(td)
-                if hold is None:
-                    hold = holds[td] = self._foothold(j, x_now, t, td)
-                s = min(max(float((tk - lo) / (td - lo)), 0.0), 1.0)
-                z_t[j, k] = self._ground[j] + self.step_height * 0.5 * (1.0 - np.cos(2.0 * np.pi * s))
-                xy_t[j, k, :2] = start[:2] + (hold[:2] - start[:2]) * (s - np.sin(2 * np.pi * s) / (2 * np.pi))
-                xy_t[j, k, 2] = self._ground[j]
+            lo, td = windows[0 if j in self.pairs[0] else 1].T          # (N+1,) each: the swing of each knot
+            start = np.where((lo <= t)[:, None], self._liftoff[j][None, :2], feet_now[j][None, :2])
+            holds = {d: self._foothold(j, x_now, t, d) for d in np.unique(td)}   # a few per horizon
+            hold = np.stack([holds[d][:2] for d in td])
+            s = np.clip((times - lo) / (td - lo), 0.0, 1.0)
+            z_t[j] = self._ground[j] + self.step_height * 0.5 * (1.0 - np.cos(2.0 * np.pi * s))
+            xy_t[j, :, :2] = start + (hold - start) * (s - np.sin(2 * np.pi * s) / (2 * np.pi))[:, None]
+            xy_t[j, :, 2] = self._ground[j]
             self._swing_z[j].target = z_t[j]
             self._swing_xy[j].target = xy_t[j]
             self._impact[j].target = xy_t[j]
+
+    def _feet_now(self, x: np.ndarray) -> np.ndarray:
+        """World positions (4, 3) [m] of the foot frames at state x, by MuJoCo's kinematics (the same
+        model; one C call instead of one backend call per foot, in every update)."""
+        mj = self.model.mj_model
+        d = getattr(self, "_kin_data", None)
+        if d is None:
+            d = self._kin_data = mujoco.MjData(mj)
+            self._foot_ids = [("site", mj.site(f).id) if f in self.model.site_names else ("body", mj.body(f).id)
+                              for f in self.feet]
+        write_state(self.model, d, x)
+        mujoco.mj_kinematics(mj, d)
+        return np.array([d.site_xpos[i] if kind == "site" else d.xpos[i] for kind, i in self._foot_ids])
 
     def _foothold(self, j: int, x_now: np.ndarray, t: float, t_td: float) -> np.ndarray:
         """Planned touchdown point (3,) of foot j: its standing offset from the trunk at the trunk
         position predicted for the touchdown, plus half the stance stride (the neutral point)."""
         p = self._offsets[j].copy()
-        p[0] += x_now[0] + self._travel(t, t_td) + 0.5 * self.stance_time * float(self.command(t_td))
-        p[1] += self.x_stand[1]
+        if self.yaw_rate == 0.0:
+            p[0] += x_now[0] + self._travel(t, t_td) + 0.5 * self.stance_time * float(self.command(t_td))
+            p[1] += self.x_stand[1]
+        else:   # the offset turned with the commanded heading, at the trunk's commanded position
+            psi = float(self.heading(t_td))
+            c, s = np.cos(psi - self._yaw_stand), np.sin(psi - self._yaw_stand)
+            off = np.array([c * p[0] - s * p[1], s * p[0] + c * p[1]])
+            ahead = 0.5 * self.stance_time * float(self.command(t_td)) * np.array([np.cos(psi), np.sin(psi)])
+            p[:2] = self._arc(x_now[:2], t, np.array([t_td]))[0] + off + ahead
         p[2] = self._ground[j]
         return p
 
     # ------------------------------------------------------------ reporting
+    def _yaw_rate(self, x) -> np.ndarray:
+        """Trunk yaw rate (T,) [rad/s]: the world z component of its angular velocity."""
+        m = self.model
+        x = np.atleast_2d(x)
+        R = quat_to_rotation(x[:, 3:7])
+        return np.einsum("bj,bj->b", R[:, 2, :], x[:, m.nq + 3:m.nq + 6])
+
     def _forward_velocity(self, x) -> np.ndarray:
         """Trunk forward velocity (T,) [m/s] in world axes (x component)."""
         m = self.model
@@ -338,6 +411,9 @@ class QuadrupedTrot(LeggedTask, Task):
         c = self.foot_contacts(x)[0]
         out = {"trunk_height": float(x[0, 2]), "forward_velocity": float(self._forward_velocity(x)[0]),
                "velocity_command": float(self.command(t))}
+        if self.yaw_rate != 0.0:
+            out["yaw_rate"] = float(self._yaw_rate(x)[0])
+            out["yaw_rate_command"] = float(self.yaw_command(t))
         for j, f in enumerate(self.feet):
             out[f"contact_{f}"] = float(c[j])
         return out
@@ -346,6 +422,9 @@ class QuadrupedTrot(LeggedTask, Task):
         info = {"trunk_height": MetricInfo("m", self.fall_height * self.standing_height, label="trunk height"),
                 "forward_velocity": MetricInfo("m/s", self.velocity, label="forward velocity"),
                 "velocity_command": MetricInfo("m/s", label="velocity command")}
+        if self.yaw_rate != 0.0:
+            info["yaw_rate"] = MetricInfo("rad/s", self.yaw_rate, label="yaw rate")
+            info["yaw_rate_command"] = MetricInfo("rad/s", label="yaw-rate command")
         for f in self.feet:
             info[f"contact_{f}"] = MetricInfo("", label=f"{f} in contact (MuJoCo)", summary=False)
         return info
@@ -365,14 +444,29 @@ class QuadrupedTrot(LeggedTask, Task):
                               bool(np.all((z >= lo) & (z <= hi))),
                               f"largest |height - standing| ; band {lo:.3f}..{hi:.3f} m"))
         steady = times >= self.start_time + self.ramp_time + self.settle_cycles * self.cycle
-        if steady.sum() > 1:
+        v_tol = max(self.velocity_tolerance * abs(self.velocity), self.velocity_floor)
+        if steady.sum() > 1 and self.yaw_rate == 0.0:
             v_mean = float((states[steady, 0][-1] - states[steady, 0][0]) / (times[steady][-1] - times[steady][0]))
-            crit.append(Criterion("forward velocity", v_mean, "m/s",
-                                  abs(v_mean - self.velocity) <= self.velocity_tolerance * abs(self.velocity),
+            crit.append(Criterion("forward velocity", v_mean, "m/s", abs(v_mean - self.velocity) <= v_tol,
                                   f"mean over the steady part (x displacement / time) vs command {self.velocity:.3f} "
-                                  f"m/s, within {100 * self.velocity_tolerance:.0f} %"))
+                                  f"m/s, within {v_tol:.3g} m/s"))
+        elif steady.sum() > 1:
+            v_mean = float(np.mean(self._forward_velocity(states[steady])))
+            crit.append(Criterion("forward velocity", v_mean, "m/s", abs(v_mean - self.velocity) <= v_tol,
+                                  f"mean over the steady part of the velocity along the trunk's heading vs command "
+                                  f"{self.velocity:.3f} m/s, within {v_tol:.3g} m/s"))
         else:
             crit.append(Criterion("forward velocity", None, "m/s", None, "the run ended before the steady part"))
+        if self.yaw_rate != 0.0 and steady.sum() > 1:
+            R = quat_to_rotation(states[steady, 3:7])
+            yaw = np.unwrap(np.arctan2(R[:, 1, 0], R[:, 0, 0]))
+            w_mean = float((yaw[-1] - yaw[0]) / (times[steady][-1] - times[steady][0]))
+            crit.append(Criterion("yaw rate", w_mean, "rad/s",
+                                  abs(w_mean - self.yaw_rate) <= self.yaw_tolerance * abs(self.yaw_rate),
+                                  f"mean over the steady part (yaw change / time) vs command {self.yaw_rate:.3f} "
+                                  f"rad/s, within {100 * self.yaw_tolerance:.0f} %"))
+        elif self.yaw_rate != 0.0:
+            crit.append(Criterion("yaw rate", None, "rad/s", None, "the run ended before the steady part"))
         # MuJoCo-measured contacts (every 5th sample: 5 ms at 1 ms steps) and slip while in contact
         stride = max(1, int(round(0.005 / max(float(np.median(np.diff(times))) if times.size > 1 else 0.005, 1e-6))))
         sub = states[::stride]
@@ -387,6 +481,7 @@ class QuadrupedTrot(LeggedTask, Task):
                               all(lifted), "feet seen off the ground (MuJoCo) after the gait started, of 4"))
         return Evaluation(crit, {"posture": self.posture_source, "feet": list(self.feet),
                                  "velocity_command": self.velocity, "velocity_source": self.velocity_source,
+                                 "yaw_rate_command": self.yaw_rate,
                                  "slip_per_foot": [float(s) for s in slip]})
 
 

@@ -140,7 +140,7 @@ def test_bad_arguments():
         HumanoidBalance(robot="iiwa", feet=("ee", "ee2"))
     with pytest.raises(ValueError, match="2 sole frames"):
         HumanoidBalance(feet=("l_foot_site",))
-    with pytest.raises(KeyError):
+    with pytest.raises(ValueError, match="foot frame 'no_such_sole' not found in 'atlas'; sites: .*l_foot_site"):
         HumanoidBalance(feet=("l_foot_site", "no_such_sole"))
     with pytest.raises(ValueError, match="waypoints"):
         HumanoidBalance(waypoints=((0.5, 0.0, 0.0),))
