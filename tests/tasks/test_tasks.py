@@ -84,7 +84,9 @@ def test_evaluate_success_criteria():
     controls = np.zeros((5, 7))
     ev = task.evaluate(times, states, controls)
     assert isinstance(ev, tasks.Evaluation) and not ev.success
-    assert [c.name for c in ev.criteria] == ["target 0 time to reach", "target 0 error after reach", "torque limit"]
+    assert [c.name for c in ev.criteria] == ["target 0 time to reach", "target 0 error after reach", "torque limit",
+                                             "joint range"]
+    assert ev["joint range"].passed is None                         # reported, not judged
     reach = ev["target 0 time to reach"]
     assert reach.value is None and reach.passed is False and "never reached" in reach.detail and reach.unit == "s"
     assert ev["target 0 error after reach"].passed is None           # reported, not judged
