@@ -46,7 +46,7 @@ from .ilqr import ILQR, SolverFailure, initial_controls, initial_states
 from .problem import ProblemDerivatives, ShootingProblem
 from .problem_constraints import ProblemConstraints
 from .regularization import Regularization
-from .result import TIMING_KEYS, ConstrainedResult
+from .result import ConstrainedResult
 
 
 class CSQP(ILQR):
@@ -103,12 +103,7 @@ class CSQP(ILQR):
         ``warm_start_multipliers``, else zero). Stops when the primal, dual and complementarity
         residuals are all <= tol."""
         pc = self.constraints
-        if int(max_iter) != max_iter or max_iter < 0:
-            raise ValueError(f"max_iter must be a non-negative integer, got {max_iter}")
-        if not (tol >= 0):
-            raise ValueError(f"tol must be >= 0, got {tol}")
-        self.timings = dict.fromkeys(TIMING_KEYS, 0.0)
-        t_start = time.perf_counter()
+        t_start = self._start_solve(max_iter, tol)
         pc.build()
         if pc.m != self._m:
             self._allocate()

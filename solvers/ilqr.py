@@ -173,6 +173,16 @@ class ILQR:
         warm under the same reporting. See :mod:`solvers.warmup`. Leaves no state behind."""
         return warm_up(self, progress, extra)
 
+    def _start_solve(self, max_iter, tol) -> float:
+        """Check ``max_iter`` (a non-negative integer) and ``tol`` (>= 0), zero the stage timings;
+        returns the solve's start time (time.perf_counter)."""
+        if int(max_iter) != max_iter or max_iter < 0:
+            raise ValueError(f"max_iter must be a non-negative integer, got {max_iter}")
+        if not (tol >= 0):
+            raise ValueError(f"tol must be >= 0, got {tol}")
+        self.timings = dict.fromkeys(TIMING_KEYS, 0.0)
+        return time.perf_counter()
+
     def solve(self, xs_init=None, us_init=None, max_iter: int = 50, tol: float = 1e-6) -> SolverResult:
         """Optimise from an initial guess (default: gravity-compensation controls rolled out from
         x0). ILQR/DDP: with ``us_init`` only, the guess is its open-loop rollout from x0; with
@@ -182,12 +192,7 @@ class ILQR:
         every iterate is feasible and the cost decreases monotonically. FDDP starts from
         ``xs_init`` as given and closes the gaps gradually."""
         p = self.problem
-        if int(max_iter) != max_iter or max_iter < 0:
-            raise ValueError(f"max_iter must be a non-negative integer, got {max_iter}")
-        if not (tol >= 0):
-            raise ValueError(f"tol must be >= 0, got {tol}")
-        self.timings = dict.fromkeys(TIMING_KEYS, 0.0)
-        t_start = time.perf_counter()
+        t_start = self._start_solve(max_iter, tol)
         self.backward.reset()
         if self.uses_second_order:
             self.data.enable_second_order()     # allocates once, on the first second-order solve
