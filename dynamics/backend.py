@@ -362,7 +362,7 @@ class Backend:
 
     # kinematics
     def frame_placement(self, model: RobotModel, q, frame: str):
-        """World rotation (..., 3, 3) and position (..., 3) [m] of a site or body."""
+        """World rotation (..., 3, 3) and position (..., 3) [m] of a site, body or geom."""
         batch, (q, _) = self._args("frame_placement", model, None, q=(q, "nq"))
         R, p = self._frame_placement(model, q, frame)
         return unflatten(batch, R), unflatten(batch, p)

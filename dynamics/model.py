@@ -97,7 +97,7 @@ class RobotModel:
     Sizes: ``nq`` configuration coordinates, ``nv`` velocity/tangent coordinates, ``nlinks`` joints
     (links), ``nbody`` MuJoCo bodies (index 0 is the world), ``nu`` torque actuators.
     Arrays named ``link_*`` are indexed by link, ``dof_*`` by velocity coordinate, ``body_*`` by
-    MuJoCo body id, ``site_*`` by MuJoCo site id. Lengths in m, masses in kg, angles in rad.
+    MuJoCo body id, ``site_*`` by MuJoCo site id, ``geom_*`` by MuJoCo geom id. Lengths in m, masses in kg, angles in rad.
     """
 
     name: str
@@ -144,6 +144,10 @@ class RobotModel:
     site_body: np.ndarray
     site_R: np.ndarray           # (nsite, 3, 3) site frame in its body frame
     site_p: np.ndarray
+    geom_names: tuple
+    geom_body: np.ndarray
+    geom_R: np.ndarray           # (ngeom, 3, 3) geom frame in its body frame
+    geom_p: np.ndarray
     # actuation: tau = actuation_matrix @ u, u = actuator force (N or N m)
     actuator_names: tuple
     actuator_dof: np.ndarray     # (nu,)
@@ -195,20 +199,27 @@ class RobotModel:
             raise KeyError(f"model '{self.name}' has no site named '{name}'; sites: "
                            f"{', '.join(n for n in self.site_names if n) or '(none)'}") from None
 
-    def frame(self, name: str) -> tuple[int, np.ndarray, np.ndarray]:
-        """Resolve a site or body name to ``(link, R, p)``: the frame's placement in its link frame.
-        Sites take precedence over bodies of the same name. ``link`` is -1 for world-fixed frames."""
+    def body_frame(self, name: str) -> tuple[int, np.ndarray, np.ndarray]:
+        """Resolve a site, body or geom name (searched in that order, as
+        :func:`dynamics.mujoco_frames.mujoco_frame` does) to ``(body, R, p)``: the MuJoCo body that
+        carries the frame and the frame's placement in that body's frame."""
         if name in self.site_names:
-            s = self.site_names.index(name)
-            b = int(self.site_body[s])
-            R, p = compose(self.body_R[b], self.body_p[b], self.site_R[s], self.site_p[s])
-            return int(self.body_link[b]), R, p
+            i = self.site_names.index(name)
+            return int(self.site_body[i]), self.site_R[i], self.site_p[i]
         if name in self.body_names:
-            b = self.body_names.index(name)
-            return int(self.body_link[b]), self.body_R[b], self.body_p[b]
-        raise KeyError(f"model '{self.name}' has no site or body named '{name}'; sites: "
-                       f"{', '.join(n for n in self.site_names if n) or '(none)'}; bodies: "
-                       f"{', '.join(n for n in self.body_names if n)}")
+            return self.body_names.index(name), np.eye(3), np.zeros(3)
+        if name in self.geom_names:
+            i = self.geom_names.index(name)
+            return int(self.geom_body[i]), self.geom_R[i], self.geom_p[i]
+        from .mujoco_frames import listing     # below model in the package, but it needs mujoco loaded first
+        raise KeyError(f"model '{self.name}' has no site, body or geom named '{name}'; {listing(self.mj_model)}")
+
+    def frame(self, name: str) -> tuple[int, np.ndarray, np.ndarray]:
+        """Resolve a site, body or geom name (as :meth:`body_frame`) to ``(link, R, p)``: the
+        frame's placement in its link frame. ``link`` is -1 for world-fixed frames."""
+        b, R, p = self.body_frame(name)
+        R, p = compose(self.body_R[b], self.body_p[b], R, p)
+        return int(self.body_link[b]), R, p
 
     def keyframe(self, name: str) -> np.ndarray:
         """Configuration q (nq,) stored under keyframe ``name``."""
@@ -504,6 +515,10 @@ def from_mujoco(m: mujoco.MjModel, name: str = "model", path: str | None = None)
         site_body=_frozen(m.site_bodyid.astype(int)),
         site_R=_frozen(lie.quat_to_rotation(m.site_quat) if m.nsite else np.zeros((0, 3, 3))),
         site_p=_frozen(m.site_pos.copy()),
+        geom_names=tuple(_name(m, mujoco.mjtObj.mjOBJ_GEOM, g) for g in range(m.ngeom)),
+        geom_body=_frozen(m.geom_bodyid.astype(int)),
+        geom_R=_frozen(lie.quat_to_rotation(m.geom_quat) if m.ngeom else np.zeros((0, 3, 3))),
+        geom_p=_frozen(m.geom_pos.copy()),
         actuator_names=tuple(_name(m, mujoco.mjtObj.mjOBJ_ACTUATOR, a) for a in acts),
         actuator_dof=_frozen(act_dof), actuation_matrix=_frozen(Bmat), u_lower=_frozen(u_lo), u_upper=_frozen(u_hi),
         gravity=_frozen(grav), timestep=float(m.opt.timestep), keyframes=keyframes, mj_model=m,

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dynamics import RobotModel, get_backend, load_model
+from dynamics.mujoco_frames import mujoco_frame
 from solvers import (
     ActionModel,
     ControlCost,
@@ -367,16 +368,15 @@ class ArmReach(Task):
         return Evaluation(criteria, details=details)
 
     def mujoco_frame_positions(self, q) -> np.ndarray:
-        """(T, 3) world position [m] of the end-effector site/body as MuJoCo computes it
+        """(T, 3) world position [m] of the end-effector site/body/geom as MuJoCo computes it
         (``mj_kinematics``) for each row of q (T, nq): an oracle independent of our kinematics."""
         import mujoco
         mm = self.model.mj_model
         data = mujoco.MjData(mm)
-        sid = mujoco.mj_name2id(mm, mujoco.mjtObj.mjOBJ_SITE, self.frame)
-        bid = -1 if sid >= 0 else mujoco.mj_name2id(mm, mujoco.mjtObj.mjOBJ_BODY, self.frame)
+        frame = mujoco_frame(mm, self.frame)
         out = np.empty((len(q), 3))
         for k, qk in enumerate(np.asarray(q, float)):
             data.qpos[:] = qk
             mujoco.mj_kinematics(mm, data)
-            out[k] = data.site_xpos[sid] if sid >= 0 else data.xpos[bid]
+            out[k] = frame.position(data)
         return out

@@ -13,6 +13,7 @@ import mujoco
 import numpy as np
 
 from dynamics import BUNDLED_ROBOTS, RobotModel, from_mujoco, load_model
+from dynamics.mujoco_frames import listing, mujoco_frame
 
 FLOOR_NOTE = "a floor was added at z = 0 (the robot file has no ground geometry)"
 
@@ -52,19 +53,19 @@ def load_legged_scene(robot: str) -> tuple[RobotModel, str | None]:
 
 
 def frame_body(mj, frame: str) -> int:
-    """MuJoCo body id carrying a site or body named ``frame`` (sites first, as RobotModel.frame)."""
-    sid = mujoco.mj_name2id(mj, mujoco.mjtObj.mjOBJ_SITE, frame)
-    return int(mj.site_bodyid[sid]) if sid >= 0 else int(mujoco.mj_name2id(mj, mujoco.mjtObj.mjOBJ_BODY, frame))
+    """MuJoCo body id carrying the site, body or geom named ``frame`` (:func:`mujoco_frame`)."""
+    return mujoco_frame(mj, frame).body
 
 
 def check_feet_exist(m: RobotModel, task: str, robot: str, feet) -> None:
-    """A ValueError naming a foot frame that is neither a site nor a body, and the frames there are."""
+    """A ValueError naming a foot frame that is neither a site, a body nor a geom, and the frames
+    there are."""
     for f in feet:
-        if f not in m.site_names and f not in m.body_names:
-            sites = ", ".join(n for n in m.site_names if n) or "(none)"
-            bodies = ", ".join(n for n in m.body_names if n and n != "world")
-            raise ValueError(f"{task}: foot frame '{f}' not found in '{robot}'; sites: {sites}; bodies: {bodies}. "
-                             f"Give the feet with --feet (sites or bodies at the feet, comma-separated)")
+        try:
+            m.body_frame(f)
+        except KeyError:
+            raise ValueError(f"{task}: foot frame '{f}' not found in '{robot}'; {listing(m.mj_model)}. Give the feet with "
+                             f"--feet (sites, bodies or geoms at the feet, comma-separated)") from None
 
 
 def check_feet_collide(m: RobotModel, task: str, robot: str, feet) -> None:

@@ -34,10 +34,10 @@ class RankDeficientContactError(ValueError):
 
 @dataclass(frozen=True, eq=False)
 class ContactSet:
-    """Rigid contacts on sites or bodies of ``model`` (immutable).
+    """Rigid contacts on sites, bodies or geoms of ``model`` (immutable).
 
     model: the RobotModel the frames belong to (contact functions refuse any other model).
-    frames: site or body names (a site wins over a body of the same name).
+    frames: site, body or geom names (searched in that order, :meth:`RobotModel.frame`).
     kind: ``"point"`` (3-D, world-aligned) or ``"6d"`` (6-D, local); see the module docstring.
     baumgarte: ``(kp, kd)`` gains [1/s², 1/s], default no stabilisation.
     reference: reference placements for the ``kp`` term: point: world positions (k, 3) [m];
@@ -125,11 +125,7 @@ class ContactSet:
                 raise ValueError(f"ContactSet: frame '{name}' is fixed to the world (no joint moves it); "
                                  f"a contact frame must be on a moving body")
             links[i], fR[i], fp[i] = link, R, p
-            if name in model.site_names:
-                s = model.site_names.index(name)
-                bodies[i], bR[i], bp[i] = model.site_body[s], model.site_R[s], model.site_p[s]
-            else:
-                bodies[i], bR[i], bp[i] = model.body_names.index(name), np.eye(3), np.zeros(3)
+            bodies[i], bR[i], bp[i] = model.body_frame(name)
         for a in (links, fR, fp, bodies, bR, bp):
             a.setflags(write=False)
         set_ = object.__setattr__

@@ -44,7 +44,7 @@ def _frame_world(model, oR, op, link, Rf, pf):
 
 
 def frame_placement(model, q, frame: str):
-    """World rotation (B, 3, 3) and position (B, 3) of a site or body frame."""
+    """World rotation (B, 3, 3) and position (B, 3) of a site, body or geom frame."""
     link, Rf, pf = model.frame(frame)
     oR, op, _ = link_placements(model, q)
     return _frame_world(model, oR, op, link, Rf, pf)

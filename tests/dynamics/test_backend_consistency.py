@@ -238,7 +238,7 @@ def test_errors_match_reference(backend, models):
     """Unknown frame names and reference frames fail as in the reference backend."""
     m = models["iiwa"]
     q = m.neutral()
-    with pytest.raises(KeyError, match="no site or body named"):
+    with pytest.raises(KeyError, match="no site, body or geom named"):
         backend.frame_jacobian(m, q, "no_such_frame")
     with pytest.raises(ValueError, match="unknown reference frame"):
         backend.frame_jacobian(m, q, "ee", "global")

@@ -123,13 +123,13 @@ def test_descriptions_that_cannot_reach_say_why(tmp_path, actuators, message):
 
 def test_unknown_frame_lists_the_frames_and_cli_says_so(tmp_path, capsys):
     xml = _arm(tmp_path)
-    with pytest.raises(ValueError, match="no site or body named 'hand'; sites: tip; bodies: .*base, upper, fore"):
+    with pytest.raises(ValueError, match="no site, body or geom named 'hand'; sites: tip; bodies: .*base, upper, fore"):
         tasks.get_task("arm-reach", robot=xml, ee="hand")
     with pytest.raises(ValueError, match="give the end-effector frame .* e.g. --ee tip"):
         tasks.get_task("arm-reach", robot=xml)
     assert main(["run", "arm-reach", "--robot", xml, "--ee", "hand", "--duration", "0.1"]) == 2
     err = capsys.readouterr().err
-    assert "no site or body named 'hand'" in err and "Traceback" not in err   # one line, no traceback
+    assert "no site, body or geom named 'hand'" in err and "Traceback" not in err   # one line, no traceback
 
 
 def test_iiwa_reach_is_the_arm_reach_preset(tmp_path):

@@ -444,7 +444,7 @@ def test_clear_errors():
     be, c = dynamics.get_backend("numpy"), get_case("hyq")
     m = c.model
     q, v, tau = (x[0] for x in states(c, 1))
-    with pytest.raises(KeyError, match="no site or body named 'nope'"):
+    with pytest.raises(KeyError, match="no site, body or geom named 'nope'"):
         ContactSet(m, ("lf_foot", "nope"))
     with pytest.raises(ValueError, match="unknown kind"):
         ContactSet(m, ("lf_foot",), kind="3d")
