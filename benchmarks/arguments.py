@@ -1,4 +1,4 @@
-"""Command-line argument types the benchmark scripts share."""
+"""Command-line argument types and options the benchmark scripts share."""
 
 from __future__ import annotations
 
@@ -18,3 +18,12 @@ def csv_list(kind: type = str) -> Callable[[str], list]:
         except ValueError as e:
             raise argparse.ArgumentTypeError(f"expected a comma-separated list of {kind.__name__}: {e}") from e
     return parse
+
+
+def add_iteration_timing_arguments(parser: argparse.ArgumentParser, iterations: int, repeats: int = 3,
+                                   what: str = "iterations") -> None:
+    """Add ``--iterations K`` (``what`` per timed solve) and ``--repeats``: the options of a
+    per-iteration timing (:func:`benchmarks.timing.time_iterations`)."""
+    parser.add_argument("--iterations", type=int, default=iterations,
+                        help=f"{what} K per timed solve (default {iterations})")
+    parser.add_argument("--repeats", type=int, default=repeats, help=f"timed repeats, median reported (default {repeats})")

@@ -33,83 +33,36 @@ _HERE = Path(__file__).resolve().parent
 if __name__ == "__main__":  # as a script this folder is sys.path[0]; import the project from the repository root
     sys.path[:] = [str(_HERE.parent)] + [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 
-import numpy as np
-
 import dynamics
 
 dynamics.worker_wait.configure_worker_wait()  # before Pinocchio/Crocoddyl load libgomp (dynamics.worker_wait)
-import tasks
 from benchmarks.anchors import crocoddyl_importable
+from benchmarks.arguments import add_iteration_timing_arguments
 from benchmarks.machine import machine_info
-from benchmarks.output import run_and_emit
+from benchmarks.output import Column, TextTable, add_output_arguments, run_and_emit
+from benchmarks.problems import hyq_push, iiwa_wall
 from benchmarks.timing import time_iterations
-from solvers import (
-    CSQP,
-    FDDP,
-    ActionModel,
-    ControlCost,
-    FrameHalfSpace,
-    FramePositionCost,
-    FreeDynamics,
-    FrictionCone,
-    JointPositionBounds,
-    ShootingProblem,
-    StateCost,
-)
-from solvers.costs import CostSum, FrictionConeCost
+from solvers import CSQP, FDDP, ShootingProblem
 
 
-def iiwa_wall(N: int, backend: str, constrained: bool = True) -> ShootingProblem:
-    """The iiwa reaching for (0.55, 0.25, 0.45) behind the wall y ≤ 0.10 m, joint 1 ≥ 0.72 rad
-    (constrained=False: the same costs and dynamics without the constraints)."""
-    task = tasks.get_task("iiwa-reach")
-    dt = 0.03
-    p0 = task.build_problem(task.initial_state(), N, dt, backend=backend, passive_forces=False)
-    m, x0 = p0.model, p0.x0
-    target = np.array([0.55, 0.25, 0.45])
-    run_cost = 1.0 * FramePositionCost(m, "ee", target) + 0.1 * StateCost(m, x0) + 1e-2 * ControlCost(
-        m, p0.gravity_compensation())
-    term_cost = 10.0 * FramePositionCost(m, "ee", target) + 0.1 * StateCost(m, x0)
-    lo = np.full(m.nq, -np.inf)
-    lo[1] = 0.72
-    cons = [FrameHalfSpace(m, "ee", [0, 1, 0], 0.10), JointPositionBounds(m, lo, np.full(m.nq, np.inf))]
-    cons = cons if constrained else []
-    dyn = FreeDynamics(passive_forces=False)
-    return ShootingProblem(x0, [ActionModel(m, run_cost, dt, dyn, constraints=cons)] * N,
-                           ActionModel(m, term_cost, 0.0, dyn, constraints=cons), backend=backend)
+def hyq_push_problem(N: int, backend: str, constrained: bool = True) -> ShootingProblem:
+    """The problem of :func:`benchmarks.problems.hyq_push` (a 1 m/s push, dt = 0.01 s), without its task."""
+    return hyq_push(N, backend=backend, constrained=constrained)[1]
 
 
-def hyq_push(N: int, backend: str, constrained: bool = True) -> ShootingProblem:
-    """hyq-stand with a 1 m/s lateral base velocity at x0 and hard friction cones (f_min = 0)
-    (constrained=False: the same costs and dynamics without the cones)."""
-    task = tasks.get_task("hyq-stand")
-    m = task.model
-    x0 = task.initial_state().copy()
-    x0[m.nq + 1] = 1.0
-    p0 = task.build_problem(x0, N, 0.01, backend=backend, passive_forces=False)
-    am0 = p0.running_models[0]
-    cost = CostSum({k: v for k, v in am0.cost.terms.items() if not isinstance(v[0], FrictionConeCost)})
-    cone = FrictionCone(m, task.contacts, task.mu, f_min=0.0, passive_forces=False)
-    p = ShootingProblem(x0, [ActionModel(m, cost, am0.dt, am0.dynamics, constraints=[cone] if constrained else [])] * N,
-                        p0.terminal_model, backend=backend)
-    p.initial_controls = p0.initial_controls
-    return p
-
-
-PROBLEMS = {"iiwa-wall": (iiwa_wall, 32), "hyq-push": (hyq_push, 20)}
+#: name -> (builder, horizon N); a builder takes (N, backend=, constrained=) and returns the problem
+PROBLEMS = {"iiwa-wall": (iiwa_wall, 32), "hyq-push": (hyq_push_problem, 20)}
 
 
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--problems", default="iiwa-wall,hyq-push", help="comma-separated: iiwa-wall, hyq-push")
     ap.add_argument("--backend", default="numba", help="our dynamics backend (default numba)")
-    ap.add_argument("--iterations", type=int, default=3, help="SQP iterations K per timed solve (default 3)")
+    add_iteration_timing_arguments(ap, iterations=3, what="SQP iterations")
     ap.add_argument("--qp-iterations", type=int, default=25, help="ADMM iterations per SQP iteration (default 25)")
-    ap.add_argument("--repeats", type=int, default=3, help="timed repeats, median reported (default 3)")
     ap.add_argument("--no-mim", action="store_true", help="skip mim-solvers even if it is importable")
     ap.add_argument("--quick", action="store_true", help="smoke run: 1 iteration, 1 repeat, 5 ADMM iterations")
-    ap.add_argument("--out", help="also write the JSON to this file")
-    ap.add_argument("--table", action="store_true", help="print a text table on stderr")
+    add_output_arguments(ap)
     return ap
 
 
@@ -203,11 +156,11 @@ def run(args) -> dict[str, Any]:
         if name not in PROBLEMS:
             raise SystemExit(f"unknown problem '{name}'; choose from {', '.join(PROBLEMS)}")
         make, N = PROBLEMS[name]
-        problem = make(N, args.backend)
+        problem = make(N, backend=args.backend)
         print(f"[constrained benchmark] {name} N={N}", file=sys.stderr)
         CSQP(problem, box=False).warmup()
         ours = time_ours(problem, K, Q, repeats)
-        free = time_unconstrained(make(N, args.backend, constrained=False), K, repeats)
+        free = time_unconstrained(make(N, backend=args.backend, constrained=False), K, repeats)
         mim = time_mim(problem, K, Q, repeats) if have_mim else None
         entries.append({
             "problem": name, "horizon": N, "backend": args.backend, "csqp": ours, "fddp_unconstrained": free,
@@ -221,21 +174,17 @@ def run(args) -> dict[str, Any]:
             "wall_s": time.perf_counter() - t_start}
 
 
-def format_table(result: dict[str, Any]) -> str:
-    lines = [(f"{'problem':<10} {'N':>3} {'csqp ms/it':>11} {'mim ms/it':>10} {'fddp ms/it':>11} {'vs mim':>7} "
-              f"{'vs fddp':>8}")]
-    for e in result["results"]:
-        mim = e["mim_csqp"]
-        lines.append(f"{e['problem']:<10} {e['horizon']:>3} {1e3 * e['csqp']['per_iteration_s']:11.2f} "
-                     f"{(1e3 * mim['per_iteration_s']) if mim else float('nan'):10.2f} "
-                     f"{1e3 * e['fddp_unconstrained']['per_iteration_s']:11.2f} "
-                     f"{e['ratio_vs_mim_csqp'] or float('nan'):7.2f} {e['ratio_vs_unconstrained']:8.2f}")
-    return "\n".join(lines)
+def _mim_ms(e: dict[str, Any]) -> float:
+    return 1e3 * e["mim_csqp"]["per_iteration_s"] if e["mim_csqp"] else float("nan")
 
 
-def main(argv: list[str] | None = None) -> dict[str, Any]:
-    return run_and_emit(build_parser(), run, format_table, argv)
+format_table = TextTable((
+    Column("problem", "<10", lambda e: e["problem"]), Column("N", ">3", lambda e: e["horizon"]),
+    Column("csqp ms/it", "11.2f", lambda e: 1e3 * e["csqp"]["per_iteration_s"]), Column("mim ms/it", "10.2f", _mim_ms),
+    Column("fddp ms/it", "11.2f", lambda e: 1e3 * e["fddp_unconstrained"]["per_iteration_s"]),
+    Column("vs mim", "7.2f", lambda e: e["ratio_vs_mim_csqp"] or float("nan")),
+    Column("vs fddp", "8.2f", lambda e: e["ratio_vs_unconstrained"])))
 
 
 if __name__ == "__main__":
-    main()
+    run_and_emit(build_parser(), run, format_table)

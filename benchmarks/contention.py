@@ -18,6 +18,7 @@ of them notices within about 0.1 s that its parent is gone and exits by itself.
 
 from __future__ import annotations
 
+import argparse
 import atexit
 import os
 import subprocess
@@ -69,3 +70,15 @@ def busy_neighbours(k: int, same_session: bool = False) -> Iterator[list[int]]:
         yield [p.pid for p in procs]
     finally:
         _end(procs)
+
+
+def add_busy_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add ``--busy K`` and ``--busy-same-session``: the :func:`busy_neighbours` of a benchmark
+    that measures each run quiet and beside busy processes."""
+    parser.add_argument("--busy", type=int, default=0, metavar="K",
+                        help="also run every closed loop beside K single-threaded busy processes and report both "
+                             "rates (default 0: quiet only)")
+    parser.add_argument("--busy-same-session", action="store_true",
+                        help="start the busy processes in this benchmark's session rather than each in its own "
+                             "(with the kernel's autogroup scheduling they then share this process's CPU share; "
+                             "benchmarks/contention.py)")

@@ -36,7 +36,7 @@ import dynamics  # noqa: E402
 dynamics.worker_wait.configure_worker_wait()
 import tasks  # noqa: E402
 from benchmarks.machine import load_average, machine_info  # noqa: E402
-from benchmarks.output import run_and_emit  # noqa: E402
+from benchmarks.output import Column, TextTable, add_output_arguments, run_and_emit  # noqa: E402
 from mpc import MPC  # noqa: E402
 from mpc.study.worker import emulation_block  # noqa: E402
 from sim import report  # noqa: E402
@@ -54,8 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--duration", type=float, default=0.5, help="simulated seconds per run")
     p.add_argument("--initial-iterations", type=int, default=10)
     p.add_argument("--dt", type=float, default=0.01)
-    p.add_argument("--out", type=Path, default=None)
-    p.add_argument("--table", action="store_true")
+    add_output_arguments(p)
     return p
 
 
@@ -100,13 +99,12 @@ def run(args) -> dict[str, Any]:
             "machine": machine_info(load0)}
 
 
-def format_table(result: dict[str, Any]) -> str:
-    lines = [f"{'task':11s} {'N':>3s} {'backend':28s} {'Hz':>8s} {'update ms':>9s} {'accel ms':>8s} {'vs numba':>8s}"]
-    for r in result["rows"]:
-        lines.append(f"{r['task']:11s} {r['horizon']:3d} {r['backend']:28s} {r['control_loop_hz']:8.1f} "
-                     f"{r['update_ms_median']:9.3f} {r.get('accel_simulated_ms', float('nan')):8.3f} "
-                     f"{r.get('ratio_rate_vs_numba', float('nan')):8.2f}")
-    return "\n".join(lines)
+format_table = TextTable((
+    Column("task", "<11s", lambda r: r["task"]), Column("N", "3d", lambda r: r["horizon"]),
+    Column("backend", "<28s", lambda r: r["backend"]), Column("Hz", "8.1f", lambda r: r["control_loop_hz"]),
+    Column("update ms", "9.3f", lambda r: r["update_ms_median"]),
+    Column("accel ms", "8.3f", lambda r: r.get("accel_simulated_ms", float("nan"))),
+    Column("vs numba", "8.2f", lambda r: r.get("ratio_rate_vs_numba", float("nan")))), rows="rows")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -62,10 +62,10 @@ import dynamics  # noqa: E402
 dynamics.worker_wait.configure_worker_wait()  # before Pinocchio/Crocoddyl load libgomp (dynamics.worker_wait)
 import tasks  # noqa: E402
 from benchmarks.anchors import CrocoddylFDDP, crocoddyl_importable  # noqa: E402
-from benchmarks.contention import busy_neighbours  # noqa: E402
+from benchmarks.contention import add_busy_arguments, busy_neighbours  # noqa: E402
 from dynamics.worker_threads import adaptive_choices  # noqa: E402
 from benchmarks.machine import machine_info  # noqa: E402
-from benchmarks.output import run_and_emit  # noqa: E402
+from benchmarks.output import add_output_arguments, run_and_emit  # noqa: E402
 from benchmarks.timing import measure  # noqa: E402
 from mpc import MPC  # noqa: E402
 from sim import report  # noqa: E402
@@ -113,21 +113,14 @@ def build_parser() -> argparse.ArgumentParser:
                     help="worker threads of backends that have them (numba); default: the backend's own. Crocoddyl "
                          "runs on 1; on a shared 2-core machine 1 thread is usually faster (a parallel region waits "
                          "for every thread)")
-    ap.add_argument("--busy", type=int, default=0, metavar="K",
-                    help="also run every closed loop beside K single-threaded busy processes and report both rates "
-                         "(default 0: quiet only)")
-    ap.add_argument("--busy-same-session", action="store_true",
-                    help="start the busy processes in this benchmark's session rather than each in its own (with "
-                         "the kernel's autogroup scheduling they then share this process's CPU share; "
-                         "benchmarks/contention.py)")
+    add_busy_arguments(ap)
     ap.add_argument("--loop-repeats", type=int, default=1, metavar="R",
                     help="closed-loop runs per (backend, N) (quiet and, with --busy, busy, alternating); the entry "
                          "reports medians (default 1)")
     ap.add_argument("--repeats", type=int, default=5, help="repeats of the Crocoddyl / single-iteration timings")
     ap.add_argument("--no-crocoddyl", action="store_true", help="skip the Crocoddyl anchor even if importable")
     ap.add_argument("--quick", action="store_true", help="smoke run: N = 16, 0.3 s, numpy only, 1 repeat")
-    ap.add_argument("--out", help="also write the JSON to this file")
-    ap.add_argument("--table", action="store_true", help="print a text table on stderr")
+    add_output_arguments(ap)
     return ap
 
 

@@ -43,7 +43,7 @@ import numpy as np  # noqa: E402
 import dynamics  # noqa: E402
 from benchmarks.arguments import csv_list  # noqa: E402
 from benchmarks.machine import load_average, machine_info  # noqa: E402
-from benchmarks.output import run_and_emit  # noqa: E402
+from benchmarks.output import Column, TextTable, add_output_arguments, run_and_emit  # noqa: E402
 from benchmarks.timing import measure  # noqa: E402
 
 ROBOTS = ("iiwa", "hyq", "atlas")
@@ -61,8 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="seconds of timed samples per measurement at most (slow calls get fewer repeats)")
     p.add_argument("--threads", type=int, default=None, help="numba backend threads (default: numba's)")
     p.add_argument("--quick", action="store_true", help="one repeat, short budget (a smoke run)")
-    p.add_argument("--out", type=Path, default=None, help="also write the JSON here")
-    p.add_argument("--table", action="store_true", help="print a table on stderr")
+    add_output_arguments(p)
     return p
 
 
@@ -120,18 +119,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "results": rows, "machine": machine_info(load0)}
 
 
-def format_table(result: dict[str, Any]) -> str:
-    lines = [f"{'robot':6} {'N':>4} {'numba ms':>9} {'mujoco ms':>10} {'x numba':>8} {'mjdFD ms':>9} {'x numba':>8}"]
-    for r in result["results"]:
-        lines.append(f"{r['robot']:6} {r['n']:4d} {r['numba_s'] * 1e3:9.3f} {r['mujoco_s'] * 1e3:10.3f} "
-                     f"{r['ratio_mujoco_vs_numba']:8.1f} {r['mjd_transitionFD_s'] * 1e3:9.3f} "
-                     f"{r['ratio_mjd_transitionFD_vs_numba']:8.1f}")
-    return "\n".join(lines)
-
-
-def main(argv: list[str] | None = None) -> dict[str, Any]:
-    return run_and_emit(build_parser(), run, format_table, argv)
+format_table = TextTable((
+    Column("robot", "<6", lambda r: r["robot"]), Column("N", "4d", lambda r: r["n"]),
+    Column("numba ms", "9.3f", lambda r: r["numba_s"] * 1e3), Column("mujoco ms", "10.3f", lambda r: r["mujoco_s"] * 1e3),
+    Column("x numba", "8.1f", lambda r: r["ratio_mujoco_vs_numba"]),
+    Column("mjdFD ms", "9.3f", lambda r: r["mjd_transitionFD_s"] * 1e3),
+    Column("x numba", "8.1f", lambda r: r["ratio_mjd_transitionFD_vs_numba"])))
 
 
 if __name__ == "__main__":
-    main()
+    run_and_emit(build_parser(), run, format_table)

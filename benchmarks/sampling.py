@@ -41,7 +41,7 @@ import numpy as np  # noqa: E402
 import dynamics  # noqa: E402
 from benchmarks.arguments import csv_list  # noqa: E402
 from benchmarks.machine import load_average, machine_info  # noqa: E402
-from benchmarks.output import run_and_emit  # noqa: E402
+from benchmarks.output import Column, TextTable, add_output_arguments, run_and_emit  # noqa: E402
 from benchmarks.timing import measure  # noqa: E402
 
 TARGET_S = 2e-3      # issue 29: K = 256 × 30-step iiwa rollouts in one update, numba, 2-core VM
@@ -58,8 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="threads of the numba backend and of mujoco.rollout (default: all cores)")
     p.add_argument("--repeats", type=int, default=7, help="timed samples per measurement (default 7)")
     p.add_argument("--quick", action="store_true", help="one repeat (a smoke run)")
-    p.add_argument("--out", type=Path, default=None, help="also write the JSON here")
-    p.add_argument("--table", action="store_true", help="print a table on stderr")
+    add_output_arguments(p)
     return p
 
 
@@ -141,19 +140,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "results": rows, "machine": machine_info(load0)}
 
 
-def format_table(result: dict[str, Any]) -> str:
-    lines = [(f"{'K':>5} {'N':>3} {'update ms':>10} {'rollout ms':>11} {'aba 1 call ms':>14} {'mj.rollout ms':>14} "
-              f"{'update/mj':>10}")]
-    for r in result["results"]:
-        lines.append(f"{r['samples']:5d} {r['horizon']:3d} {r['update_s'] * 1e3:10.2f} {r['rollout_s'] * 1e3:11.2f} "
-                     f"{r['aba_one_call_s'] * 1e3:14.2f} {r['mujoco_rollout_s'] * 1e3:14.2f} "
-                     f"{r['ratio_update_vs_mujoco_rollout']:10.2f}")
-    return "\n".join(lines)
-
-
-def main(argv: list[str] | None = None) -> dict[str, Any]:
-    return run_and_emit(build_parser(), run, format_table, argv)
+format_table = TextTable((
+    Column("K", "5d", lambda r: r["samples"]), Column("N", "3d", lambda r: r["horizon"]),
+    Column("update ms", "10.2f", lambda r: r["update_s"] * 1e3), Column("rollout ms", "11.2f", lambda r: r["rollout_s"] * 1e3),
+    Column("aba 1 call ms", "14.2f", lambda r: r["aba_one_call_s"] * 1e3),
+    Column("mj.rollout ms", "14.2f", lambda r: r["mujoco_rollout_s"] * 1e3),
+    Column("update/mj", "10.2f", lambda r: r["ratio_update_vs_mujoco_rollout"])))
 
 
 if __name__ == "__main__":
-    main()
+    run_and_emit(build_parser(), run, format_table)

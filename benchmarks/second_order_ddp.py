@@ -58,12 +58,13 @@ import dynamics  # noqa: E402
 
 dynamics.worker_wait.configure_worker_wait()  # before Pinocchio/Crocoddyl load libgomp (dynamics.worker_wait)
 import tasks  # noqa: E402
+from benchmarks.arguments import add_iteration_timing_arguments  # noqa: E402
 from benchmarks.machine import load_average, machine_info  # noqa: E402
-from benchmarks.output import run_and_emit  # noqa: E402
+from benchmarks.output import Column, TextTable, add_output_arguments, run_and_emit  # noqa: E402
+from benchmarks.problems import hyq_free_base  # noqa: E402
 from benchmarks.timing import measure, time_iterations  # noqa: E402
 from dynamics.second_order_numerical import aba_second_derivatives_numerical  # noqa: E402
 from solvers import DDP, ShootingProblem  # noqa: E402
-from solvers.costs import ComPositionCost, ControlCost, CostSum, StateCost  # noqa: E402
 
 PROVIDERS = ("analytical", "fd", "complex")
 ROBOTS = ("iiwa", "hyq")
@@ -91,15 +92,13 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--providers", default=",".join(PROVIDERS),
                     help="comma-separated second-order providers (default analytical,fd,complex)")
     ap.add_argument("--dt", type=float, default=0.02, help="knot spacing [s] (default 0.02)")
-    ap.add_argument("--iterations", type=int, default=4, help="DDP iterations K per timed solve (default 4)")
-    ap.add_argument("--repeats", type=int, default=3, help="timed repeats, median reported (default 3)")
+    add_iteration_timing_arguments(ap, iterations=4, what="DDP iterations")
     ap.add_argument("--gauss-newton-fallback", action="store_true",
                     help="DDP's default fallback: a backward pass whose Q_uu the curvature makes indefinite is\n"
                          "redone without it (default here: off, so every pass uses the tensors; far from the\n"
                          "optimum, e.g. from the gravity-compensation guess, most passes would fall back)")
     ap.add_argument("--quick", action="store_true", help="smoke run: iiwa N = 16, hyq N = 4, K = 2, 1 repeat")
-    ap.add_argument("--out", help="also write the JSON to this file")
-    ap.add_argument("--table", action="store_true", help="print a text table on stderr")
+    add_output_arguments(ap)
     return ap
 
 
@@ -110,21 +109,7 @@ def iiwa_problem(N: int, dt: float, second_order: str) -> ShootingProblem:
     return task.build_problem(task.initial_state(), N, dt, backend="numpy", second_order=second_order)
 
 
-def hyq_problem(N: int, dt: float, second_order: str, backend="numpy") -> ShootingProblem:
-    """HyQ standing-regularisation problem, free base, no contacts (5 cm above "standing", at rest);
-    tests/solvers/test_ddp_second_order_provider.py runs the same problem."""
-    m = dynamics.load_model("hyq")
-    x_ref = np.concatenate([m.keyframe("standing"), np.zeros(m.nv)])
-    x0 = x_ref.copy()
-    x0[2] += 0.05
-    running = CostSum({"x": (StateCost(m, x_ref, np.r_[np.full(6, 10.0), np.ones(12), np.full(18, 0.1)]), 1.0),
-                       "u": (ControlCost(m), 1e-4),
-                       "com": (ComPositionCost(m, [0.0, 0.0, 0.6]), 1.0)})
-    terminal = CostSum({"x": (StateCost(m, x_ref, np.full(2 * m.nv, 10.0)), 1.0)})
-    return ShootingProblem.uniform(m, x0, N, dt, running, terminal, backend=backend, second_order=second_order)
-
-
-PROBLEMS: dict[str, Callable[[int, float, str], ShootingProblem]] = {"iiwa": iiwa_problem, "hyq": hyq_problem}
+PROBLEMS: dict[str, Callable[[int, float, str], ShootingProblem]] = {"iiwa": iiwa_problem, "hyq": hyq_free_base}
 
 
 # ------------------------------------------------------------------------------------------ timing
@@ -213,19 +198,21 @@ def run(args) -> dict[str, Any]:
             "wall_s": time.perf_counter() - t_start}
 
 
-def format_table(result: dict[str, Any]) -> str:
-    lines = [f"{'robot':<5} {'N':>3} {'provider':<10} {'ms/iter':>9} {'deriv/iter':>10} {'deriv stage':>11} "
-             f"{'1st-order':>9} {'tensors':>9} {'assembly':>9} {'an/this iter':>12} {'an/this deriv':>13} {'an/this tens':>12}"]
-    for e in result["results"]:
-        r = e["ratio_analytical_over_this"]
-        rat = (f"{r['per_iteration_s']:12.2f} {r['derivative_stage_s']:13.2f} {r['tensor_s']:12.2f}" if r
-               else f"{'':>12} {'':>13} {'':>12}")
-        lines.append(f"{e['robot']:<5} {e['horizon']:>3} {e['provider']:<10} {1e3 * e['per_iteration_s']:9.1f} "
-                     f"{1e3 * e['per_iteration_stage_s']['derivatives']:10.1f} {1e3 * e['derivative_stage_s']:11.1f} "
-                     f"{1e3 * e['first_order_stage_s']:9.1f} {1e3 * e['tensor_s']:9.1f} "
-                     f"{1e3 * e['second_order_assembly_s']:9.1f} {rat}")
-    return "\n".join(lines)
+def _ratio(key: str) -> Callable[[dict[str, Any]], float | None]:
+    """The cell of ``ratio_analytical_over_this[key]`` (blank for the analytical run itself)."""
+    return lambda e: e["ratio_analytical_over_this"][key] if e["ratio_analytical_over_this"] else None
 
+
+format_table = TextTable((
+    Column("robot", "<5", lambda e: e["robot"]), Column("N", ">3", lambda e: e["horizon"]),
+    Column("provider", "<10", lambda e: e["provider"]), Column("ms/iter", "9.1f", lambda e: 1e3 * e["per_iteration_s"]),
+    Column("deriv/iter", "10.1f", lambda e: 1e3 * e["per_iteration_stage_s"]["derivatives"]),
+    Column("deriv stage", "11.1f", lambda e: 1e3 * e["derivative_stage_s"]),
+    Column("1st-order", "9.1f", lambda e: 1e3 * e["first_order_stage_s"]),
+    Column("tensors", "9.1f", lambda e: 1e3 * e["tensor_s"]),
+    Column("assembly", "9.1f", lambda e: 1e3 * e["second_order_assembly_s"]),
+    Column("an/this iter", "12.2f", _ratio("per_iteration_s")),
+    Column("an/this deriv", "13.2f", _ratio("derivative_stage_s")), Column("an/this tens", "12.2f", _ratio("tensor_s"))))
 
 if __name__ == "__main__":
     run_and_emit(build_parser(), run, format_table)

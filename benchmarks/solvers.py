@@ -35,8 +35,9 @@ import dynamics  # noqa: E402
 dynamics.worker_wait.configure_worker_wait()  # before Pinocchio/Crocoddyl load libgomp (dynamics.worker_wait)
 import tasks  # noqa: E402
 from benchmarks.anchors import CrocoddylFDDP, crocoddyl_importable  # noqa: E402
+from benchmarks.arguments import add_iteration_timing_arguments  # noqa: E402
 from benchmarks.machine import machine_info  # noqa: E402
-from benchmarks.output import run_and_emit  # noqa: E402
+from benchmarks.output import add_output_arguments, run_and_emit  # noqa: E402
 from benchmarks.timing import time_iterations  # noqa: E402
 from solvers import DDP, ILQR  # noqa: E402
 
@@ -48,8 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--horizons", default="16,32,64,128", help="comma-separated horizons N (default 16,32,64,128)")
     ap.add_argument("--dt", type=float, default=0.01, help="knot spacing [s] (default 0.01)")
-    ap.add_argument("--iterations", type=int, default=4, help="iterations K per timed solve (default 4)")
-    ap.add_argument("--repeats", type=int, default=3, help="timed repeats, median reported (default 3)")
+    add_iteration_timing_arguments(ap, iterations=4)
     ap.add_argument("--backends", default="numpy", help="comma-separated dynamics backends (default numpy)")
     ap.add_argument("--solvers", default="ilqr,ddp", help="comma-separated: ilqr, ddp (default both)")
     ap.add_argument("--line-search", default="backtracking", choices=("backtracking", "parallel"))
@@ -61,8 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="Crocoddyl's ShootingProblem.nthreads (default 1: single thread, like our solvers; its\n"
                          "default of several OpenMP threads is ~15x slower on a loaded 2-core machine)")
     ap.add_argument("--quick", action="store_true", help="smoke run: N = 16, 2 iterations, 1 repeat")
-    ap.add_argument("--out", help="also write the JSON to this file")
-    ap.add_argument("--table", action="store_true", help="print a text table on stderr")
+    add_output_arguments(ap)
     return ap
 
 
@@ -97,6 +96,7 @@ def time_crocoddyl(problem, K: int, repeats: int, threads: int, box: bool) -> di
 
 
 def run(args) -> dict[str, Any]:
+    t_start = time.perf_counter()
     horizons = [16] if args.quick else [int(n) for n in args.horizons.split(",")]
     K = 2 if args.quick else args.iterations
     repeats = 1 if args.quick else args.repeats
@@ -107,7 +107,6 @@ def run(args) -> dict[str, Any]:
             raise SystemExit(f"unknown solver '{s}'; choose from {', '.join(SOLVERS)}")
     have_croc = crocoddyl_importable(skip=args.no_crocoddyl)
     entries = []
-    t_start = time.perf_counter()
     for N in horizons:
         croc = None
         if have_croc:

@@ -185,19 +185,19 @@ class RobotModel:
         """Mass of the moving links (bodies welded to the world are excluded, as in Pinocchio)."""
         return float(self.link_mass.sum())
 
-    def body_id(self, name: str) -> int:
+    def _name_index(self, names: tuple[str, ...], name: str, kind: str, kinds: str) -> int:
+        """Index of ``name`` in ``names``; KeyError listing the named ``kinds`` when absent."""
         try:
-            return self.body_names.index(name)
+            return names.index(name)
         except ValueError:
-            raise KeyError(f"model '{self.name}' has no body named '{name}'; bodies: "
-                           f"{', '.join(n for n in self.body_names if n)}") from None
+            raise KeyError(f"model '{self.name}' has no {kind} named '{name}'; {kinds}: "
+                           f"{', '.join(n for n in names if n) or '(none)'}") from None
+
+    def body_id(self, name: str) -> int:
+        return self._name_index(self.body_names, name, "body", "bodies")
 
     def site_id(self, name: str) -> int:
-        try:
-            return self.site_names.index(name)
-        except ValueError:
-            raise KeyError(f"model '{self.name}' has no site named '{name}'; sites: "
-                           f"{', '.join(n for n in self.site_names if n) or '(none)'}") from None
+        return self._name_index(self.site_names, name, "site", "sites")
 
     def body_frame(self, name: str) -> tuple[int, np.ndarray, np.ndarray]:
         """Resolve a site, body or geom name (searched in that order, as
@@ -297,24 +297,23 @@ class RobotModel:
     def _free_rotations(self, q):
         return [(qa, va, lie.quat_to_rotation(q[..., qa + 3:qa + 7])) for qa, va in self.free_adr]
 
-    def _convert(self, func, q, x, name, body):
+    def _rotate_free_linear(self, func, q, x, name, to_body: bool) -> np.ndarray:
+        """``x`` (..., nv) with the linear part of each free joint rotated by the joint's rotation
+        ``R`` at ``q``: into the body frame (``R^T x``, ``to_body``) or out of it (``R x``)."""
         batch, (qf, xf) = self._cfg(func, q=(q, self.nq), **{name: (x, self.nv)})
         out = xf.copy()
-        for qa, va, R in self._free_rotations(qf):
-            body(out, xf, va, R)
+        subscripts = "bji,bj->bi" if to_body else "bij,bj->bi"
+        for _, va, R in self._free_rotations(qf):
+            out[:, va:va + 3] = np.einsum(subscripts, R, xf[:, va:va + 3])
         return unflatten(batch, out)
 
     def v_from_qvel(self, q, qvel) -> np.ndarray:
         """Model velocity v from MuJoCo qvel: free-joint linear velocity rotated into the body frame."""
-        def body(out, x, va, R):
-            out[:, va:va + 3] = np.einsum("bji,bj->bi", R, x[:, va:va + 3])
-        return self._convert("v_from_qvel", q, qvel, "qvel", body)
+        return self._rotate_free_linear("v_from_qvel", q, qvel, "qvel", to_body=True)
 
     def qvel_from_v(self, q, v) -> np.ndarray:
         """MuJoCo qvel from model velocity v (inverse of :meth:`v_from_qvel`)."""
-        def body(out, x, va, R):
-            out[:, va:va + 3] = np.einsum("bij,bj->bi", R, x[:, va:va + 3])
-        return self._convert("qvel_from_v", q, v, "v", body)
+        return self._rotate_free_linear("qvel_from_v", q, v, "v", to_body=False)
 
     def a_from_qacc(self, q, v, qacc) -> np.ndarray:
         """Model acceleration (time derivative of v) from MuJoCo qacc at velocity v (model convention)."""
@@ -337,15 +336,11 @@ class RobotModel:
     def tau_from_qfrc(self, q, qfrc) -> np.ndarray:
         """Generalised force in model coordinates from a MuJoCo generalised force (qfrc_*): ``T^T qfrc``
         with ``qvel = T v`` (the free-joint force is rotated into the body frame)."""
-        def body(out, x, va, R):
-            out[:, va:va + 3] = np.einsum("bji,bj->bi", R, x[:, va:va + 3])
-        return self._convert("tau_from_qfrc", q, qfrc, "qfrc", body)
+        return self._rotate_free_linear("tau_from_qfrc", q, qfrc, "qfrc", to_body=True)
 
     def qfrc_from_tau(self, q, tau) -> np.ndarray:
         """MuJoCo generalised force from model coordinates (inverse of :meth:`tau_from_qfrc`)."""
-        def body(out, x, va, R):
-            out[:, va:va + 3] = np.einsum("bij,bj->bi", R, x[:, va:va + 3])
-        return self._convert("qfrc_from_tau", q, tau, "tau", body)
+        return self._rotate_free_linear("qfrc_from_tau", q, tau, "tau", to_body=False)
 
     @property
     def _scalar_links(self) -> np.ndarray:

@@ -31,12 +31,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import dynamics
 import solvers.integrators.acceleration as acceleration
 import tasks
+from benchmarks.problems import hyq_free_base
 from dynamics.numpy_backend import NumpyBackend
 from solvers import DDP, ILQR, ShootingProblem
-from solvers.costs import ComPositionCost, ControlCost, CostSum, StateCost
 
 N_IIWA, DT_IIWA, ITERS_IIWA = 16, 0.03, 8
 N_HYQ, DT_HYQ, ITERS_HYQ = 8, 0.02, 3
@@ -188,17 +187,9 @@ def test_iiwa_task_default_uses_analytical_path(iiwa_analytical, numerical_calls
 
 # ----------------------------------------------------------------------------------------- HyQ
 def _hyq_problem(second_order: str, backend) -> ShootingProblem:
-    """Free-base HyQ, no contacts (it falls; the point is the tensors incl. the SE(3) base):
-    state regularisation towards "standing", CoM height, small control cost."""
-    m = dynamics.load_model("hyq")
-    x_ref = np.concatenate([m.keyframe("standing"), np.zeros(m.nv)])
-    x0 = x_ref.copy()
-    x0[2] += 0.05
-    running = CostSum({"x": (StateCost(m, x_ref, np.r_[np.full(6, 10.0), np.ones(12), np.full(18, 0.1)]), 1.0),
-                       "u": (ControlCost(m), 1e-4),
-                       "com": (ComPositionCost(m, [0.0, 0.0, 0.6]), 1.0)})
-    terminal = CostSum({"x": (StateCost(m, x_ref, np.full(2 * m.nv, 10.0)), 1.0)})
-    return ShootingProblem.uniform(m, x0, N_HYQ, DT_HYQ, running, terminal, backend=backend, second_order=second_order)
+    """Free-base HyQ, no contacts (benchmarks/problems.py; it falls, the point is the tensors incl.
+    the SE(3) base), N_HYQ knots of DT_HYQ."""
+    return hyq_free_base(N_HYQ, DT_HYQ, second_order, backend=backend)
 
 
 def test_hyq_ddp_iterates_analytical_vs_numerical(numerical_calls):

@@ -1,11 +1,11 @@
 """Standing postures for legged robots the tasks were not written for, and the checks before a run.
 
-The quadruped built here carries no keyframe and its naive posture is outside its joint ranges:
-the knees bend one way only (front [-2.6, -0.6] rad, hind [0.6, 2.6] rad), so the reference
-configuration (straight legs, knees at 0) and the reference + 0.3 rad are both outside them. The
-task must compute a posture inside the ranges, stand on it in MuJoCo, prefer a keyframe
-('standing', then 'home') when there is one, add a floor to a bare robot file, and stop with its own
-message for each description it cannot stand (one test per message)."""
+The test quadruped (tests/helpers/quadruped_mjcf.py) carries no keyframe and its naive posture is
+outside its joint ranges: the knees bend one way only (front [-2.6, -0.6] rad, hind [0.6, 2.6]
+rad), so the reference configuration (straight legs, knees at 0) and the reference + 0.3 rad are
+both outside them. The task must compute a posture inside the ranges, stand on it in MuJoCo, prefer
+a keyframe ('standing', then 'home') when there is one, add a floor to a bare robot file, and stop
+with its own message for each description it cannot stand (one test per message)."""
 
 from __future__ import annotations
 
@@ -17,57 +17,8 @@ from mpc import MPC
 from sim.runner import simulate
 from tasks import QuadrupedStand
 from tasks.legged_scene import FLOOR_NOTE
-
-LEGS = {"fl": (1, 1), "fr": (1, -1), "hl": (-1, 1), "hr": (-1, -1)}
-FEET = tuple(f"{n}_foot" for n in LEGS)
-THIGH, SHANK = 0.22, 0.24
-
-
-def quadruped(floor: str = '<geom name="floor" type="plane" size="5 5 0.1" friction="1.0 0.02 0.01"/>',
-              foot_geom: bool = True, limit: float = 40.0, hfe_range: str = "-1.5 1.5", keyframes: str = "",
-              belly: bool = False) -> str:
-    """The test quadruped: box trunk (10 kg), legs of abduction x, hip y, knee y hinges with one-sided
-    knee ranges, sphere feet with sites (the only robot geoms that collide), torque motors with
-    ±``limit`` N m."""
-    legs = []
-    for name, (sx, sy) in LEGS.items():
-        knee = "-2.6 -0.6" if sx > 0 else "0.6 2.6"
-        foot = (f'<geom type="sphere" pos="0 0 -{SHANK}" size="0.025" mass="0.05" friction="1.0 0.02 0.01"/>'
-                if foot_geom else "")
-        legs.append(f"""
-      <body name="{name}_hip" pos="{sx * 0.25} {sy * 0.12} 0">
-        <joint name="{name}_haa" axis="1 0 0" range="-0.6 0.6"/>
-        <geom type="sphere" size="0.04" mass="0.4" contype="0" conaffinity="0"/>
-        <body name="{name}_thigh" pos="0 {sy * 0.05} 0">
-          <joint name="{name}_hfe" axis="0 1 0" range="{hfe_range}"/>
-          <geom type="capsule" fromto="0 0 0 0 0 -{THIGH}" size="0.025" mass="0.8" contype="0" conaffinity="0"/>
-          <body name="{name}_shank" pos="0 0 -{THIGH}">
-            <joint name="{name}_kfe" axis="0 1 0" range="{knee}"/>
-            <geom type="capsule" fromto="0 0 0 0 0 -{SHANK}" size="0.02" mass="0.4" contype="0" conaffinity="0"/>
-            {foot}
-            <site name="{name}_foot" pos="0 0 -{SHANK}"/>
-          </body>
-        </body>
-      </body>""")
-    motors = "".join(f'<motor name="{n}_{j}_motor" joint="{n}_{j}" ctrlrange="-{limit} {limit}" ctrllimited="true"/>'
-                     for n in LEGS for j in ("haa", "hfe", "kfe"))
-    belly_geom = (f'<geom name="belly" type="box" pos="0 0 -{THIGH + SHANK + 0.05}" size="0.1 0.05 0.02" '
-                  f'mass="0.1"/>' if belly else "")
-    return f"""<mujoco model="test_quadruped">
-  <compiler angle="radian"/>
-  <option timestep="0.001" integrator="implicitfast"/>
-  <worldbody>
-    {floor}
-    <body name="trunk" pos="0 0 {THIGH + SHANK + 0.1}">
-      <freejoint/>
-      <geom name="trunk_box" type="box" size="0.25 0.12 0.05" mass="10" contype="0" conaffinity="1"/>
-      {belly_geom}
-      {''.join(legs)}
-    </body>
-  </worldbody>
-  <actuator>{motors}</actuator>
-  {keyframes}
-</mujoco>"""
+from tests.helpers.quadruped_mjcf import FEET, LEGS
+from tests.helpers.quadruped_mjcf import quadruped_mjcf as quadruped
 
 
 def _write(tmp_path, text: str, name: str = "quadruped.xml") -> str:

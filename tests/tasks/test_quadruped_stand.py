@@ -12,48 +12,7 @@ import pytest
 from mpc import MPC
 from sim.runner import simulate
 from tasks import QuadrupedStand, get_task
-
-LEGS = {"fl": (1, 1), "fr": (1, -1), "hl": (-1, 1), "hr": (-1, -1)}
-
-
-def quadruped_mjcf(half_length=0.25, half_width=0.12, thigh=0.22, shank=0.24, trunk_mass=12.0,
-                   leg_mass=0.8) -> str:
-    """A quadruped unlike HyQ: box trunk, 3 hinges per leg (abduction x, hip y, knee y), sphere feet
-    with sites (the only geoms that collide with the floor, as in most quadruped models; the trunk
-    hits the floor if it falls), unnamed torque motors, a floor."""
-    legs = []
-    for name, (sx, sy) in LEGS.items():
-        legs.append(f"""
-      <body name="{name}_hip" pos="{sx * half_length} {sy * half_width} 0">
-        <joint name="{name}_haa" axis="1 0 0" range="-0.8 0.8"/>
-        <geom type="sphere" size="0.04" mass="{leg_mass / 2}" contype="0" conaffinity="0"/>
-        <body name="{name}_thigh" pos="0 {sy * 0.05} 0">
-          <joint name="{name}_hfe" axis="0 1 0" range="-2 2"/>
-          <geom type="capsule" fromto="0 0 0 0 0 -{thigh}" size="0.025" mass="{leg_mass}" contype="0" conaffinity="0"/>
-          <body name="{name}_shank" pos="0 0 -{thigh}">
-            <joint name="{name}_kfe" axis="0 1 0" range="-2.6 2.6"/>
-            <geom type="capsule" fromto="0 0 0 0 0 -{shank}" size="0.02" mass="{leg_mass / 2}" contype="0"
-                  conaffinity="0"/>
-            <geom type="sphere" pos="0 0 -{shank}" size="0.025" mass="0.05" friction="1.0 0.02 0.01"/>
-            <site name="{name}_foot" pos="0 0 -{shank}"/>
-          </body>
-        </body>
-      </body>""")
-    motors = "".join(f'<motor joint="{n}_{j}" ctrlrange="-60 60" ctrllimited="true"/>'
-                     for n in LEGS for j in ("haa", "hfe", "kfe"))
-    return f"""<mujoco model="test_quadruped">
-  <compiler angle="radian"/>
-  <option timestep="0.001" integrator="implicitfast"/>
-  <worldbody>
-    <geom name="floor" type="plane" size="5 5 0.1" friction="1.0 0.02 0.01"/>
-    <body name="trunk" pos="0 0 {thigh + shank + 0.1}">
-      <freejoint/>
-      <geom type="box" size="{half_length} {half_width} 0.05" mass="{trunk_mass}" contype="0" conaffinity="1"/>
-      {''.join(legs)}
-    </body>
-  </worldbody>
-  <actuator>{motors}</actuator>
-</mujoco>"""
+from tests.helpers.quadruped_mjcf import FEET, quadruped_mjcf
 
 
 def _run(task, duration, horizon=16, dt=0.02):
@@ -100,8 +59,10 @@ def test_hyq_tracks_a_lower_trunk_and_survives_a_push():
 
 def test_stand_task_on_another_quadruped(tmp_path):
     path = tmp_path / "quadruped.xml"
-    path.write_text(quadruped_mjcf())
-    task = QuadrupedStand(robot=str(path), feet=tuple(f"{n}_foot" for n in LEGS),
+    # other masses, ranges and motors than HyQ: two-sided knees, unnamed 60 N m motors
+    path.write_text(quadruped_mjcf(trunk_mass=12.0, haa_range="-0.8 0.8", hfe_range="-2 2", kfe_range="-2.6 2.6",
+                                   limit=60, named_motors=False))
+    task = QuadrupedStand(robot=str(path), feet=FEET,
                           poses=((0.0, 0.0, 0.0, 0.0, 0.0), (0.3, -0.03, 0.0, 0.0, 0.0)), duration_s=1.0)
     assert task.posture_source.startswith("computed")
     r = _run(task, task.duration)

@@ -1,61 +1,7 @@
-"""Small constrained problems shared by the tests of this folder: the iiwa reaching past a wall
-with a joint bound, and HyQ standing under a lateral push with hard friction cones."""
+"""The constrained problems the tests of this folder solve: the iiwa reaching past a wall with a
+joint bound, and HyQ standing under a lateral push with hard friction cones. Defined once, in
+benchmarks/problems.py (``benchmarks/constrained.py`` times the same problems)."""
 
-from __future__ import annotations
+from benchmarks.problems import JOINT_1_LOWER, TARGET, WALL, hyq_push, iiwa_wall
 
-import numpy as np
-
-import tasks
-from solvers import (
-    ActionModel,
-    ControlCost,
-    FrameHalfSpace,
-    FramePositionCost,
-    FreeDynamics,
-    FrictionCone,
-    JointPositionBounds,
-    ShootingProblem,
-    StateCost,
-)
-from solvers.costs import CostSum, FrictionConeCost
-
-TARGET = np.array([0.55, 0.25, 0.45])     # past the wall y <= WALL
-WALL = 0.10
-JOINT_1_LOWER = 0.72                      # joint 1 would go below this unconstrained
-
-
-def iiwa_wall(N: int = 10, dt: float = 0.03, backend: str = "numba", constrained: bool = True) -> ShootingProblem:
-    """The end effector reaches for TARGET but must stay in y <= WALL [m]; joint 1 >= JOINT_1_LOWER
-    [rad]; both active at the optimum. passive_forces=False (Crocoddyl has none). constrained=False:
-    the same problem without the constraints (for the unconstrained solvers)."""
-    task = tasks.get_task("iiwa-reach")
-    p0 = task.build_problem(task.initial_state(), N, dt, passive_forces=False)
-    m, x0 = p0.model, p0.x0
-    ug = p0.gravity_compensation()
-    run_cost = 1.0 * FramePositionCost(m, "ee", TARGET) + 0.1 * StateCost(m, x0) + 1e-2 * ControlCost(m, ug)
-    term_cost = 10.0 * FramePositionCost(m, "ee", TARGET) + 0.1 * StateCost(m, x0)
-    lo = np.full(m.nq, -np.inf)
-    lo[1] = JOINT_1_LOWER
-    cons = [FrameHalfSpace(m, "ee", [0, 1, 0], WALL), JointPositionBounds(m, lo, np.full(m.nq, np.inf))]
-    cons = cons if constrained else []
-    dyn = FreeDynamics(passive_forces=False)
-    return ShootingProblem(x0, [ActionModel(m, run_cost, dt, dyn, constraints=cons)] * N,
-                           ActionModel(m, term_cost, 0.0, dyn, constraints=cons), backend=backend)
-
-
-def hyq_push(N: int = 10, dt: float = 0.01, push: float = 1.0, backend: str = "numba", constrained: bool = True):
-    """hyq-stand with a lateral base velocity ``push`` [m/s] at x0 and the friction-cone penalty
-    replaced by hard cones (f_min = 0) on every running knot (constrained=False: no cones, nor the
-    penalty). Returns (task, problem)."""
-    task = tasks.get_task("hyq-stand")
-    m = task.model
-    x0 = task.initial_state().copy()
-    x0[m.nq + 1] = push
-    p0 = task.build_problem(x0, N, dt, backend=backend, passive_forces=False)
-    am0 = p0.running_models[0]
-    cost = CostSum({k: v for k, v in am0.cost.terms.items() if not isinstance(v[0], FrictionConeCost)})
-    cone = FrictionCone(m, task.contacts, task.mu, f_min=0.0, passive_forces=False)
-    p = ShootingProblem(x0, [ActionModel(m, cost, am0.dt, am0.dynamics, constraints=[cone] if constrained else [])] * N,
-                        p0.terminal_model, backend=backend)
-    p.initial_controls = p0.initial_controls
-    return task, p
+__all__ = ["JOINT_1_LOWER", "TARGET", "WALL", "hyq_push", "iiwa_wall"]
