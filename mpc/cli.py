@@ -123,7 +123,7 @@ def _task_defaults_text() -> str:
     rows = []
     for name in tasks.list_tasks():
         try:
-            rows.append(f"  {name:<17} {task_run_defaults(tasks.resolve_task(name)).describe()}")
+            rows.append(f"  {name:<17} {_defaults_line(tasks.resolve_task(name))}")
         except TypeError as e:
             rows.append(f"  {name:<17} ({e})")
     return ("task defaults (what --solver, --horizon, --dt and --update-every are when not given; the update\n"
@@ -392,11 +392,23 @@ def _fail(message: str, code: int = 2) -> int:
     return code
 
 
+def _defaults_line(task_class) -> str:
+    """The task's tuned settings followed by the solvers that task options switch to (the class's
+    ``solver_switches()`` rows), e.g. ``fddp, horizon 20 x 20 ms, ... (solver csqp with cones=hard)``."""
+    text = task_run_defaults(task_class).describe()
+    switches = getattr(task_class, "solver_switches", None)
+    rows = tuple(switches()) if callable(switches) else ()
+    if not rows:
+        return text
+    alt = ", ".join(f"solver {solver} with {option}" for option, solver in rows)
+    return f"{text} ({alt})"
+
+
 def cmd_tasks() -> int:
     for name, desc in tasks.list_tasks().items():
         print(f"{name:<16} {desc}")
         try:
-            print(f"{'':<16}   defaults: {task_run_defaults(tasks.resolve_task(name)).describe()}")
+            print(f"{'':<16}   defaults: {_defaults_line(tasks.resolve_task(name))}")
         except TypeError as e:
             print(f"{'':<16}   defaults: ({e})")
     print("\nuser tasks: mpc-accel run module:Class  or  mpc-accel run path/to/file.py:Class "
@@ -514,6 +526,9 @@ def cmd_run(a: argparse.Namespace, on_result=None) -> int:
             raise _ArgError(str(e)) from e
         if getattr(task, "wall_plane", None) is not None and a.solver != "csqp":
             raise _ArgError(f"task '{a.task}': the wall is a hard constraint and only --solver csqp enforces it "
+                            f"(got --solver {a.solver}); drop --solver to use the task's default (csqp)")
+        if getattr(task, "cones", None) == "hard" and a.solver != "csqp":
+            raise _ArgError(f"task '{a.task}': cones=hard are constraints and only --solver csqp enforces them "
                             f"(got --solver {a.solver}); drop --solver to use the task's default (csqp)")
         duration = a.duration if a.duration is not None else float(getattr(task, "duration", 0) or 0)
         if duration <= 0:

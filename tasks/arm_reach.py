@@ -131,6 +131,10 @@ class ArmReach(Task):
     description: str = "arm end-effector reaching through targets inside its workspace"
     defaults = RunDefaults(solver="ddp", horizon=32, dt=0.01)
 
+    @classmethod
+    def solver_switches(cls) -> tuple[tuple[str, str], ...]:
+        return (("wall=…", "csqp"),)
+
     def __post_init__(self):
         self.model: RobotModel = load_model(self.robot)
         m = self.model

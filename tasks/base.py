@@ -173,6 +173,12 @@ class Task:
     reporting hooks :meth:`metrics`, :meth:`evaluate`, :meth:`metric_info`, :meth:`events` and
     :meth:`markers`, and :meth:`disturbances`, are optional (the defaults report nothing task-specific)."""
 
+    @classmethod
+    def solver_switches(cls) -> tuple[tuple[str, str], ...]:
+        """Task options that change the default solver, as ``(option, solver)`` rows (shown by
+        ``mpc-accel tasks``); none unless a task says so."""
+        return ()
+
     name: str = "task"
     description: str = ""
     model: RobotModel

@@ -28,6 +28,7 @@ from dynamics.joints import JointType
 from dynamics.lie import so3_log
 from dynamics.mujoco_state import ActuatorMap, read_state, write_state
 from solvers import ComPositionCost, ContactDynamics, ControlCost, CostSum, ShootingProblem, StateCost
+from solvers.constraints import WrenchCone
 from solvers.costs import ContactForceCost, WrenchConeCost
 
 from .base import Criterion, Disturbance, Evaluation, Event, MetricInfo, RunDefaults
@@ -58,7 +59,9 @@ class HumanoidBalance(StandingTask):
     +z the sole normal; defaults for the bundled robots); sole_size: the sole rectangle's
     half-extents (X along the frame's x, Y along y) [m], None to read them from a box geom whose
     bottom face holds the frame; waypoints: ``(t, dz, lean)`` rows (see ``DEFAULT_WAYPOINTS``);
-    pushes: ``(t [s], body, (fx, fy, fz) [N], duration [s])`` applied in the simulator."""
+    pushes: ``(t [s], body, (fx, fy, fz) [N], duration [s])`` applied in the simulator; cones: the
+    soles' wrench cone as a cost (``"penalty"``, ``w_cone``) or as constraints of every running
+    knot (``"hard"``, solved by csqp)."""
 
     robot: str = "atlas"
     feet: tuple | str | None = None
@@ -80,6 +83,7 @@ class HumanoidBalance(StandingTask):
     w_force: float = 1e-4               # sole wrenches around the standing distribution
     w_cone: float = 10.0                # wrench-cone penalty
     mu: float = 0.7                     # friction coefficient of the cone (inscribed pyramid)
+    cones: str = "penalty"              # "penalty" (w_cone) or "hard" (constraints, csqp): tasks.legged.CONE_MODES
     cop_margin: float = 0.8             # the cost's sole rectangle: this fraction of the real one
     terminal_factor: float = 10.0       # terminal weights = running weights × this
     fall_height: float = 0.6            # a fall: the pelvis below this fraction of its standing height
@@ -125,6 +129,7 @@ class HumanoidBalance(StandingTask):
                         for t, body, f, d in self.pushes]
         for p in self._pushes:
             m.body_id(p.body)
+        self._setup_cones()
 
     # ------------------------------------------------------------ geometry and posture
     def _sole_half_extents(self) -> np.ndarray:
@@ -330,13 +335,20 @@ class HumanoidBalance(StandingTask):
             "com": (ComPositionCost(m, coms), self.w_com),
             "state": (StateCost(m, refs, w), 1.0),
             "control": (ControlCost(m, self.u_stand), self.w_u),
-            "force": (ContactForceCost(m, self.contacts, self.lam_stand, passive_forces=passive), self.w_force),
-            "wrench_cone": (WrenchConeCost(m, self.contacts, X, Y, self.mu, f_min=0.05 * self.weight / 2,
-                                           passive_forces=passive), self.w_cone)})
+            "force": (ContactForceCost(m, self.contacts, self.lam_stand, passive_forces=passive), self.w_force)})
+        f_min = 0.05 * self.weight / 2
+        hard = []
+        if self.cones == "hard":
+            hard = [WrenchCone(m, self.contacts, X, Y, self.mu, f_min=f_min, passive_forces=passive)]
+        else:
+            running.add("wrench_cone", WrenchConeCost(m, self.contacts, X, Y, self.mu, f_min=f_min,
+                                                      passive_forces=passive), self.w_cone)
         terminal = CostSum({"com": (ComPositionCost(m, coms), self.terminal_factor * self.w_com),
                             "state": (StateCost(m, refs, self.terminal_factor * w), 1.0)})
         dyn = ContactDynamics(self.contacts, integrator=integrator, passive_forces=passive)
-        return self._standing_problem(x0, horizon, dt, running, terminal, dyn, backend, solver_opts)
+        return self._standing_problem(x0, horizon, dt, running, terminal, dyn, backend, solver_opts, hard)
+
+    _cones_problem = build_problem
 
     def reference_wrenches(self, t) -> np.ndarray:
         """Sole wrench references (..., 12) at times t [s]: the standing wrenches with the weight
@@ -543,6 +555,8 @@ class HumanoidBalance(StandingTask):
                                   "smallest distance of a sole's MuJoCo centre of pressure inside its rectangle"))
             details["sole_normal_force_N"] = {"min": fn.min(axis=0).tolist(), "mean": fn.mean(axis=0).tolist(),
                                               "max": fn.max(axis=0).tolist()}
+            cone_crit, details["cones"] = self._cone_criteria(times, states, controls)
+            crit += cone_crit
         return Evaluation(crit, details)
 
 

@@ -1,8 +1,9 @@
 """Shared pieces of the legged tasks (any MJCF with a free-floating trunk and actuated legs): robot
 checks, contact frames, the standing posture (the model's keyframe ``standing``, else ``home``, else
 one computed as a small static problem and settled in MuJoCo), the standing contact forces and
-torques, pushes, and what MuJoCo measures about the feet (contact states, horizontal slip while in
-contact, trunk height).
+torques, pushes, the ``cones`` option (contact-force cones as penalty costs or hard constraints), and
+what MuJoCo measures about the feet (contact states, horizontal slip while in contact, trunk height,
+contact forces against the friction cone: :func:`mujoco_cone_ratios`).
 
 Used by :mod:`tasks.quadruped` (stand) and :mod:`tasks.quadruped_trot`; a task class mixes in
 :class:`LeggedTask` and calls :meth:`LeggedTask._setup_legged` from its ``__post_init__``.
@@ -10,18 +11,101 @@ Used by :mod:`tasks.quadruped` (stand) and :mod:`tasks.quadruped_trot`; a task c
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import mujoco
 import numpy as np
 
-from dynamics import ContactSet, get_backend
+from dynamics import ContactSet, RobotModel, get_backend
 from dynamics.mujoco_state import ActuatorMap, read_state, write_state
 from solvers import ActionModel, ShootingProblem
 
-from .base import Disturbance, Task
+from .base import Criterion, Disturbance, RunDefaults, Task
 from .legged_scene import (check_feet_collide, check_feet_exist, check_feet_lowest, check_ground, check_torques,
                            load_legged_scene)
 
 BUNDLED_FEET = {"hyq": ("lf_foot", "rf_foot", "lh_foot", "rh_foot")}
+#: values of the legged tasks' ``cones`` option: the contact-force cones (friction cone and unilateral
+#: normal force of point feet, wrench cone of 6-D soles) as penalty costs, or as hard constraints of
+#: the contact knots (solved by csqp, which then becomes the task's default solver)
+CONE_MODES = ("penalty", "hard")
+#: the closed-loop criterion: share of simulated steps with every foot-ground contact force of MuJoCo
+#: inside the task's friction cone
+CONE_SHARE_TARGET = 0.99
+
+
+@dataclass
+class ContactCones:
+    """Foot-ground contact forces of a run as MuJoCo computes them, against a friction cone of
+    coefficient ``mu``, per simulated step (T,): ``ratio`` the largest ``|f_t| / (mu f_n)`` over the
+    step's contacts (0 without contact; inf for a tangential force without normal force),
+    ``contacts`` how many foot-ground contacts MuJoCo had. Forces in each contact's frame
+    (``mj_contactForce``: normal, then the two tangential components)."""
+
+    mu: float
+    ratio: np.ndarray
+    contacts: np.ndarray
+
+    @property
+    def inside(self) -> np.ndarray:
+        """(T,) bool: every contact of the step inside the cone (ratio <= 1, to 1e-9)."""
+        return self.ratio <= 1.0 + 1e-9
+
+    def share_inside(self) -> float:
+        """Share of steps with every contact inside the cone (1 for an empty run)."""
+        return float(self.inside.mean()) if self.ratio.size else 1.0
+
+
+def mujoco_cone_ratios(model: RobotModel, bodies, mu: float, states, controls, times=None, disturbances=(),
+                       mj_model: mujoco.MjModel | None = None) -> ContactCones:
+    """The contact forces MuJoCo applies between the bodies ``bodies`` (MuJoCo body ids) and the
+    world body at each simulated step, against the friction cone of coefficient ``mu``.
+
+    states (T, nq+nv) as measured at the start of each step, controls (T, nu) the commands (clipped
+    to the actuator limits, as the simulator applies them), times (T,) [s] and disturbances
+    (:class:`tasks.Disturbance`, applied through ``xfrc_applied`` while active, as
+    :func:`sim.runner.simulate` does): each step's ``mj_forward`` is the contact solve of that
+    physics step (``mj_step`` = ``mj_forward`` + integration), its forces read with
+    ``mj_contactForce``. mj_model: the scene (default ``model.mj_model``)."""
+    if not (np.isfinite(mu) and mu > 0):
+        raise ValueError(f"mujoco_cone_ratios: mu must be a positive friction coefficient, got {mu}")
+    mj = model.mj_model if mj_model is None else mj_model
+    X = np.atleast_2d(np.asarray(states, float))
+    U = np.atleast_2d(np.asarray(controls, float))
+    if U.shape != (X.shape[0], model.nu):
+        raise ValueError(f"mujoco_cone_ratios: controls must be (T, nu) = ({X.shape[0]}, {model.nu}), got {U.shape}")
+    if disturbances and times is None:
+        raise ValueError("mujoco_cone_ratios: give the step times to apply the disturbances")
+    body_set = {int(b) for b in np.atleast_1d(bodies)}
+    pushes = [(p.t, p.t + p.duration, mujoco.mj_name2id(mj, mujoco.mjtObj.mjOBJ_BODY, p.body), np.asarray(p.force))
+              for p in disturbances]
+    for p, (_, _, bid, _) in zip(disturbances, pushes):
+        if bid < 0:
+            raise ValueError(f"mujoco_cone_ratios: disturbance on unknown body '{p.body}' of the MuJoCo scene")
+    act = ActuatorMap.for_model(model, mj)
+    d = mujoco.MjData(mj)
+    f6 = np.zeros(6)
+    ratio = np.zeros(X.shape[0])
+    count = np.zeros(X.shape[0], dtype=int)
+    for k in range(X.shape[0]):
+        write_state(model, d, X[k])
+        act.apply(d, np.minimum(np.maximum(U[k], model.u_lower), model.u_upper))
+        d.xfrc_applied[:] = 0.0
+        for t0, t1, bid, f in pushes:
+            if t0 <= times[k] < t1:
+                d.xfrc_applied[bid, :3] += f
+        mujoco.mj_forward(mj, d)
+        for i in range(d.ncon):
+            c = d.contact[i]
+            b1, b2 = int(mj.geom_bodyid[c.geom1]), int(mj.geom_bodyid[c.geom2])
+            if not ((b1 == 0 and b2 in body_set) or (b2 == 0 and b1 in body_set)):
+                continue
+            mujoco.mj_contactForce(mj, d, i, f6)
+            count[k] += 1
+            ft = float(np.hypot(f6[1], f6[2])) if c.dim >= 3 else 0.0
+            r = ft / (mu * f6[0]) if f6[0] > 0 else (np.inf if ft > 0 else 0.0)
+            ratio[k] = max(ratio[k], r)
+    return ContactCones(float(mu), ratio, count)
 
 
 def _quat_rpy(roll: float, pitch: float, yaw: float) -> np.ndarray:
@@ -31,6 +115,16 @@ def _quat_rpy(roll: float, pitch: float, yaw: float) -> np.ndarray:
     cy, sy = np.cos(yaw / 2), np.sin(yaw / 2)
     return np.array([cr * cp * cy + sr * sp * sy, sr * cp * cy - cr * sp * sy,
                      cr * sp * cy + sr * cp * sy, cr * cp * sy - sr * sp * cy])
+
+
+def frame_bodies(mj_model: mujoco.MjModel, frames) -> np.ndarray:
+    """MuJoCo body ids (k,) carrying the frames (a site's body, or the body of that name)."""
+    ids = []
+    for f in frames:
+        sid = mujoco.mj_name2id(mj_model, mujoco.mjtObj.mjOBJ_SITE, f)
+        ids.append(int(mj_model.site_bodyid[sid]) if sid >= 0
+                   else int(mujoco.mj_name2id(mj_model, mujoco.mjtObj.mjOBJ_BODY, f)))
+    return np.array(ids)
 
 
 def floating_robot_and_frames(name: str, robot: str, feet, bundled: dict, n: int, base: str = "trunk",
@@ -97,12 +191,68 @@ class StandingTask(Task):
     def _computed_standing_configuration(self) -> np.ndarray:
         raise NotImplementedError
 
+    # ------------------------------------------------------------ contact-force cones
+    #: the ``build_problem`` that honours the ``cones`` option, set in the body of the class that
+    #: defines it: a subclass that builds its own problem does not inherit the option
+    _cones_problem = None
+
+    @classmethod
+    def supports_hard_cones(cls) -> bool:
+        """Whether this class's problem puts the cones as constraints when ``cones="hard"``."""
+        return cls._cones_problem is not None and cls.build_problem is cls._cones_problem
+
+    @classmethod
+    def solver_switches(cls) -> tuple[tuple[str, str], ...]:
+        """Task options that change the default solver, as ``(option, solver)`` rows (shown by
+        ``mpc-accel tasks``)."""
+        return (("cones=hard", "csqp"),) if cls.supports_hard_cones() else ()
+
+    def _setup_cones(self) -> None:
+        """Checks the ``cones`` field (:data:`CONE_MODES`); ``hard`` makes csqp the default solver
+        (the other solvers refuse hard constraints)."""
+        if self.cones not in CONE_MODES:
+            raise ValueError(f"{self.name}: cones must be one of {', '.join(CONE_MODES)}, got {self.cones!r}; "
+                             f"give --task-arg cones=hard (constraints, solved by csqp) or cones=penalty (costs)")
+        if self.cones == "hard" and not self.supports_hard_cones():
+            raise ValueError(f"{self.name}: cones=hard is not available for this task (its problem has the cones as "
+                             f"penalty costs only); use cones=penalty")
+        if self.cones == "hard":
+            d = type(self).defaults
+            self.defaults = RunDefaults(solver="csqp", horizon=d.horizon, dt=d.dt, update_period=d.update_period)
+
+    def _contact_bodies(self) -> np.ndarray:
+        """MuJoCo ids of the bodies whose contacts with the ground the cone criterion judges: those
+        carrying the contact frames ``feet``."""
+        return frame_bodies(self.model.mj_model, self.feet)
+
+    def contact_cones(self, times, states, controls) -> ContactCones:
+        """The run's foot-ground contact forces as MuJoCo computes them against the task's cone
+        (``mu``): :func:`mujoco_cone_ratios` with the task's pushes."""
+        return mujoco_cone_ratios(self.model, self._contact_bodies(), self.mu, states, controls, times,
+                                  self.disturbances())
+
+    def _cone_criteria(self, times, states, controls) -> tuple[list[Criterion], dict]:
+        """The criteria ``contact forces in cone`` (share of steps with every MuJoCo foot-ground
+        contact inside the cone of ``mu``, passes at :data:`CONE_SHARE_TARGET`) and ``worst cone
+        ratio`` (largest ``|f_t| / (mu f_n)``, reported), and the details' ``cones`` entry."""
+        cc = self.contact_cones(times, states, controls)
+        share, worst = cc.share_inside(), float(cc.ratio.max()) if cc.ratio.size else 0.0
+        crit = [Criterion("contact forces in cone", 100 * share, "%", share >= CONE_SHARE_TARGET,
+                          f"share of steps with every MuJoCo foot-ground contact force (mj_contactForce) inside the "
+                          f"friction cone of mu = {self.mu:g}, >= {100 * CONE_SHARE_TARGET:g} %"),
+                Criterion("worst cone ratio", worst, "", None,
+                          "largest |f_t| / (mu f_n) of a MuJoCo foot-ground contact (inside the cone: <= 1)")]
+        details = {"mode": self.cones, "mu": self.mu, "share_inside": share, "worst_ratio": worst,
+                   "steps_outside": int((~cc.inside).sum()), "steps_without_contact": int((cc.contacts == 0).sum())}
+        return crit, details
+
     def _standing_problem(self, x0, horizon: int, dt: float, running, terminal, dyn, backend,
-                          solver_opts: dict) -> ShootingProblem:
-        """The shooting problem of ``horizon`` knots of ``dt`` with the same running cost and
-        dynamics ``dyn`` at every knot, starting from the standing controls, references of time 0."""
+                          solver_opts: dict, constraints=()) -> ShootingProblem:
+        """The shooting problem of ``horizon`` knots of ``dt`` with the same running cost, dynamics
+        ``dyn`` and hard ``constraints`` at every running knot, starting from the standing controls,
+        references of time 0."""
         m = self.model
-        am = ActionModel(m, running, dt, dyn)
+        am = ActionModel(m, running, dt, dyn, constraints=list(constraints))
         problem = ShootingProblem(x0, [am] * horizon, ActionModel(m, terminal, 0.0, dyn),
                                   backend=self.resolve_backend(backend), **solver_opts)
         problem.initial_controls = self.u_stand
@@ -349,12 +499,7 @@ class LeggedTask(StandingTask):
         return out
 
     def _foot_bodies(self) -> np.ndarray:
-        mj = self.model.mj_model
-        ids = []
-        for f in self.feet:
-            sid = mujoco.mj_name2id(mj, mujoco.mjtObj.mjOBJ_SITE, f)
-            ids.append(int(mj.site_bodyid[sid]) if sid >= 0 else int(mujoco.mj_name2id(mj, mujoco.mjtObj.mjOBJ_BODY, f)))
-        return np.array(ids)
+        return frame_bodies(self.model.mj_model, self.feet)
 
     def stance_slip(self, x, contacts: np.ndarray | None = None) -> np.ndarray:
         """Per foot (k,), the largest horizontal displacement [m] of the foot while it stays in

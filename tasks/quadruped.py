@@ -23,6 +23,7 @@ import numpy as np
 from dynamics import RobotModel
 from dynamics.lie import quat_multiply
 from solvers import ContactDynamics, ControlCost, CostSum, ShootingProblem, StateCost, StateSpace
+from solvers.constraints import FrictionCone
 from solvers.costs import ContactForceCost, FrictionConeCost
 
 from .base import Criterion, Evaluation, Event, MetricInfo, RunDefaults, Task
@@ -42,7 +43,9 @@ class QuadrupedStand(LeggedTask, Task):
     """Quadruped standing on four point feet. robot: a bundled name or an MJCF path with
     actuators and a free-floating trunk; feet: the four contact frames (sites or bodies; defaults
     for the bundled robots); poses: ``(t_start, dz, roll, pitch, yaw)`` rows, each active from its
-    start time; pushes: ``(t [s], body, (fx, fy, fz) [N], duration [s])`` applied in the simulator."""
+    start time; pushes: ``(t [s], body, (fx, fy, fz) [N], duration [s])`` applied in the simulator;
+    cones: ``"penalty"`` (friction cone and unilateral normal force as a cost, ``w_cone``) or
+    ``"hard"`` (the same as constraints of every running knot, solved by csqp)."""
 
     robot: str = "hyq"
     feet: tuple | str | None = None
@@ -59,6 +62,7 @@ class QuadrupedStand(LeggedTask, Task):
     w_force: float = 1e-3               # contact forces around the standing distribution [1/(N² s)]
     w_cone: float = 10.0                # friction-cone and unilateral-force penalty [1/(N² s)]
     mu: float = 0.7                     # friction coefficient of the cone (inscribed pyramid)
+    cones: str = "penalty"              # "penalty" (w_cone) or "hard" (constraints, csqp): tasks.legged.CONE_MODES
     terminal_factor: float = 10.0       # terminal weights = running weights × this
     fall_height: float = 0.5            # a fall: the trunk below this fraction of its standing height
     height_tolerance: float = 0.02      # m, median height error after settling
@@ -76,6 +80,7 @@ class QuadrupedStand(LeggedTask, Task):
             raise ValueError("poses: rows (t_start, dz, roll, pitch, yaw) with increasing start times, the first at 0")
         self._poses = poses
         self._setup_legged()   # model, feet, contacts, standing posture, forces, torques, pushes
+        self._setup_cones()
 
     # ------------------------------------------------------------ Task interface
     def pose_at(self, t) -> np.ndarray:
@@ -107,12 +112,19 @@ class QuadrupedStand(LeggedTask, Task):
         refs = np.repeat(self.x_stand[None], horizon + 1, axis=0)
         running = CostSum({"state": (StateCost(m, refs, w), 1.0), "control": (ControlCost(m, self.u_stand), self.w_u),
                            "force": (ContactForceCost(m, self.contacts, self.lam_stand, passive_forces=passive),
-                                     self.w_force),
-                           "cone": (FrictionConeCost(m, self.contacts, self.mu, f_min=0.05 * self.lam_stand[2],
-                                                     passive_forces=passive), self.w_cone)})
+                                     self.w_force)})
+        f_min = 0.05 * self.lam_stand[2]
+        hard = []
+        if self.cones == "hard":
+            hard = [FrictionCone(m, self.contacts, self.mu, f_min=f_min, passive_forces=passive)]
+        else:
+            running.add("cone", FrictionConeCost(m, self.contacts, self.mu, f_min=f_min, passive_forces=passive),
+                        self.w_cone)
         terminal = StateCost(m, refs, self.terminal_factor * w)
         dyn = ContactDynamics(self.contacts, integrator=integrator, passive_forces=passive)
-        return self._standing_problem(x0, horizon, dt, running, terminal, dyn, backend, solver_opts)
+        return self._standing_problem(x0, horizon, dt, running, terminal, dyn, backend, solver_opts, hard)
+
+    _cones_problem = build_problem
 
     def update_problem(self, problem: ShootingProblem, t: float) -> None:
         times = float(t) + np.concatenate([[0.0], np.cumsum(problem.dts)])
@@ -184,7 +196,8 @@ class QuadrupedStand(LeggedTask, Task):
             crit.append(Criterion(f"push {i} survived", float(np.linalg.norm(p.force)), "N",
                                   ok if after.any() else None,
                                   f"{p.body} pushed at t = {p.t} s for {p.duration} s"))
-        return Evaluation(crit, {"posture": self.posture_source, "feet": list(self.feet)})
+        cone_crit, cones = self._cone_criteria(times, states, controls)
+        return Evaluation(crit + cone_crit, {"posture": self.posture_source, "feet": list(self.feet), "cones": cones})
 
 
 @register_task("hyq-stand", "HyQ: four feet down, trunk height/orientation targets (quadruped-stand preset)")

@@ -36,6 +36,7 @@ from dynamics import ContactSet, RobotModel
 from dynamics.lie import quat_multiply, quat_to_rotation
 from dynamics.mujoco_state import write_state
 from solvers import ActionModel, ContactDynamics, ControlCost, CostSum, ImpulseDynamics, ShootingProblem, StateCost
+from solvers.constraints import FrictionCone
 from solvers.costs import (ContactForceCost, FrameHeightCost, FramePositionCost, FrameVelocityCost,
                            FrictionConeCost)
 
@@ -59,7 +60,9 @@ class QuadrupedTrot(LeggedTask, Task):
     0.3 for HyQ, else ``velocity_leg_fraction`` leg lengths per second); swing_time,
     double_support_time [s]; step_height [m] (None: 0.15 leg lengths); start_time: standing
     before the first step [s] (raised to one horizon by :meth:`build_problem`); ramp_time: the command ramps up from 0 over this [s]; pushes:
-    ``(t, body, (fx, fy, fz), duration)`` applied in the simulator."""
+    ``(t, body, (fx, fy, fz), duration)`` applied in the simulator; cones: the stance feet's friction
+    cone and unilateral normal force as a cost (``"penalty"``, ``w_cone``) or as constraints of the
+    stance knots (``"hard"``, solved by csqp; the impulse knots have none)."""
 
     robot: str = "hyq"
     feet: tuple | str | None = None
@@ -83,6 +86,7 @@ class QuadrupedTrot(LeggedTask, Task):
     w_force: float = 1e-4               # contact forces around the phase's standing distribution [1/(N² s)]
     w_cone: float = 10.0                # friction-cone and unilateral-force penalty [1/(N² s)]
     mu: float = 0.7                     # friction coefficient of the cone (inscribed pyramid)
+    cones: str = "penalty"              # stance feet's cones: "penalty" (w_cone) or "hard" (constraints, csqp)
     w_swing_z: float = 1e4              # swing-foot height profile [1/(m² s)]
     w_swing_xy: float = 1e3             # swing-foot horizontal path to the foothold
     w_touchdown_vel: float = 1e2        # foot velocity on the knot before touchdown [1/((m/s)² s)]
@@ -111,6 +115,7 @@ class QuadrupedTrot(LeggedTask, Task):
             if not (isinstance(val, (int, float)) and np.isfinite(val) and val >= 0):
                 raise ValueError(f"{self.name}: {key} must be a number >= 0, got {val!r}")
         self._setup_legged()
+        self._setup_cones()
         self.leg_length = float(self.standing_height - self._feet0[:, 2].mean())
         if self.velocity is None:
             self.velocity = HYQ_VELOCITY if self.robot == "hyq" else self.velocity_leg_fraction * self.leg_length
@@ -262,16 +267,20 @@ class QuadrupedTrot(LeggedTask, Task):
             dyn = ContactDynamics(cs, integrator=integrator, passive_forces=passive)
             for last in ((False, True) if not all(mask) else (False,)):
                 terms = {"state": (state_cost(1.0), 1.0), "control": (ControlCost(m, u), self.w_u),
-                         "force": (ContactForceCost(m, cs, lam, passive_forces=passive), self.w_force),
-                         "cone": (FrictionConeCost(m, cs, self.mu, f_min=0.05 * lam[2], passive_forces=passive),
-                                  self.w_cone)}
+                         "force": (ContactForceCost(m, cs, lam, passive_forces=passive), self.w_force)}
+                hard = []
+                if self.cones == "hard":
+                    hard = [FrictionCone(m, cs, self.mu, f_min=0.05 * lam[2], passive_forces=passive)]
+                else:
+                    terms["cone"] = (FrictionConeCost(m, cs, self.mu, f_min=0.05 * lam[2], passive_forces=passive),
+                                     self.w_cone)
                 for j in range(4):
                     if not mask[j]:
                         terms[f"swing_z_{j}"] = (self._swing_z[j], 1.0)
                         terms[f"swing_xy_{j}"] = (self._swing_xy[j], 1.0)
                         if last:
                             terms[f"touchdown_vel_{j}"] = (self._touch_vel[j], 1.0)
-                self._phase_models[(mask, last)] = ActionModel(m, CostSum(terms), dt, dyn)
+                self._phase_models[(mask, last)] = ActionModel(m, CostSum(terms), dt, dyn, constraints=hard)
         impulse = ImpulseDynamics(all4)     # the touchdown impact, on the four feet
         for pair in self.pairs:
             f = self.impulse_state_factor
@@ -286,6 +295,8 @@ class QuadrupedTrot(LeggedTask, Task):
         problem.initial_controls = self.u_stand
         self.update_problem(problem, 0.0)
         return problem
+
+    _cones_problem = build_problem
 
     def knot_schedule(self, t: float, horizon: int, dt: float) -> list:
         """The horizon's knots from time t: a list of (time [s], kind) with kind a contact mask
@@ -479,10 +490,11 @@ class QuadrupedTrot(LeggedTask, Task):
         lifted = [bool((~contacts[gait, j]).any()) for j in range(4)]
         crit.append(Criterion("both diagonal pairs lift", float(sum(lifted)), "feet", None if not gait.any() else
                               all(lifted), "feet seen off the ground (MuJoCo) after the gait started, of 4"))
-        return Evaluation(crit, {"posture": self.posture_source, "feet": list(self.feet),
-                                 "velocity_command": self.velocity, "velocity_source": self.velocity_source,
-                                 "yaw_rate_command": self.yaw_rate,
-                                 "slip_per_foot": [float(s) for s in slip]})
+        cone_crit, cones = self._cone_criteria(times, states, controls)
+        return Evaluation(crit + cone_crit, {"posture": self.posture_source, "feet": list(self.feet),
+                                             "velocity_command": self.velocity, "velocity_source": self.velocity_source,
+                                             "yaw_rate_command": self.yaw_rate,
+                                             "slip_per_foot": [float(s) for s in slip], "cones": cones})
 
 
 @register_task("hyq-trot", "HyQ: diagonal-pair trot at 0.3 m/s (quadruped-trot preset)")
