@@ -32,7 +32,7 @@ from solvers.constraints import WrenchCone
 from solvers.costs import ContactForceCost, WrenchConeCost
 
 from .base import Criterion, Disturbance, Evaluation, Event, MetricInfo, RunDefaults
-from .legged import StandingTask, floating_robot_and_frames
+from .legged import StandingTask, floating_robot_and_frames, frame_bodies
 from .legged_scene import check_feet_lowest, check_torques
 from .registry import register_task
 
@@ -431,9 +431,7 @@ class HumanoidBalance(StandingTask):
         mj = m.mj_model
         d = mujoco.MjData(mj)
         act = ActuatorMap.for_model(m, mj)
-        sole_bodies = [int(mj.site_bodyid[mujoco.mj_name2id(mj, mujoco.mjtObj.mjOBJ_SITE, f)])
-                       if mujoco.mj_name2id(mj, mujoco.mjtObj.mjOBJ_SITE, f) >= 0
-                       else int(mujoco.mj_name2id(mj, mujoco.mjtObj.mjOBJ_BODY, f)) for f in self.feet]
+        sole_bodies = [int(b) for b in frame_bodies(mj, self.feet)]
         be = get_backend("numpy")
         push_ids = [mujoco.mj_name2id(mj, mujoco.mjtObj.mjOBJ_BODY, p.body) for p in self._pushes]
         idx = np.arange(0, len(times), max(1, int(every)))

@@ -17,6 +17,7 @@ import mujoco
 import numpy as np
 
 from dynamics import ContactSet, RobotModel, get_backend
+from dynamics.mujoco_frames import mujoco_frame
 from dynamics.mujoco_state import ActuatorMap, read_state, write_state
 from solvers import ActionModel, ShootingProblem
 
@@ -118,13 +119,8 @@ def _quat_rpy(roll: float, pitch: float, yaw: float) -> np.ndarray:
 
 
 def frame_bodies(mj_model: mujoco.MjModel, frames) -> np.ndarray:
-    """MuJoCo body ids (k,) carrying the frames (a site's body, or the body of that name)."""
-    ids = []
-    for f in frames:
-        sid = mujoco.mj_name2id(mj_model, mujoco.mjtObj.mjOBJ_SITE, f)
-        ids.append(int(mj_model.site_bodyid[sid]) if sid >= 0
-                   else int(mujoco.mj_name2id(mj_model, mujoco.mjtObj.mjOBJ_BODY, f)))
-    return np.array(ids)
+    """MuJoCo body ids (k,) carrying the frames (sites, bodies or geoms: :func:`mujoco_frame`)."""
+    return np.array([mujoco_frame(mj_model, f).body for f in frames], dtype=int)
 
 
 def floating_robot_and_frames(name: str, robot: str, feet, bundled: dict, n: int, base: str = "trunk",
@@ -387,8 +383,7 @@ class LeggedTask(StandingTask):
         be = get_backend("numpy")
         hips, lengths = [], []
         for f in self.feet:
-            sid = mujoco.mj_name2id(mj, mujoco.mjtObj.mjOBJ_SITE, f)
-            b = int(mj.site_bodyid[sid]) if sid >= 0 else int(mujoco.mj_name2id(mj, mujoco.mjtObj.mjOBJ_BODY, f))
+            b = mujoco_frame(mj, f).body
             trunk = int(mj.jnt_bodyid[0])                  # the free joint's body
             chain = [b]
             while int(mj.body_parentid[chain[-1]]) != trunk:
@@ -441,16 +436,14 @@ class LeggedTask(StandingTask):
         return self._at_rest(d)
 
     def _foot_radius(self) -> float:
-        """Radius of a sphere geom centred on a foot frame (the floor contact is its surface), else 0."""
+        """Radius of a sphere geom centred on a foot frame (the floor contact is its surface; the
+        frame may be that geom itself), else 0."""
         mj = self.model.mj_model
         for f in self.feet:
-            sid = mujoco.mj_name2id(mj, mujoco.mjtObj.mjOBJ_SITE, f)
-            if sid < 0:
-                continue
-            body = mj.site_bodyid[sid]
+            body, _, p = self.model.body_frame(f)
             for g in range(mj.ngeom):
                 if (mj.geom_bodyid[g] == body and mj.geom_type[g] == mujoco.mjtGeom.mjGEOM_SPHERE
-                        and np.allclose(mj.geom_pos[g], mj.site_pos[sid], atol=1e-6)):
+                        and np.allclose(mj.geom_pos[g], p, atol=1e-6)):
                     return float(mj.geom_size[g, 0])
         return 0.0
 

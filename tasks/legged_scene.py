@@ -111,8 +111,7 @@ def check_feet_lowest(m: RobotModel, task: str, robot: str, q: np.ndarray, feet,
     d.qpos[:] = q
     mujoco.mj_kinematics(mj, d)
     foot_bodies = {frame_body(mj, f) for f in feet}
-    feet_z = min(float(d.site_xpos[mj.site(f).id][2]) if f in m.site_names else float(d.xpos[mj.body(f).id][2])
-                 for f in feet)
+    feet_z = min(float(mujoco_frame(mj, f).position(d)[2]) for f in feet)
     worst, which = 0.0, None
     for g in range(mj.ngeom):
         b = int(mj.geom_bodyid[g])

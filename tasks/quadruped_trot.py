@@ -34,6 +34,7 @@ import numpy as np
 
 from dynamics import ContactSet, RobotModel
 from dynamics.lie import quat_multiply, quat_to_rotation
+from dynamics.mujoco_frames import mujoco_frame
 from dynamics.mujoco_state import write_state
 from solvers import ActionModel, ContactDynamics, ControlCost, CostSum, ImpulseDynamics, ShootingProblem, StateCost
 from solvers.constraints import FrictionCone
@@ -380,11 +381,10 @@ class QuadrupedTrot(LeggedTask, Task):
         d = getattr(self, "_kin_data", None)
         if d is None:
             d = self._kin_data = mujoco.MjData(mj)
-            self._foot_ids = [("site", mj.site(f).id) if f in self.model.site_names else ("body", mj.body(f).id)
-                              for f in self.feet]
+            self._foot_frames = [mujoco_frame(mj, f) for f in self.feet]
         write_state(self.model, d, x)
         mujoco.mj_kinematics(mj, d)
-        return np.array([d.site_xpos[i] if kind == "site" else d.xpos[i] for kind, i in self._foot_ids])
+        return np.array([frame.position(d) for frame in self._foot_frames])
 
     def _foothold(self, j: int, x_now: np.ndarray, t: float, t_td: float) -> np.ndarray:
         """Planned touchdown point (3,) of foot j: its standing offset from the trunk at the trunk

@@ -15,18 +15,21 @@ def quadruped_mjcf(*, half_length: float = 0.25, half_width: float = 0.12, thigh
                    trunk_mass: float = 10.0, leg_mass: float = 0.8, haa_range: str = "-0.6 0.6",
                    hfe_range: str = "-1.5 1.5", kfe_range: str | None = None, limit: float = 40.0,
                    named_motors: bool = True, foot_geom: bool = True, floor: str = FLOOR, belly: bool = False,
-                   keyframes: str = "") -> str:
+                   keyframes: str = "", feet_as: str = "site") -> str:
     """The quadruped's MJCF text. Lengths [m], masses [kg] (hip and shank ``leg_mass / 2``, thigh
     ``leg_mass``); joint ranges [rad] as MJCF ``range`` strings, ``kfe_range=None``: one-sided knees
     (front [-2.6, -0.6], hind [0.6, 2.6]); motors of ±``limit`` N m, named ``<leg>_<joint>_motor``
     or unnamed; ``foot_geom=False``: no collision geometry at the feet; ``floor``: the floor geom
     ("" for none); ``belly``: a box below the trunk that reaches lower than the feet;
-    ``keyframes``: a ``<keyframe>`` element."""
+    ``keyframes``: a ``<keyframe>`` element; ``feet_as="geom"``: the feet are named by their sphere
+    geoms (as MuJoCo Menagerie's quadrupeds) and there are no foot sites."""
     legs = []
     for name, (sx, sy) in LEGS.items():
         knee = kfe_range or ("-2.6 -0.6" if sx > 0 else "0.6 2.6")
-        foot = (f'<geom type="sphere" pos="0 0 -{shank}" size="0.025" mass="0.05" friction="1.0 0.02 0.01"/>'
+        foot_name = f'name="{name}_foot" ' if feet_as == "geom" else ""
+        foot = (f'<geom {foot_name}type="sphere" pos="0 0 -{shank}" size="0.025" mass="0.05" friction="1.0 0.02 0.01"/>'
                 if foot_geom else "")
+        site = f'<site name="{name}_foot" pos="0 0 -{shank}"/>' if feet_as == "site" else ""
         legs.append(f"""
       <body name="{name}_hip" pos="{sx * half_length} {sy * half_width} 0">
         <joint name="{name}_haa" axis="1 0 0" range="{haa_range}"/>
@@ -39,7 +42,7 @@ def quadruped_mjcf(*, half_length: float = 0.25, half_width: float = 0.12, thigh
             <geom type="capsule" fromto="0 0 0 0 0 -{shank}" size="0.02" mass="{leg_mass / 2}" contype="0"
                   conaffinity="0"/>
             {foot}
-            <site name="{name}_foot" pos="0 0 -{shank}"/>
+            {site}
           </body>
         </body>
       </body>""")

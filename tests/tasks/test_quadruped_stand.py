@@ -57,14 +57,16 @@ def test_hyq_tracks_a_lower_trunk_and_survives_a_push():
     assert ev["foot slip"].value < 0.05
 
 
-def test_stand_task_on_another_quadruped(tmp_path):
+@pytest.mark.parametrize("feet_as", ["site", "geom"])     # geom: feet named by their collision spheres (Menagerie)
+def test_stand_task_on_another_quadruped(tmp_path, feet_as):
     path = tmp_path / "quadruped.xml"
     # other masses, ranges and motors than HyQ: two-sided knees, unnamed 60 N m motors
     path.write_text(quadruped_mjcf(trunk_mass=12.0, haa_range="-0.8 0.8", hfe_range="-2 2", kfe_range="-2.6 2.6",
-                                   limit=60, named_motors=False))
+                                   limit=60, named_motors=False, feet_as=feet_as))
     task = QuadrupedStand(robot=str(path), feet=FEET,
                           poses=((0.0, 0.0, 0.0, 0.0, 0.0), (0.3, -0.03, 0.0, 0.0, 0.0)), duration_s=1.0)
     assert task.posture_source.startswith("computed")
+    assert (feet_as == "geom") == (FEET[0] not in task.model.site_names)
     r = _run(task, task.duration)
     assert r.aborted is None, r.aborted
     t, x = r.t, r.x
