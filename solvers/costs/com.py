@@ -6,7 +6,8 @@ import numpy as np
 
 from dynamics import RobotModel
 
-from .base import CostContext, PerKnotReference, ResidualCost
+from .base import CostContext, CostDerivatives, PerKnotReference, ResidualCost, _plain
+from .frame import add_point_gauss_newton
 
 
 class ComPositionCost(ResidualCost):
@@ -31,3 +32,9 @@ class ComPositionCost(ResidualCost):
         Rx = np.zeros((ctx.batch, 3, ctx.state.ndx))
         Rx[..., :self.model.nv] = J
         return Rx, None
+
+    def _accumulate(self, ctx: CostContext, out: CostDerivatives, w) -> None:
+        if not _plain(self, ComPositionCost):
+            return super()._accumulate(ctx, out, w)
+        # the Jacobian has configuration columns only: products on the (3, nv) CoM Jacobian
+        add_point_gauss_newton(out, self.residual(ctx), self._wk(ctx), ctx.com_jacobian(), w)

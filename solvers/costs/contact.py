@@ -6,7 +6,9 @@ The forces are those of :meth:`dynamics.Backend.contact_dynamics` at the knot's 
 ``τ = B u + τ_passive(q, v)`` as in the dynamics; their Jacobians come from the analytical
 ``contact_dynamics_derivatives`` (Carpentier & Mansard 2018), chained through ``τ``. Both costs
 are Gauss–Newton (residual) costs, evaluated batched over their knots: one contact-dynamics and one
-derivative call per evaluation. Use them on knots whose dynamics is ``ContactDynamics`` with the
+derivative call per evaluation. Both are functions of λ alone, so their Gauss–Newton products are taken on
+the nc force rows (``Λxᵀ H Λx`` with ``H = ∂²l/∂λ²``), not on the residual rows, and the cones' only
+at the knots where a row is active. Use them on knots whose dynamics is ``ContactDynamics`` with the
 same contact set.
 """
 
@@ -18,7 +20,10 @@ from dynamics import RobotModel
 from dynamics.actuation import Actuation
 
 from ..contact_or_nan import contact_dynamics_or_nan
-from .base import CostContext, PerKnotReference, ResidualCost
+from .base import CostContext, CostDerivatives, PerKnotReference, ResidualCost, _plain
+
+#: the methods a subclass must not override for the fused derivatives below to be its own
+_FUSED = ("value", "derivatives", "residual", "residual_jacobian", "_g")
 
 
 class _ContactForces:
@@ -62,6 +67,27 @@ class _ContactForces:
         return ctx.memo(("contact_force_jacobians", id(self.contacts), self.passive), compute)
 
 
+def _chain_to_state(out: CostDerivatives, rows, Lx: np.ndarray, Lu: np.ndarray, gl: np.ndarray,
+                    H: np.ndarray) -> None:
+    """Add the Gauss–Newton derivatives of a cost that is quadratic in the contact forces λ at the
+    knots ``rows`` (an index array or a slice): ``lx += Λxᵀ gl``, ``lu += Λuᵀ gl``, ``lxx += Λxᵀ H Λx``,
+    ``lxu += Λxᵀ H Λu``, ``luu += Λuᵀ H Λu``, with gl (n, nc) = ∂l/∂λ and H = ∂²l/∂λ² either
+    (n, nc) (diagonal) or (n, nc, nc); Λx (B, nc, ndx), Λu (B, nc, nu) the force Jacobians. The
+    products are taken on the nc force rows (not on the cost's residual rows, 5 or 17 per foot for
+    the cones) and one batched product per block."""
+    Lx, Lu = Lx[rows], Lu[rows]
+    LxT, LuT = np.swapaxes(Lx, -1, -2), np.swapaxes(Lu, -1, -2)
+    if H.ndim == 2:
+        HLx, HLu = H[..., None] * Lx, H[..., None] * Lu
+    else:
+        HLx, HLu = H @ Lx, H @ Lu
+    out.lx[rows] += (LxT @ gl[..., None])[..., 0]
+    out.lu[rows] += (LuT @ gl[..., None])[..., 0]
+    out.lxx[rows] += LxT @ HLx
+    out.lxu[rows] += LxT @ HLu
+    out.luu[rows] += LuT @ HLu
+
+
 class _ContactForceResidual(ResidualCost):
     """Shared by the costs below: a derivative evaluation takes the forces and their Jacobians from
     one contact-dynamics solve (the Jacobians first, which memoise the forces in the context)."""
@@ -69,8 +95,28 @@ class _ContactForceResidual(ResidualCost):
     _cf: _ContactForces
 
     def derivatives(self, ctx: CostContext):
-        self._cf.jacobians(ctx)
-        return super().derivatives(ctx)
+        out = CostDerivatives.zeros(ctx.batch, ctx.state.ndx, ctx.model.nu)
+        self._accumulate(ctx, out, 1.0)
+        return out
+
+    def _fused_ok(self) -> bool:
+        """Whether this object runs its library class's math (a subclass overriding it does not
+        take the fused derivatives); each library class says so for itself."""
+        return False
+
+    def _accumulate(self, ctx: CostContext, out: CostDerivatives, w) -> None:
+        """``out += w * derivatives``, the Gauss–Newton products reduced to the force rows
+        (:func:`_chain_to_state`); a subclass that overrides the math gets ResidualCost's products."""
+        if not self._fused_ok():
+            self._cf.jacobians(ctx)
+            out._add_weighted(ResidualCost.derivatives(self, ctx), w)
+            return
+        Lx, Lu = self._cf.jacobians(ctx)
+        wk = np.broadcast_to(np.asarray(w, float), (ctx.batch,))
+        self._fused(ctx, out, wk, Lx, Lu)
+
+    def _fused(self, ctx: CostContext, out: CostDerivatives, wk: np.ndarray, Lx, Lu) -> None:
+        raise NotImplementedError
 
 
 class ContactForceCost(_ContactForceResidual):
@@ -96,6 +142,16 @@ class ContactForceCost(_ContactForceResidual):
     def residual_jacobian(self, ctx: CostContext):
         return self._cf.jacobians(ctx)
 
+    def _fused_ok(self) -> bool:
+        return _plain(self, ContactForceCost, _FUSED)
+
+    def _fused(self, ctx: CostContext, out: CostDerivatives, wk: np.ndarray, Lx, Lu) -> None:
+        # r = λ - λ_ref, Λ the residual Jacobian itself: gl = w W r, H = diag(w W)
+        r = self.residual(ctx)
+        Wk = wk[:, None] * self._wk(ctx)
+        out.l += 0.5 * (Wk * r * r).sum(axis=-1)
+        _chain_to_state(out, slice(None), Lx, Lu, Wk * r, np.broadcast_to(Wk, r.shape))
+
 
 class _ContactForceInequality(_ContactForceResidual):
     """``r = max(0, A λ + b)``: the violations of linear inequalities ``A λ + b ≤ 0`` on the contact
@@ -111,6 +167,19 @@ class _ContactForceInequality(_ContactForceResidual):
         active = (self._g(ctx) > 0.0)[..., None]
         Lx, Lu = self._cf.jacobians(ctx)
         return active * (self._A @ Lx), active * (self._A @ Lu)
+
+    def _fused(self, ctx: CostContext, out: CostDerivatives, wk: np.ndarray, Lx, Lu) -> None:
+        # on the knots with an active row only (inside the cone the cost and its derivatives are
+        # zero): gl = Aᵀ W_a r, H = Aᵀ W_a A with W_a the weights of the active rows
+        g = self._g(ctx)
+        r = np.maximum(g, 0.0)
+        Wa = wk[:, None] * np.broadcast_to(self._wk(ctx), r.shape) * (g > 0.0)
+        out.l += 0.5 * (Wa * r * r).sum(axis=-1)
+        rows = np.flatnonzero((g > 0.0).any(axis=-1))
+        if rows.size:
+            Wa = Wa[rows]
+            A = self._A
+            _chain_to_state(out, rows, Lx, Lu, (Wa * r[rows]) @ A, (A.T * Wa[:, None, :]) @ A)
 
 
 class FrictionConeCost(_ContactForceInequality):
@@ -140,3 +209,6 @@ class FrictionConeCost(_ContactForceInequality):
         A = np.array([[1, 0, -self.mu], [-1, 0, -self.mu], [0, 1, -self.mu], [0, -1, -self.mu], [0, 0, -1.0]])
         self._A = np.kron(np.eye(self.k), A)                       # (5k, 3k)
         self._b = np.tile([0, 0, 0, 0, self.f_min], self.k)
+
+    def _fused_ok(self) -> bool:
+        return _plain(self, FrictionConeCost, _FUSED)

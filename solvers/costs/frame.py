@@ -82,6 +82,28 @@ def frame_position_hessian_contracted(model: RobotModel, J_world: np.ndarray, p:
     return np.einsum("bi,bijk->bjk", c, 0.5 * (T + np.swapaxes(T, -1, -2)))
 
 
+def add_point_gauss_newton(out: CostDerivatives, r: np.ndarray, W: np.ndarray, J: np.ndarray, w,
+                           curvature=None) -> None:
+    """``out += w * derivatives`` of ``½ Σ_i W_i r_i²`` for a point residual r (B, 3) (a frame
+    origin, the centre of mass) whose Jacobian J (B, 3, nv) only has configuration columns: the
+    Gauss–Newton products are taken on the (3, nv) Jacobian, as sums over the three residual rows
+    (the operations, in order, of the products on the zero-padded (3, ndx) Jacobian), not on
+    full-size (B, ndx, ndx) intermediates. W (3,) or (B, 3); w a float or (B,) per-knot weights;
+    ``curvature(W r)`` (B, nv, nv), when given, is added to the configuration Hessian."""
+    nv = J.shape[-1]
+    wr = W * r
+    WJ = W[..., None] * J
+    lq = J[:, 0] * wr[:, 0:1] + J[:, 1] * wr[:, 1:2] + J[:, 2] * wr[:, 2:3]
+    lqq = (J[:, 0, :, None] * WJ[:, 0, None, :] + J[:, 1, :, None] * WJ[:, 1, None, :]
+           + J[:, 2, :, None] * WJ[:, 2, None, :])
+    if curvature is not None:
+        lqq += curvature(wr)
+    wc = _col(w)
+    out.l += w * (0.5 * (wr * r).sum(axis=-1))
+    out.lx[:, :nv] += wc * lq
+    out.lxx[:, :nv, :nv] += (wc if isinstance(w, float) else wc[..., None]) * lqq
+
+
 class FramePositionCost(_FrameCost):
     """``r = p_frame(q) - p_target`` [m] (3,). target: (3,) or per knot (K, 3); weights (3,).
 
@@ -122,25 +144,15 @@ class FramePositionCost(_FrameCost):
             super()._accumulate(ctx, out, w)
 
     def _fused(self, ctx: CostContext, out: CostDerivatives, w) -> None:
-        """``out += w * derivatives``: the residual Jacobian only has configuration columns, so the
-        Gauss–Newton products are taken on the (3, nv) position Jacobian, as sums over the three
-        residual rows (the operations, in order, of the einsum on the zero-padded Jacobian)."""
-        nv = self.model.nv
-        r = self.residual(ctx)
-        W = self._wk(ctx)
-        wr = W * r
-        J = ctx.frame_jacobian(self.frame, "local_world_aligned")[:, :3]       # (B, 3, nv)
-        WJ = W[..., None] * J
-        lq = J[:, 0] * wr[:, 0:1] + J[:, 1] * wr[:, 1:2] + J[:, 2] * wr[:, 2:3]
-        lqq = (J[:, 0, :, None] * WJ[:, 0, None, :] + J[:, 1, :, None] * WJ[:, 1, None, :]
-               + J[:, 2, :, None] * WJ[:, 2, None, :])
+        """``out += w * derivatives`` (:func:`add_point_gauss_newton`), with the exact Hessian's
+        curvature term when asked for."""
+        curvature = None
         if self.hessian == "exact":
-            lqq += frame_position_hessian_contracted(self.model, ctx.frame_jacobian(self.frame, "world"),
-                                                     ctx.frame_position(self.frame), wr)
-        wc = _col(w)
-        out.l += w * (0.5 * (wr * r).sum(axis=-1))
-        out.lx[:, :nv] += wc * lq
-        out.lxx[:, :nv, :nv] += (wc if isinstance(w, float) else wc[..., None]) * lqq
+            def curvature(wr):
+                return frame_position_hessian_contracted(self.model, ctx.frame_jacobian(self.frame, "world"),
+                                                         ctx.frame_position(self.frame), wr)
+        add_point_gauss_newton(out, self.residual(ctx), self._wk(ctx),
+                               ctx.frame_jacobian(self.frame, "local_world_aligned")[:, :3], w, curvature)
 
 
 def _as_rotation(name: str, R) -> np.ndarray:

@@ -31,8 +31,8 @@ import numpy as np
 
 from dynamics import RobotModel
 
-from .base import CostContext, CostDerivatives
-from .contact import _ContactForceInequality, _ContactForces
+from .base import _plain
+from .contact import _FUSED, _ContactForceInequality, _ContactForces
 
 ROWS_PER_FOOT = 17
 ROW_NAMES = ("unilateral", "friction +x", "friction -x", "friction +y", "friction -y",
@@ -119,29 +119,7 @@ class WrenchConeCost(_ContactForceInequality):
         """``A λ + b`` (..., 17 k) for wrenches λ (..., 6 k): ≤ 0 row by row inside the cone."""
         return np.asarray(wrenches, float) @ self._A.T + self._b
 
-    def derivatives(self, ctx: CostContext) -> CostDerivatives:
-        """The Gauss–Newton derivatives of :class:`ResidualCost`, computed on the active rows only
-        (most knots have none: inside the cone the cost and its derivatives are zero) and reduced
-        to the wrench first: ``lx = Λxᵀ Aᵀ W r``, ``lxx = Λxᵀ (Aᵀ W A) Λx`` with Λx the wrench
-        Jacobians (6k rows instead of 17k)."""
-        out = CostDerivatives.zeros(ctx.batch, ctx.state.ndx, ctx.model.nu)
-        self._accumulate(ctx, out, 1.0)
-        return out
-
-    def _accumulate(self, ctx: CostContext, out: CostDerivatives, w) -> None:
-        Lx, Lu = self._cf.jacobians(ctx)
-        g = self._g(ctx)
-        r = np.maximum(g, 0.0)
-        W = np.broadcast_to(self._wk(ctx), r.shape)
-        wk = np.broadcast_to(np.asarray(w, float), (ctx.batch,))
-        out.l += wk * (0.5 * (W * r * r).sum(axis=-1))
-        for b in np.flatnonzero((g > 0.0).any(axis=-1)):
-            Wa = wk[b] * W[b] * (g[b] > 0.0)                  # weights of the active rows
-            gl = self._A.T @ (Wa * r[b])                      # ∂l/∂λ (6k,)
-            H = (self._A.T * Wa) @ self._A                    # ∂²l/∂λ² (6k, 6k)
-            HLx, HLu = H @ Lx[b], H @ Lu[b]
-            out.lx[b] += Lx[b].T @ gl
-            out.lu[b] += Lu[b].T @ gl
-            out.lxx[b] += Lx[b].T @ HLx
-            out.lxu[b] += Lx[b].T @ HLu
-            out.luu[b] += Lu[b].T @ HLu
+    def _fused_ok(self) -> bool:
+        # the inherited fused derivatives: on the active rows only (most knots have none) and
+        # reduced to the wrench first, lx = Λxᵀ Aᵀ W r, lxx = Λxᵀ (Aᵀ W A) Λx (6k rows, not 17k)
+        return _plain(self, WrenchConeCost, _FUSED)
