@@ -133,7 +133,8 @@ def _task_defaults_text() -> str:
 
 def run_settings(a: argparse.Namespace, task, physics_dt: float) -> tuple[str, int, float, int, list[str]]:
     """``(solver, horizon, dt, update_every, from_task)``: the options given on the command line, the
-    task's :class:`tasks.RunDefaults` for the others (``from_task`` names those). The task's update
+    task's :class:`tasks.RunDefaults` for the others (``from_task`` names those; a missing
+    ``--iterations`` is set on ``a`` from the task's). The task's update
     period is used only with its own dt (a given ``--dt`` means one update per knot, as before)."""
     d = task_run_defaults(task)
     from_task = [k for k in ("solver", "horizon", "dt") if getattr(a, k) is None]
@@ -150,6 +151,9 @@ def run_settings(a: argparse.Namespace, task, physics_dt: float) -> tuple[str, i
     if solver not in SOLVERS:
         raise ValueError(f"task '{getattr(task, 'name', task)}' declares solver '{solver}' as its default; "
                          f"choose one of {', '.join(SOLVERS)}")
+    if getattr(a, "iterations", 1) is None:      # the namespace carries it on (summary, controller)
+        a.iterations = d.iterations
+        from_task.append("iterations")
     return solver, horizon, dt, update_every, from_task
 
 
@@ -187,9 +191,9 @@ def build_parser() -> argparse.ArgumentParser:
                         f"NAME:key=value,..., e.g. fpga-sim:emulate=gradients or gpu:host=python")
     g.add_argument("--horizon", type=positive_int, default=None, help="number of knots N (default: the task's)")
     g.add_argument("--dt", type=positive_float, default=None, help="knot spacing in seconds (default: the task's)")
-    g.add_argument("--iterations", "--max-iter", dest="iterations", type=positive_int, default=1,
+    g.add_argument("--iterations", "--max-iter", dest="iterations", type=positive_int, default=None,
                    help="solver iterations per update: the most a solve runs (it stops earlier when --tol is "
-                        "met; the maximum with --time-budget; default: 1)")
+                        "met; the maximum with --time-budget; default: the task's, 1 for most)")
     g.add_argument("--time-budget", type=positive_float, default=None, metavar="SECONDS",
                    help="wall-clock budget per update; stop iterating when the next iteration would exceed it")
     g.add_argument("--initial-iterations", type=positive_int, default=50,

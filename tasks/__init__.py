@@ -12,6 +12,7 @@ and success criteria.
 from .arm_reach import ArmReach
 from .base import Criterion, Disturbance, Evaluation, Event, MetricInfo, RunDefaults, Task, check_evaluation
 from .humanoid import AtlasBalance, HumanoidBalance
+from .humanoid_walk import HumanoidWalk
 from .iiwa_reach import IiwaReach
 from .quadruped import HyqStand, QuadrupedStand
 from .quadruped_trot import HyqTrot, QuadrupedTrot
@@ -19,5 +20,5 @@ from .registry import TaskCodeError, get_task, list_tasks, register_task, resolv
 
 __all__ = ["Criterion", "Disturbance", "Evaluation", "Event", "MetricInfo", "RunDefaults", "Task", "check_evaluation",
            "ArmReach", "IiwaReach",
-           "QuadrupedStand", "HyqStand", "QuadrupedTrot", "HyqTrot", "HumanoidBalance", "AtlasBalance", "get_task",
-           "list_tasks", "register_task", "resolve_task", "TaskCodeError"]
+           "QuadrupedStand", "HyqStand", "QuadrupedTrot", "HyqTrot", "HumanoidBalance", "AtlasBalance", "HumanoidWalk",
+           "get_task", "list_tasks", "register_task", "resolve_task", "TaskCodeError"]

@@ -138,7 +138,8 @@ class Disturbance:
 class RunDefaults:
     """The controller settings a task is tuned for: what ``mpc-accel run TASK`` uses for each option
     the user does not give. solver: ``"ilqr"``, ``"ddp"`` or ``"fddp"``; horizon: knots N; dt: knot
-    spacing [s]; update_period: seconds between controller updates (None: one knot, ``dt``). The
+    spacing [s]; update_period: seconds between controller updates (None: one knot, ``dt``);
+    iterations: solver iterations per update (the most a solve runs). The
     update period applies only with the task's own ``dt``: a user who sets ``--dt`` gets one update
     per knot unless ``--update-every`` says otherwise."""
 
@@ -146,6 +147,7 @@ class RunDefaults:
     horizon: int = 32
     dt: float = 0.01
     update_period: float | None = None
+    iterations: int = 1
 
     def __post_init__(self):
         if not (isinstance(self.horizon, int) and self.horizon > 0):
@@ -155,6 +157,8 @@ class RunDefaults:
         if self.update_period is not None and not (math.isfinite(self.update_period) and self.update_period > 0):
             raise ValueError(f"RunDefaults: update_period must be a positive time [s] or None, got "
                              f"{self.update_period!r}")
+        if not (isinstance(self.iterations, int) and self.iterations > 0):
+            raise ValueError(f"RunDefaults: iterations must be a positive integer, got {self.iterations!r}")
 
     @property
     def period(self) -> float:
@@ -162,9 +166,11 @@ class RunDefaults:
         return self.dt if self.update_period is None else float(self.update_period)
 
     def describe(self) -> str:
-        """One line, e.g. ``fddp, horizon 20 x 20 ms, update every 40 ms``."""
+        """One line, e.g. ``fddp, horizon 20 x 20 ms, update every 40 ms`` (``, 4 iterations per
+        update`` when more than one)."""
+        more = f", {self.iterations} iterations per update" if self.iterations > 1 else ""
         return (f"{self.solver}, horizon {self.horizon} x {self.dt * 1e3:g} ms, "
-                f"update every {self.period * 1e3:g} ms")
+                f"update every {self.period * 1e3:g} ms{more}")
 
 
 class Task:

@@ -21,10 +21,10 @@ def _settings(*flags, task="hyq-stand"):
 def test_flags_override_the_tasks_defaults():
     d = tasks.resolve_task("hyq-stand").defaults
     assert (d.solver, d.horizon, d.dt, d.period) == ("fddp", 20, 0.02, 0.02)
-    assert _settings() == ("fddp", 20, 0.02, 20, ["solver", "horizon", "dt", "update period"])
-    assert _settings("--solver", "ddp", "--horizon", "8") == ("ddp", 8, 0.02, 20, ["dt", "update period"])
+    assert _settings() == ("fddp", 20, 0.02, 20, ["solver", "horizon", "dt", "update period", "iterations"])
+    assert _settings("--solver", "ddp", "--horizon", "8") == ("ddp", 8, 0.02, 20, ["dt", "update period", "iterations"])
     # a given --dt: one update per knot (the task's update period goes with its own dt)
-    assert _settings("--dt", "0.005") == ("fddp", 20, 0.005, 5, ["solver", "horizon"])
+    assert _settings("--dt", "0.005") == ("fddp", 20, 0.005, 5, ["solver", "horizon", "iterations"])
     assert _settings("--update-every", "7")[3] == 7
     assert _settings("--dt", "0.005", "--update-every", "7")[3] == 7
 
@@ -71,7 +71,7 @@ def test_run_without_flags_uses_the_task_defaults(tmp_path, capsys):
     s = json.loads((out / "summary.json").read_text())
     cfg = s["config"]
     assert (cfg["solver"], cfg["horizon"], cfg["dt"], cfg["update_every"]) == ("fddp", 20, 0.02, 20)
-    assert cfg["task_defaults_used"] == "solver, horizon, dt, update period"
+    assert cfg["task_defaults_used"] == "solver, horizon, dt, update period, iterations"
     assert s["timing"]["updates"] == 2                                   # t = 0.02, 0.04 s (0: the first solve)
     assert s["second_order"] == {"used": False, "sources": []}          # FDDP takes no second-order terms
     assert "DDP second order" not in capsys.readouterr().out
