@@ -5,8 +5,9 @@ Problem: iiwa-reach (its own costs), horizon ``--horizon`` knots of ``--dt`` s (
 ms), K samples (``--samples``, default 64 and 256). Timings (median of ``--repeats``):
 
 * ``update``: one warm-started predictive-sampling iteration on the chosen backend
-  (``PredictiveSampling.solve(us_init, max_iter=1)``): K spline perturbations, K rollouts (one
-  batched Euler step per knot), the K costs from the problem's cost objects, the selection.
+  (``PredictiveSampling.solve(xs_init, us_init, max_iter=1)``, its default policy, ``policy`` in
+  each row): K spline perturbations, K rollouts (one batched Euler step per knot, the PD law on
+  each with policy "pd"), the K costs from the problem's cost objects, the selection.
 * ``rollout``: the K rollouts alone (:func:`solvers.sampling.rollout_batch`).
 * ``aba_one_call``: the backend's ``aba`` on all K·N states in one call — the dynamics work of a
   rollout without its sequential dependency (a lower bound for any per-knot batching).
@@ -114,7 +115,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     for K in args.samples:
         planner = PredictiveSampling(problem, samples=K, seed=0)
         planner.warmup()
-        us = planner.solve(max_iter=3).us
+        first = planner.solve(max_iter=3)
+        us = first.us
         rng = np.random.default_rng(K)
         U = problem.clip_controls(us + 0.02 * (problem.u_upper - problem.u_lower) * rng.standard_normal((K, N, problem.nu)))
         X = np.empty((K, N + 1, problem.nx))
@@ -122,12 +124,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         qs, vs = np.ascontiguousarray(X[:, :-1, :model.nq].reshape(-1, model.nq)), \
             np.ascontiguousarray(X[:, :-1, model.nq:].reshape(-1, model.nv))
         taus = np.ascontiguousarray(U.reshape(-1, problem.nu) @ model.actuation_matrix.T)
-        t_update = measure(lambda s=planner, u=us: s.solve(us_init=u, max_iter=1), repeats=repeats)
+        # warm-started as the MPC does it (states and controls of the last plan)
+        t_update = measure(lambda s=planner, x=first.xs, u=us: s.solve(xs_init=x, us_init=u, max_iter=1),
+                           repeats=repeats)
         t_roll = measure(lambda u=U, x=X: rollout_batch(problem, u, x), repeats=repeats)
         t_aba = measure(lambda a=(model, qs, vs, taus): be.aba(*a), repeats=repeats)
         t_mj = measure(_mujoco_rollout(model, K, N, args.dt, threads, x0, taus.reshape(K, N, model.nv)),
                        repeats=repeats)
-        rows.append({"samples": K, "horizon": N, "dt": args.dt, "update_s": t_update.seconds,
+        rows.append({"samples": K, "horizon": N, "dt": args.dt, "policy": planner.policy, "update_s": t_update.seconds,
                      "rollout_s": t_roll.seconds, "aba_one_call_s": t_aba.seconds, "mujoco_rollout_s": t_mj.seconds,
                      "ratio_update_vs_mujoco_rollout": t_update.seconds / t_mj.seconds,
                      "ratio_rollout_vs_mujoco_rollout": t_roll.seconds / t_mj.seconds,

@@ -20,11 +20,13 @@ from dynamics.inputs import sum_is_finite
 from ..problem import ShootingProblem
 from ..result import TIMING_KEYS, SolverResult
 from ..warmup import WarmupResult
-from .policy import GravityDampingFeedback
+from .mujoco_rollout import MujocoRollout
+from .policy import GravityDampingFeedback, PDSetpoints, control_scale
 from .rollouts import rollout_batch, rollout_costs
 from .spline import ControlSpline
 
-POLICIES = ("open_loop", "gravity_damping")
+POLICIES = ("auto", "pd", "gravity_damping", "open_loop")
+ROLLOUTS = ("model", "mujoco")
 
 
 def _positive_int(name: str, value, low: int) -> int:
@@ -43,10 +45,20 @@ class SamplingPlanner:
     ``max(1, |default control|)`` [N m or N]. knots: spline knots over the horizon (≤ N);
     interpolation: ``"zero"`` or ``"linear"``. seed: of the planner's ``numpy.random.Generator``
     (the sequence of solves is reproducible from it). box: clip every sample to the control bounds.
-    policy: what the sampled spline drives — ``"open_loop"``: the controls themselves;
-    ``"gravity_damping"``: offsets on the feedback ``B⁻¹ (g(q) − D v)`` evaluated along each rollout
-    (:mod:`solvers.sampling.policy`; damping: the fraction κ of each joint's velocity it removes per
-    knot; fixed-base robots with one actuator per dof), whose gains the result carries.
+    policy: what the sampled spline drives (:mod:`solvers.sampling.policy`) — ``"pd"``: joint
+    position set-points of a PD law around gravity compensation (or the default controls on a
+    floating base), evaluated along each rollout; the noise is then relative to each joint's half
+    range and the set-points are clipped to the joint ranges (pd_stiffness: ω·dt of the PD law,
+    default 0.2 on a fixed base, 1.0 on a floating base,
+    pd_damping_ratio: its ζ); ``"gravity_damping"``: torque offsets on ``B⁻¹ (g(q) − D v)``
+    (damping: the fraction κ of each joint's velocity it removes per knot; fixed-base robots with
+    one actuator per dof); ``"open_loop"``: the controls themselves (the published algorithms);
+    ``"auto"`` (default): ``"pd"`` when every actuator drives its own joint, else ``"open_loop"``.
+    With a feedback the result's gains are the feedback's ``∂u/∂x``. rollout: ``"model"`` (the
+    problem's own knot dynamics, batched on its backend) or ``"mujoco"``: MuJoCo steps the
+    rollouts with its own contact model (:mod:`solvers.sampling.mujoco_rollout`; legged robots
+    without a contact schedule; knot spacings must be multiples of MuJoCo's timestep), on
+    ``rollout_threads`` threads.
     """
 
     name = "sampling"
@@ -55,8 +67,9 @@ class SamplingPlanner:
     uses_second_order = False
 
     def __init__(self, problem: ShootingProblem, samples: int = 64, noise: float = 0.02, knots: int = 6,
-                 interpolation: str = "linear", seed: int = 0, box: bool = True, policy: str = "open_loop",
-                 damping: float = 0.1):
+                 interpolation: str = "linear", seed: int = 0, box: bool = True, policy: str = "auto",
+                 damping: float = 0.1, pd_stiffness: float | None = None, pd_damping_ratio: float = 1.0,
+                 rollout: str = "model", rollout_threads: int = 1):
         if not isinstance(problem, ShootingProblem):
             raise TypeError(f"{type(self).__name__}: expected a ShootingProblem, got {type(problem).__name__}")
         self.problem = problem
@@ -71,17 +84,30 @@ class SamplingPlanner:
         self.box = bool(box)
         if policy not in POLICIES:
             raise ValueError(f"unknown policy '{policy}'; choose one of {', '.join(POLICIES)}")
+        if policy == "auto":
+            try:
+                PDSetpoints(problem, pd_stiffness, pd_damping_ratio)
+                policy = "pd"
+            except ValueError as e:
+                if "pd_" in str(e):     # a bad option, not an unsuitable robot
+                    raise
+                policy = "open_loop"
         self.policy = policy
-        self.feedback = GravityDampingFeedback(problem, damping) if policy == "gravity_damping" else None
-        lo, hi = problem.u_lower, problem.u_upper
-        half = 0.5 * (hi - lo)
-        fallback = np.maximum(1.0, np.abs(problem.default_controls()))
-        self.sigma = self.noise * np.where(np.isfinite(half) & (half > 0), half, fallback)     # (nu,)
+        if rollout not in ROLLOUTS:
+            raise ValueError(f"unknown rollout '{rollout}'; choose one of {', '.join(ROLLOUTS)}")
+        self.rollout = rollout
+        self._rollout = MujocoRollout(problem, rollout_threads) if rollout == "mujoco" else rollout_batch
+        self.feedback = (PDSetpoints(problem, pd_stiffness, pd_damping_ratio) if policy == "pd" else
+                         GravityDampingFeedback(problem, damping) if policy == "gravity_damping" else None)
+        self.sigma = self.noise * (self.feedback.scale() if self.feedback is not None else control_scale(problem))
+        # bounds of the knot values: the controls' (open loop), the joint ranges (pd), none (offsets)
+        self._knot_bounds = ((problem.u_lower, problem.u_upper) if self.feedback is None else self.feedback.bounds())
         K, N, P = self.samples, problem.horizon, self.spline.knots
         self._theta = np.empty((K, P, problem.nu))
         self._us = np.empty((K, N, problem.nu))
         self._xs = np.empty((K, N + 1, problem.nx))
         self.K = np.zeros((N, problem.nu, problem.ndx))      # no feedback: the plan is open loop
+        self._last: tuple[np.ndarray, np.ndarray] | None = None
         self.k = np.zeros((N, problem.nu))
 
     # ------------------------------------------------------------ the planner's rule
@@ -113,10 +139,12 @@ class SamplingPlanner:
             raise ValueError(f"tol must be >= 0, got {tol}")
         timings = dict.fromkeys(TIMING_KEYS, 0.0)
         t_start = time.perf_counter()
+        if self.feedback is not None:
+            self.feedback.prepare()     # its gains at the current x0
         us0 = self._warm_start(xs_init, us_init)
         nominal = self.spline.fit(us0)
-        if self.box and self.feedback is None:
-            nominal = np.clip(nominal, p.u_lower, p.u_upper)
+        if self.box and self._knot_bounds is not None:
+            nominal = np.clip(nominal, *self._knot_bounds)
         self._begin(nominal)
         history: list[float] = []
         xs_nom = us_nom = None
@@ -125,8 +153,8 @@ class SamplingPlanner:
         for it in range(1, max_iter + 1):
             theta = self._theta
             self._propose(nominal, theta)
-            if self.box and self.feedback is None:     # with feedback the rollout clips what it applies
-                np.clip(theta, p.u_lower, p.u_upper, out=theta)
+            if self.box and self._knot_bounds is not None:     # the rollout clips what it applies
+                np.clip(theta, *self._knot_bounds, out=theta)
             J = self._evaluate(theta, timings)
             if not np.isfinite(J).any():
                 it -= 1
@@ -154,6 +182,8 @@ class SamplingPlanner:
                 xs_nom, us_nom, J_nom = self._nominal_rollout(nominal, timings)
         timings["total"] = time.perf_counter() - t_start
         ok = bool(np.isfinite(J_nom)) and sum_is_finite(xs_nom)
+        # the knots' values per interval along the returned rollout, for the next warm start
+        self._last = (xs_nom.copy(), self.spline.controls(nominal)) if ok and self.feedback is not None else None
         K = self.feedback.gains(xs_nom) if ok and self.feedback is not None else self.K.copy()
         return SolverResult(xs=xs_nom, us=us_nom, K=K, k=self.k.copy(), cost=J_nom,
                             cost_history=history, iterations=it if ok else 0, converged=converged and ok,
@@ -199,7 +229,7 @@ class SamplingPlanner:
         p = self.problem
         if us_init is None:
             if self.feedback is not None:
-                return np.zeros((p.horizon, p.nu))     # the feedback alone: hold against gravity
+                return np.tile(self.feedback.default(), (p.horizon, 1))     # the feedback alone: hold still
             return np.tile(p.clip_controls(p.default_controls()), (p.horizon, 1))
         us0 = np.array(us_init, dtype=float)
         if us0.shape != (p.horizon, p.nu) or not sum_is_finite(us0):
@@ -214,15 +244,50 @@ class SamplingPlanner:
             if xs.shape != (p.horizon + 1, p.nx):
                 raise ValueError(f"xs_init must have shape ({p.horizon + 1}, {p.nx}) (horizon+1, nx), got {xs.shape}")
         if not sum_is_finite(xs):
-            return np.zeros((p.horizon, p.nu))
-        return self.feedback.offsets(xs, us0)
+            return np.tile(self.feedback.default(), (p.horizon, 1))
+        shifted = self._shifted_last(xs)
+        if shifted is not None:
+            return shifted
+        offsets = self.feedback.offsets(xs, us0)
+        if p.horizon > 1:
+            # knot 0: the MPC puts the measured state in xs_init[0] beside the old plan's control,
+            # and inverting the feedback there moves the set-point (offset) with the tracking
+            # error, cancelling the feedback's correction; the next knot's value is kept instead
+            offsets[0] = offsets[1]
+        return offsets
+
+    def _shifted_last(self, xs: np.ndarray) -> np.ndarray | None:
+        """The last solve's spline values (N, nu) shifted in time by δ knots, when the warm start's
+        states xs[1:] (N, nx) are the last returned states sampled δ knots later (linear
+        interpolation, held after the end), as the MPC controller resamples its plan; else None.
+        Inverting the feedback instead loses the set-points where the controls were clipped."""
+        if self._last is None:
+            return None
+        xl, sl = self._last
+        N = self.problem.horizon
+        if xs.shape != xl.shape or N < 2:
+            return None
+        scale = np.maximum(1.0, np.abs(xl).max(axis=0))
+        tol = 1e-6 * np.sqrt(xl.shape[1])
+        for n in range(N):                       # δ = n + f, f in [0, 1]: xs[k] from xl[k + n], xl[k + n + 1]
+            a = xl[np.minimum(np.arange(1, N + 1) + n, N)]
+            b = xl[np.minimum(np.arange(2, N + 2) + n, N)]
+            d, r = (b - a) / scale, (xs[1:] - a) / scale
+            dd = float(np.sum(d * d))
+            f = float(np.clip(np.sum(d * r) / dd, 0.0, 1.0)) if dd > 0 else 0.0
+            if np.sqrt(np.sum((r - f * d) ** 2) / N) <= tol:
+                t = np.minimum(np.arange(N) + n + f, N - 1.0)
+                i = np.minimum(np.floor(t).astype(int), N - 2)
+                w = (t - i)[:, None]
+                return (1.0 - w) * sl[i] + w * sl[i + 1]
+        return None
 
     def _evaluate(self, theta: np.ndarray, timings: dict) -> np.ndarray:
         """Costs (K,) of the K knot vectors theta, their applied controls and states left in
         self._us / self._xs."""
         t0 = time.perf_counter()
         np.matmul(self.spline.W, theta, out=self._us)
-        rollout_batch(self.problem, self._us, self._xs, self.feedback)
+        self._rollout(self.problem, self._us, self._xs, self.feedback)
         t1 = time.perf_counter()
         J = rollout_costs(self.problem, self._xs, self._us)
         timings["forward"] += t1 - t0
@@ -233,7 +298,7 @@ class SamplingPlanner:
         """Rollout, applied controls and cost of one knot vector (P, nu)."""
         t0 = time.perf_counter()
         us = self.spline.controls(nominal)[None]
-        xs = rollout_batch(self.problem, us, np.empty((1, self.problem.horizon + 1, self.problem.nx)), self.feedback)
+        xs = self._rollout(self.problem, us, np.empty((1, self.problem.horizon + 1, self.problem.nx)), self.feedback)
         t1 = time.perf_counter()
         J = float(rollout_costs(self.problem, xs, us)[0])
         timings["forward"] += t1 - t0

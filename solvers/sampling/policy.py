@@ -1,14 +1,23 @@
-"""The state feedback the sampled controls ride on: ``u = θ(t) + B⁻¹ (g(q) − D v)``, gravity
-compensation at the rollout's own configuration plus joint damping ``D = diag(κ M_ii(q0) / dt)``:
-κ (``damping``) is the fraction of each joint's velocity the damping alone removes in one knot —
-scaled by the joint's inertia and the knot spacing, because an explicit damping term is unstable
-beyond ``D dt / M_ii = 2`` (light wrist joints at dt = 30 ms reach that with a few N m s/rad).
+"""What the sampled spline drives in a rollout: the controls themselves (open loop), or the
+set-point or offset of a state feedback evaluated at each rollout's own state.
 
-Sampled open-loop torques leave a torque-controlled arm without a stable default: beyond the
-horizon a plan holds a stale torque and the arm drifts, so every update must re-stabilise the tail
-by chance (docs/sampling.md). With this feedback in the rollouts, the knots are offsets from a
-stable hold, as position actuators give MJPC's arm tasks. Needs a fixed base and one actuator per
-dof (``B`` square and invertible).
+Sampled open-loop torques leave a torque-controlled robot without a stable default: beyond the
+horizon a plan holds a stale torque and the arm drifts or falls, so every update must re-stabilise
+the tail by chance (docs/solvers.md, sampling section). With a feedback inside the rollouts the
+spline's default is a stable hold, as the position actuators of MuJoCo MPC's tasks give its
+planners:
+
+* :class:`PDSetpoints` (``policy="pd"``): the knots are joint position set-points,
+  ``u = b(q) + Kp (θ − q_a) − Kd v_a`` per actuated joint, b the gravity compensation at the
+  rollout's configuration (fixed base, one actuator per dof) or the problem's default controls (a
+  floating base: the task's standing torques). Holding still is ``θ = q``.
+* :class:`GravityDampingFeedback` (``policy="gravity_damping"``): the knots are torque offsets on
+  ``B⁻¹ (g(q) − D v)``.
+
+Each policy maps spline values s (K, nu) at a knot and the rollouts' states to the applied
+controls (:meth:`controls`), recovers the spline values of applied controls along a trajectory
+(:meth:`offsets`, used for warm starts) and gives the feedback's gains ``∂u/∂x`` (:meth:`gains`,
+applied by the MPC plan between updates).
 """
 
 from __future__ import annotations
@@ -18,28 +27,55 @@ import numpy as np
 from ..problem import ShootingProblem
 
 
+def _fixed_base_square(problem: ShootingProblem) -> bool:
+    m = problem.model
+    B = np.asarray(m.actuation_matrix, float)
+    return (not m.has_floating_base) and B.shape == (m.nv, m.nv) and abs(np.linalg.det(B)) >= 1e-12
+
+
 class GravityDampingFeedback:
-    """``feedback(q, v) = B⁻¹ (g(q) − D v)`` (K, nu) on the problem's backend, and its gains.
-    damping: κ in [0, 1] (module docstring); D (nv,) [N m s/rad] from M at the problem's x0 and
-    its smallest knot spacing."""
+    """``feedback(q, v) = B⁻¹ (g(q) − D v)`` (K, nu) on the problem's backend, and its gains; the
+    applied control is ``s + feedback(q, v)``. damping: κ in [0, 1], the fraction of each joint's
+    velocity the damping alone removes in one knot: ``D = diag(κ M_ii(q0) / dt)`` [N m s/rad] from
+    M at the problem's x0 and its smallest knot spacing (scaled by the joint's inertia because
+    explicit damping is unstable beyond ``D dt / M_ii = 2``). Needs a fixed base and one actuator
+    per dof (``B`` square and invertible)."""
 
     def __init__(self, problem: ShootingProblem, damping: float):
         m = problem.model
-        B = np.asarray(m.actuation_matrix, float)
-        if m.has_floating_base or B.shape != (m.nv, m.nv) or abs(np.linalg.det(B)) < 1e-12:
+        if not _fixed_base_square(problem):
             raise ValueError(f"policy 'gravity_damping' needs a fixed-base robot with one actuator per dof; model "
                              f"'{m.name}' has nv={m.nv}, nu={m.nu}{', a floating base' if m.has_floating_base else ''}"
-                             f"; use policy='open_loop'")
+                             f"; use policy='pd' or 'open_loop'")
         if isinstance(damping, bool) or not isinstance(damping, (int, float, np.number)) or not (0 <= damping <= 1):
             raise ValueError(f"damping must be a number in [0, 1] (velocity fraction removed per knot), got {damping!r}")
         self.problem, self.damping = problem, float(damping)
-        self.Binv = np.linalg.inv(B)
+        self.Binv = np.linalg.inv(np.asarray(m.actuation_matrix, float))
         dt = float(np.min(problem.dts[problem.dts > 0]))
         self.D = self.damping * np.diag(problem.backend.crba(m, problem.x0[:m.nq])) / dt      # (nv,)
 
     def __call__(self, q: np.ndarray, v: np.ndarray) -> np.ndarray:
         p = self.problem
         return (p.backend.gravity_torques(p.model, q) - self.D * v) @ self.Binv.T
+
+    def controls(self, s: np.ndarray, q: np.ndarray, v: np.ndarray) -> np.ndarray:
+        """Applied controls (K, nu) (before clipping) of spline values s (K, nu) at states (q, v)."""
+        return s + self(q, v)
+
+    def prepare(self) -> None:
+        """Nothing to refresh (D is set at construction)."""
+
+    def default(self) -> np.ndarray:
+        """The spline value (nu,) that holds still: no offset."""
+        return np.zeros(self.problem.nu)
+
+    def bounds(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """Bounds of the spline values (the applied controls are clipped instead): none."""
+        return None
+
+    def scale(self) -> np.ndarray:
+        """What the relative exploration noise multiplies (nu,): the controls' half ranges."""
+        return control_scale(self.problem)
 
     def offsets(self, xs: np.ndarray, us: np.ndarray) -> np.ndarray:
         """The knots' view of applied controls us (N, nu) along states xs (N+1, nx): ``us − feedback``."""
@@ -58,3 +94,121 @@ class GravityDampingFeedback:
         K[:, :, :nv] = self.Binv @ dg
         K[:, :, nv:] = -self.Binv * self.D
         return K
+
+
+class PDSetpoints:
+    """Joint position set-points θ (K, nu) [rad or m], one per actuator:
+    ``u = b(q) + G⁻¹ Λ (ω² (θ − q_a) − 2 ζ ω v_a)`` with q_a, v_a the positions and velocities of
+    the joints the actuators drive, G the actuators' gears (their entries of B). b: gravity
+    compensation on a fixed-base robot with one actuator per dof, linearised at the problem's
+    current x0, ``B⁻¹ (g(q0) + ∂g/∂q (q − q0))`` (a rollout then costs no RNEA per knot: half as much
+    dynamics as exact compensation, and the PD absorbs the remainder), else the problem's default
+    controls (constant).
+
+    Λ = ``((M⁻¹)_aa)⁻¹`` is the actuated joints' effective inertia at the problem's current x0
+    (M itself on a fixed base), refreshed at every solve (:meth:`prepare`): with it every joint
+    responds as one critically damped oscillator of frequency ω near x0, whatever the inertial
+    coupling. Per-joint gains (``M_ii ω²``) are not enough: a wrist under a heavy shoulder sees
+    ``(M⁻¹)_ii ≫ 1/M_ii``, and the semi-implicit Euler rollout at the knot spacing blows up. ω =
+    ``stiffness / dt`` (dt: the smallest knot spacing; the rollout of such an oscillator is stable
+    for ``ω dt`` below about 1 with ζ = 1, so ``stiffness`` is that product; default (None) 0.2 on
+    a fixed base, 1.0 on a floating base, where Λ is the legs' inertia in flight and ignores the
+    weight they carry through the contacts: at 0.2 HyQ's knees get 3 N m/rad and its trunk rose 5
+    cm in a 1-s MuJoCo rollout holding θ = q0, at 0.5–1.5 it stood) and ζ = ``damping_ratio``. Every actuator must drive its own hinge or slide joint."""
+
+    def __init__(self, problem: ShootingProblem, stiffness: float | None = None, damping_ratio: float = 1.0):
+        m = problem.model
+        if stiffness is None:
+            stiffness = 1.0 if m.has_floating_base else 0.2
+        for name, value, hi in (("pd_stiffness", stiffness, 2.0), ("pd_damping_ratio", damping_ratio, 10.0)):
+            if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) or not (0 < value <= hi):
+                raise ValueError(f"{name} must be a number in (0, {hi:g}], got {value!r}")
+        B = np.asarray(m.actuation_matrix, float)
+        dof = np.asarray(m.actuator_dof, int)
+        qidx = dict(zip(np.asarray(m.scalar_v_index, int).tolist(), np.asarray(m.scalar_q_index, int).tolist()))
+        single = np.count_nonzero(B, axis=0) == 1
+        if m.nu == 0 or not single.all() or not all(d in qidx for d in dof.tolist()) \
+                or len(set(dof.tolist())) != m.nu:
+            raise ValueError(f"policy 'pd' needs every actuator of '{m.name}' to drive its own hinge or slide joint; "
+                             f"use policy='open_loop'")
+        self.problem = problem
+        self.stiffness, self.damping_ratio = float(stiffness), float(damping_ratio)
+        self.dof = dof                                        # (nu,) velocity index of each actuated joint
+        self.qa = np.array([qidx[d] for d in dof.tolist()])   # (nu,) its position index
+        self.gear = B[dof, np.arange(m.nu)]                   # (nu,)
+        self.omega = self.stiffness / float(np.min(problem.dts[problem.dts > 0]))     # [rad/s]
+        self.gravity = _fixed_base_square(problem)
+        self.Binv = np.linalg.inv(B) if self.gravity else None
+        self.u_bias = None if self.gravity else np.asarray(problem.default_controls(), float).copy()
+        self.prepare()
+
+    def prepare(self) -> None:
+        """Gains at the problem's current x0: Kp, Kd (nu, nu) [control units per rad, per rad/s],
+        ``u = b + Kp (θ − q_a) − Kd v_a``."""
+        p = self.problem
+        m = p.model
+        q0 = p.x0[:m.nq]
+        if self.gravity:
+            zero = np.zeros(m.nv)
+            self._q0 = q0.copy()
+            self._b0 = self.Binv @ p.backend.gravity_torques(m, q0)
+            self._dbdq = self.Binv @ p.backend.rnea_derivatives(m, q0, zero, zero)[0]      # (nu, nv)
+        Minv = p.backend.minv(m, q0)
+        lam = np.linalg.inv(Minv[np.ix_(self.dof, self.dof)])
+        lam = 0.5 * (lam + lam.T) / self.gear[:, None]
+        self.Kp = self.omega ** 2 * lam
+        self.Kd = 2.0 * self.damping_ratio * self.omega * lam
+        self._Kp_inv = np.linalg.inv(self.Kp)
+
+    def bias(self, q: np.ndarray) -> np.ndarray:
+        """b(q) (K, nu): linearised gravity compensation at q, or the constant default controls."""
+        p = self.problem
+        if self.gravity:
+            return self._b0 + (q - self._q0) @ self._dbdq.T
+        return np.broadcast_to(self.u_bias, q.shape[:-1] + (p.nu,))
+
+    def controls(self, s: np.ndarray, q: np.ndarray, v: np.ndarray) -> np.ndarray:
+        """Applied controls (K, nu) (before clipping) of set-points s (K, nu) at states (q, v)."""
+        return self.bias(q) + (s - q[..., self.qa]) @ self.Kp.T - v[..., self.dof] @ self.Kd.T
+
+    def default(self) -> np.ndarray:
+        """The set-points (nu,) that hold x0 still: its joint positions."""
+        return self.problem.x0[self.qa].copy()
+
+    def bounds(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """Set-points stay inside the joint ranges (where finite)."""
+        m = self.problem.model
+        return np.asarray(m.q_lower, float)[self.qa], np.asarray(m.q_upper, float)[self.qa]
+
+    def scale(self) -> np.ndarray:
+        """What the relative exploration noise multiplies (nu,): each joint's half range, 1 rad (or
+        m) where unlimited."""
+        lo, hi = self.bounds()
+        half = 0.5 * (hi - lo)
+        return np.where(np.isfinite(half) & (half > 0), half, 1.0)
+
+    def offsets(self, xs: np.ndarray, us: np.ndarray) -> np.ndarray:
+        """The set-points (N, nu) that give applied controls us (N, nu) along states xs (N+1, nx)."""
+        nq = self.problem.model.nq
+        q, v = xs[:-1, :nq], xs[:-1, nq:]
+        return q[:, self.qa] + (us - self.bias(q) + v[:, self.dof] @ self.Kd.T) @ self._Kp_inv.T
+
+    def gains(self, xs: np.ndarray) -> np.ndarray:
+        """``∂u/∂x`` (N, nu, 2 nv) at xs[:-1]: ``−Kp`` / ``−Kd`` on the actuated joints, plus
+        ``B⁻¹ ∂g/∂q`` at x0 with gravity compensation (∂RNEA/∂q at v = a = 0)."""
+        p = self.problem
+        nv = p.model.nv
+        n = xs.shape[0] - 1
+        K = np.zeros((n, p.nu, 2 * nv))
+        if self.gravity:
+            K[:, :, :nv] = self._dbdq
+        K[:, :, self.dof] -= self.Kp     # the tangent index of a hinge/slide joint's position is its dof index
+        K[:, :, nv + self.dof] -= self.Kd
+        return K
+
+
+def control_scale(problem: ShootingProblem) -> np.ndarray:
+    """Each control's half range ``(u_upper − u_lower)/2`` where finite, else ``max(1, |default|)``."""
+    half = 0.5 * (problem.u_upper - problem.u_lower)
+    fallback = np.maximum(1.0, np.abs(problem.default_controls()))
+    return np.where(np.isfinite(half) & (half > 0), half, fallback)

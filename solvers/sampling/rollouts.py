@@ -4,19 +4,23 @@ evaluation)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from typing import Protocol
 
 import numpy as np
 
 from ..problem import ShootingProblem
 
 
+class RolloutPolicy(Protocol):
+    def controls(self, s: np.ndarray, q: np.ndarray, v: np.ndarray) -> np.ndarray: ...
+
+
 def rollout_batch(problem: ShootingProblem, us: np.ndarray, out: np.ndarray,
-                  feedback: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None) -> np.ndarray:
+                  feedback: RolloutPolicy | None = None) -> np.ndarray:
     """States out (K, N+1, nx) from the problem's x0 under controls us (K, N, nu): knot t's dynamics
-    ``f_t`` applied to all K states in one call. With ``feedback(q, v) -> (K, nu)``, the control
-    applied at knot t is ``us[:, t] + feedback(q_t, v_t)`` clipped to the problem's bounds, and us
-    is overwritten with the applied controls. A rollout that diverges (a non-finite state) is NaN
+    ``f_t`` applied to all K states in one call. With a feedback policy (:mod:`.policy`), us holds
+    the spline's values and the control applied at knot t is ``feedback.controls(us[:, t], q_t, v_t)``
+    clipped to the problem's bounds; us is overwritten with the applied controls. A rollout that diverges (a non-finite state) is NaN
     from there on and leaves the batch, so the others go on."""
     K, N, nq = us.shape[0], problem.horizon, problem.model.nq
     out[:, 0] = problem.x0
@@ -27,7 +31,7 @@ def rollout_batch(problem: ShootingProblem, us: np.ndarray, out: np.ndarray,
             rows = slice(None) if alive.all() else np.flatnonzero(alive)
             if feedback is not None:
                 x = out[rows, t]
-                us[rows, t] = problem.clip_controls(us[rows, t] + feedback(x[:, :nq], x[:, nq:]))
+                us[rows, t] = problem.clip_controls(feedback.controls(us[rows, t], x[:, :nq], x[:, nq:]))
             if isinstance(rows, slice):
                 out[:, t + 1] = dyn.step(out[:, t], us[:, t])
             else:
