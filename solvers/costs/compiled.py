@@ -186,12 +186,13 @@ def _cost_parallel(margs, joints, flink, ff, nq, nv, E, KS, FK, P, IX, X, U, der
     for c in prange(nt):
         for s in range(S):
             Jc[c, s] = 0.0
+        # one call site: the kernel's body is inlined here, and each call site would compile it again
         if S > 1:
-            _cost_kernel(margs, joints, flink, ff, nq, nv, E, KS, FK, P, IX, X, U, deriv, Jc[c], rl, rlx, rlu, rlxx,
-                         rluu, tl, tlx, tlxx, c * S // nt, (c + 1) * S // nt, 0, N1)
+            s0, s1, t0, t1 = c * S // nt, (c + 1) * S // nt, 0, N1
         else:
-            _cost_kernel(margs, joints, flink, ff, nq, nv, E, KS, FK, P, IX, X, U, deriv, Jc[c], rl, rlx, rlu, rlxx,
-                         rluu, tl, tlx, tlxx, 0, 1, c * N1 // nt, (c + 1) * N1 // nt)
+            s0, s1, t0, t1 = 0, 1, c * N1 // nt, (c + 1) * N1 // nt
+        _cost_kernel(margs, joints, flink, ff, nq, nv, E, KS, FK, P, IX, X, U, deriv, Jc[c], rl, rlx, rlu, rlxx, rluu,
+                     tl, tlx, tlxx, s0, s1, t0, t1)
 
 
 _compiled = None
