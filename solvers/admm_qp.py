@@ -43,7 +43,7 @@ class StagewiseAdmmQP:
     def __init__(self, horizon: int, ndx: int, nu: int, equality: np.ndarray, backward: BackwardPass,
                  timed: Callable, max_iter: int = 1000, eps_abs: float = 1e-6, eps_rel: float = 1e-6,
                  rho: float = 1e-1, sigma: float = 1e-6, relaxation: float = 1.6, rho_update_interval: int = 10,
-                 inactive_rho: float = 1e-3, verbose: int = 0):
+                 inactive_rho: float = 1e-3, rho_update_tolerance: float = 5.0, verbose: int = 0):
         if int(max_iter) != max_iter or max_iter < 1:
             raise ValueError(f"max_qp_iter must be a positive integer, got {max_iter}")
         for name, v in (("eps_abs", eps_abs), ("eps_rel", eps_rel), ("sigma", sigma)):
@@ -53,10 +53,13 @@ class StagewiseAdmmQP:
             raise ValueError(f"rho must be in [{RHO_MIN}, {RHO_MAX}], got {rho}")
         if not 0 < relaxation < 2:
             raise ValueError(f"relaxation must be in (0, 2), got {relaxation}")
+        if not (np.isfinite(rho_update_tolerance) and rho_update_tolerance >= 1):
+            raise ValueError(f"rho_update_tolerance must be a finite number >= 1, got {rho_update_tolerance}")
         self.max_iter, self.eps_abs, self.eps_rel = int(max_iter), float(eps_abs), float(eps_rel)
         self.rho0, self.sigma, self.relaxation = float(rho), float(sigma), float(relaxation)
         self.rho_update_interval = int(rho_update_interval)
         self.inactive_rho = float(inactive_rho)
+        self.rho_update_tolerance = float(rho_update_tolerance)
         self.verbose = verbose
         self.backward, self._timed = backward, timed
         N, m = horizon, equality.shape[-1]
@@ -68,6 +71,7 @@ class StagewiseAdmmQP:
         self.rho = self.rho0
         self._closed_loop, self._K_seen, self._curvature = None, None, None
         self._near = np.zeros((N + 1, m), bool)
+        self._L = self._w = self._out = None          # the compiled path's factors and outputs
 
     def solve(self, d: ProblemDerivatives, g: np.ndarray, Gx: np.ndarray, Gu: np.ndarray, lower: np.ndarray,
               upper: np.ndarray, gaps: np.ndarray, us: np.ndarray, reg: Regularization,
@@ -94,6 +98,8 @@ class StagewiseAdmmQP:
         with self._timed("backward"):
             self._augmented_hessians(d, Gx, Gu, rho)
         lqr = ProblemDerivatives(a, at, d.dynamics)
+        if self.backward.compiled:
+            return self._solve_compiled(d, lqr, g, Gx, Gu, lo, hi, gaps, us, reg, rho)
         Fx, Fu = d.dynamics.Fx, d.dynamics.Fu
         alpha, s = self.relaxation, self.sigma
         Cd = np.zeros_like(g)
@@ -115,8 +121,11 @@ class StagewiseAdmmQP:
                 w = g + Cd
                 z_prev = z.copy()
                 wr = alpha * w + (1.0 - alpha) * z_prev
-                np.clip(wr + y / rho, lo, hi, out=z)
-                y += rho * (wr - z)
+                zu = wr + y / rho
+                np.clip(zu, lo, hi, out=z)
+                # y + ρ (wr − z) is exactly 0 where the projection did not clip (z = wr + y/ρ): set so,
+                # not left to rounding, as the rows' active flags (y ≠ 0) read it
+                np.copyto(y, np.where(z == zu, 0.0, y + rho * (wr - z)))
                 r_prim = float(np.abs(w - z).max(initial=0.0))
                 dz = rho * (z - z_prev)
                 r_dual = max(float(np.abs(np.einsum("tmi,tm->ti", Gx, dz)).max(initial=0.0)),
@@ -136,17 +145,74 @@ class StagewiseAdmmQP:
                     dzn = np.where(near, dz, 0.0)
                     rd = max(float(np.abs(np.einsum("tmi,tm->ti", Gx, dzn)).max(initial=0.0)),
                              float(np.abs(np.einsum("tmi,tm->ti", Gu[:N], dzn[:N])).max(initial=0.0)))
-                    new = self.rho if rp == 0 or rd == 0 else \
-                        float(np.clip(self.rho * np.sqrt(rp / rd), RHO_MIN, RHO_MAX))
-                    if self.verbose > 1:
-                        print(f"[csqp]   admm {it:4d} primal {r_prim:.2e}/{scale_p:.2e} dual {r_dual:.2e}/{Gty:.2e} "
-                              f"rho {self.rho:.1e} -> {new:.1e}")
-                    # a new ρ costs nothing extra here (every ADMM iteration runs a full Riccati pass);
-                    # the rows' active flags are refreshed with it
-                    self.rho = new
-                    rho = self._rho_rows(w, lo, hi)
-                    self._augmented_hessians(d, Gx, Gu, rho)
+                    rho = self._update_rho(d, Gx, Gu, w, lo, hi, it, rp, rd, (r_prim, r_dual, scale_p, Gty), rho)
         return it
+
+    def _solve_compiled(self, d, lqr, g, Gx, Gu, lo, hi, gaps, us, reg, rho) -> int:
+        """:meth:`solve`'s iterations as compiled runs of ADMM iterations at one ρ
+        (:mod:`solvers.admm_numba`): a full Riccati pass and the factors of ``Q_uu + μI`` whenever
+        ρ (or μ) changes, then only vector passes."""
+        from . import admm_numba as kern        # imports numba: only when used
+        N = len(us)
+        a, at = self.aug, self.aug_terminal
+        np.copyto(a.lx, d.running.lx)           # the full pass is for K, V_xx: any finite gradient will do
+        np.copyto(a.lu, d.running.lu)
+        np.copyto(at.lx, d.terminal.lx)
+        Fx, Fu, gaps = (np.ascontiguousarray(v, dtype=np.float64) for v in (d.dynamics.Fx, d.dynamics.Fu, gaps))
+        bw = self.backward
+        if self._L is None or self._L.shape != (N, Fu.shape[-1], Fu.shape[-1]):
+            self._L = np.zeros((N, Fu.shape[-1], Fu.shape[-1]))
+            self._w, self._out = np.zeros_like(g), np.zeros(6)
+        L, w, out = self._L, self._w, self._out
+        g, Gx, Gu, lo, hi = (np.ascontiguousarray(v, dtype=np.float64) for v in (g, Gx, Gu, lo, hi))
+        lx, lu = np.ascontiguousarray(d.running.lx), np.ascontiguousarray(d.running.lu)
+        lxN = np.ascontiguousarray(d.terminal.lx[0])
+        it, factored = 0, None
+        while True:
+            with self._timed("backward"):
+                if factored is not rho:         # a new penalty (or the first pass): K, V_xx and the factors
+                    self._riccati(lqr, reg, us, gaps)
+                    status, t = kern.factor_quu(Fu, a.luu, bw.Vxx, float(reg.mu), L)
+                    if status != kern.OK:
+                        raise SolverFailure(f"Q_uu + mu I not positive definite at knot {t} in the QP's Riccati pass")
+                    factored = rho
+                n = self.max_iter - it
+                if self.rho_update_interval:
+                    n = min(n, self.rho_update_interval - it % self.rho_update_interval)
+                done, status = kern.admm_iterations(
+                    Fx, Fu, gaps, bw.K, L, bw.Vxx, float(reg.mu), lx, lu, lxN, Gx, Gu, g, lo, hi,
+                    rho, self._near | self.equality, self.sigma, self.relaxation, int(n), self.eps_abs, self.eps_rel,
+                    self.y, self.z, self.dx, self.du, bw.k, w, out)
+            it += done
+            if status == kern.NON_FINITE:
+                raise SolverFailure("the QP step is non-finite (ill-conditioned constraints or dynamics); "
+                                    "the last finite iterate is returned")
+            if status == kern.CONVERGED:
+                return it
+            if self.rho_update_interval and it % self.rho_update_interval == 0:
+                rho = self._update_rho(d, Gx, Gu, w, lo, hi, it, out[4], out[5], out[:4], rho)
+            if it >= self.max_iter:
+                return it
+
+    def _update_rho(self, d, Gx, Gu, w, lo, hi, it, rp, rd, residuals, rho) -> np.ndarray:
+        """The scalar penalty from the residuals over the rows it applies to (``rp``, ``rd``), taken
+        when it differs from the current one by more than ``rho_update_tolerance`` (OSQP's rule: a
+        new ρ costs a full Riccati pass); the per-row penalty with the rows' active flags refreshed,
+        and the augmented Hessians for it. Returns ``rho`` itself (the same object) when no row's
+        penalty changed."""
+        est = self.rho if rp == 0 or rd == 0 else float(np.clip(self.rho * np.sqrt(rp / rd), RHO_MIN, RHO_MAX))
+        tol = self.rho_update_tolerance
+        new = est if (est > tol * self.rho or est < self.rho / tol) else self.rho
+        if self.verbose > 1:
+            r_prim, r_dual, scale_p, scale_d = residuals
+            print(f"[csqp]   admm {it:4d} primal {r_prim:.2e}/{scale_p:.2e} dual {r_dual:.2e}/{scale_d:.2e} "
+                  f"rho {self.rho:.1e} -> {new:.1e} (estimate {est:.1e})")
+        self.rho = new
+        rows = self._rho_rows(w, lo, hi)
+        if np.array_equal(rows, rho):
+            return rho
+        self._augmented_hessians(d, Gx, Gu, rows)
+        return rows
 
     def _rho_rows(self, w: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         """Per-row penalty (N+1, m): 10³ ρ on equality rows, ρ on inequality rows that are active or

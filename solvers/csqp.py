@@ -56,6 +56,7 @@ class CSQP(ILQR):
     ADMM iterations per SQP iteration at most; eps_abs / eps_rel: ADMM's absolute and relative
     tolerances; rho: initial ADMM penalty; sigma: proximal weight; relaxation: over-relaxation
     α in (0, 2); rho_update_interval: ADMM iterations between ρ updates (0: never);
+    rho_update_tolerance: a new ρ is taken only when it differs by more than this factor (≥ 1);
     x0_tolerance: the largest violation of a knot-0 state-only constraint by x0 that is tolerated;
     warm_start_multipliers: start from the previous solve's multipliers; inactive_rho: the penalty
     factor of far-inactive rows; second_order: add the dynamics' curvature ``λ_{t+1} · F2_t`` (the
@@ -69,17 +70,18 @@ class CSQP(ILQR):
     uses_second_order = False
     handles_constraints = True
 
-    def __init__(self, problem: ShootingProblem, box: bool = True, max_qp_iter: int = 1000, eps_abs: float = 1e-6,
-                 eps_rel: float = 1e-6, rho: float = 1e-1, sigma: float = 1e-6, relaxation: float = 1.6,
-                 rho_update_interval: int = 10, x0_tolerance: float = 1e-3, warm_start_multipliers: bool = True,
-                 inactive_rho: float = 1e-3, second_order: bool = False, **options):
+    def __init__(self, problem: ShootingProblem, box: bool = True, max_qp_iter: int = 1000, eps_abs: float = 1e-4,
+                 eps_rel: float = 1e-4, rho: float = 1e-1, sigma: float = 1e-6, relaxation: float = 1.6,
+                 rho_update_interval: int = 10, x0_tolerance: float = 1e-2, warm_start_multipliers: bool = True,
+                 inactive_rho: float = 1e-3, rho_update_tolerance: float = 5.0, second_order: bool = False,
+                 **options):
         super().__init__(problem, box=box, **options)
         self.uses_second_order = bool(second_order)
         if not (np.isfinite(x0_tolerance) and x0_tolerance >= 0):
             raise ValueError(f"x0_tolerance must be a finite number >= 0, got {x0_tolerance}")
         self.qp_options = {"max_iter": max_qp_iter, "eps_abs": eps_abs, "eps_rel": eps_rel, "rho": rho, "sigma": sigma,
                            "relaxation": relaxation, "rho_update_interval": rho_update_interval,
-                           "inactive_rho": inactive_rho}
+                           "inactive_rho": inactive_rho, "rho_update_tolerance": rho_update_tolerance}
         self.x0_tolerance = float(x0_tolerance)
         self.warm_start_multipliers = bool(warm_start_multipliers)
         self.constraints = ProblemConstraints(problem, box)
@@ -157,6 +159,13 @@ class CSQP(ILQR):
                 steps.append(alpha)
                 history.append(self.cost)
                 derivs = None
+                if it + 1 == max_iter and not self.refresh_gains:
+                    # as ILQR: the last iterate is not linearised only to report its residuals
+                    # (MPC's one iteration per update); those reported are the previous iterate's
+                    it += 1
+                    reason = (f"maximum number of iterations ({max_iter}) reached; KKT residuals before the last "
+                              f"step primal {primal:.2e}, dual {dual:.2e}, complementarity {comp:.2e}")
+                    break
         except SolverFailure as e:
             converged, reason = False, str(e)
         self.timings["total"] = time.perf_counter() - t_start
@@ -266,10 +275,14 @@ class CSQP(ILQR):
         hu = d.running.lu + np.einsum("tmi,tm->ti", cd.Gu[:N], y[:N])
         lam = self.costates
         lam[N] = d.terminal.lx[0] + cd.Gx[N].T @ y[N]
-        dual = 0.0
-        for t in range(N - 1, -1, -1):
-            dual = max(dual, float(np.abs(hu[t] + Fu[t].T @ lam[t + 1]).max(initial=0.0)))
-            lam[t] = hx[t] + Fx[t].T @ lam[t + 1]
+        if self.backward.compiled:
+            from . import admm_numba     # imports numba: only when used
+            dual = admm_numba.costates(*(np.ascontiguousarray(a, dtype=np.float64) for a in (Fx, Fu, hx, hu)), lam)
+        else:
+            dual = 0.0
+            for t in range(N - 1, -1, -1):
+                dual = max(dual, float(np.abs(hu[t] + Fu[t].T @ lam[t + 1]).max(initial=0.0)))
+                lam[t] = hx[t] + Fx[t].T @ lam[t + 1]
         viol = np.maximum(np.maximum(self._lo - cd.g, cd.g - self._hi), 0.0)
         violation = float(viol.max(initial=0.0))
         primal = max(violation, float(np.abs(self.gaps).max()))

@@ -120,6 +120,18 @@ class ProblemConstraints:
     def _ctx(self, g: _Group, x, u, knots, **kw):
         return self.problem.costs.ctx(x, u, knots, **kw)
 
+    def _knot_sets(self):
+        """``(group, knots, terminal)`` for every group: its running knots, then its terminal knot
+        (evaluated without a control), each only when it has some."""
+        N = self.problem.horizon
+        for g in self.groups:
+            term = g.knots[-1] == N
+            run = g.knots[:-1] if term else g.knots
+            if run.size:
+                yield g, run, False
+            if term:
+                yield g, g.knots[-1:], True
+
     def values(self, xs: np.ndarray, us: np.ndarray) -> np.ndarray:
         """``g`` (..., N+1, m) for trajectories xs (..., N+1, nx), us (..., N, nu) (batched over the
         leading dims: the line search's candidates)."""
@@ -129,45 +141,33 @@ class ProblemConstraints:
         S = int(np.prod(lead, dtype=int))
         X, U = xs.reshape(S, N + 1, nx), us.reshape(S, N, nu)
         out = np.zeros((S, N + 1, self.m))
-        for g in self.groups:
-            term = g.knots[-1] == N
-            run = g.knots[:-1] if term else g.knots
-            for knots, terminal in ((run, False), (g.knots[-1:] if term else run[:0], True)):
-                if knots.size == 0:
-                    continue
-                x = X[:, knots].reshape(-1, nx)
-                u = None if terminal else U[:, knots].reshape(-1, nu)
-                ctx = self._ctx(g, x, u, np.tile(knots, S))
-                for c, o in zip(g.terms, g.offsets):
-                    out[:, knots, o:o + c.nc] = c.residual(ctx).reshape(S, knots.size, c.nc)
+        for g, knots, terminal in self._knot_sets():
+            x = X[:, knots].reshape(-1, nx)
+            u = None if terminal else U[:, knots].reshape(-1, nu)
+            ctx = self._ctx(g, x, u, np.tile(knots, S))
+            for c, o in zip(g.terms, g.offsets):
+                out[:, knots, o:o + c.nc] = c.residual(ctx).reshape(S, knots.size, c.nc)
         return out.reshape(lead + (N + 1, self.m))
 
     def evaluate(self, xs: np.ndarray, us: np.ndarray, data: ConstraintData, solves=()) -> ConstraintData:
         """Values and Jacobians along one trajectory xs (N+1, nx), us (N, nu), into ``data``. solves:
         the contact solves of the dynamics stage at the same trajectory (shared with contact-force
         terms, as for the costs: :meth:`solvers.problem_costs.ProblemCosts.derivatives_into`)."""
-        p = self.problem
-        N = p.horizon
-        for g in self.groups:
-            term = g.knots[-1] == N
-            run = g.knots[:-1] if term else g.knots
-            for knots, terminal in ((run, False), (g.knots[-1:] if term else run[:0], True)):
-                if knots.size == 0:
-                    continue
-                contiguous = knots[-1] - knots[0] + 1 == knots.size
-                rows = slice(int(knots[0]), int(knots[-1]) + 1) if contiguous else knots
-                kw: dict = {"checked": True}
-                if contiguous:
-                    kw["knot_range"] = (rows.start, rows.stop)
-                    if solves and not terminal:
-                        kw["contact_solves"] = contact_solves_for(rows, solves)
-                ctx = self._ctx(g, xs[rows], None if terminal else us[rows], knots, **kw)
-                for c, o in zip(g.terms, g.offsets):
-                    s = slice(o, o + c.nc)
-                    Gx, Gu = c.jacobian(ctx)          # first: contact terms memoise the forces of the same solve
-                    data.g[rows, s] = c.residual(ctx)
-                    data.Gx[rows, s] = Gx
-                    data.Gu[rows, s] = 0.0 if Gu is None else Gu
+        for g, knots, terminal in self._knot_sets():
+            contiguous = knots[-1] - knots[0] + 1 == knots.size
+            rows = slice(int(knots[0]), int(knots[-1]) + 1) if contiguous else knots
+            kw: dict = {"checked": True}
+            if contiguous:
+                kw["knot_range"] = (rows.start, rows.stop)
+                if solves and not terminal:
+                    kw["contact_solves"] = contact_solves_for(rows, solves)
+            ctx = self._ctx(g, xs[rows], None if terminal else us[rows], knots, **kw)
+            for c, o in zip(g.terms, g.offsets):
+                s = slice(o, o + c.nc)
+                Gx, Gu = c.jacobian(ctx)          # first: contact terms memoise the forces of the same solve
+                data.g[rows, s] = c.residual(ctx)
+                data.Gx[rows, s] = Gx
+                data.Gu[rows, s] = 0.0 if Gu is None else Gu
         return data
 
     def violation(self, g: np.ndarray) -> np.ndarray:

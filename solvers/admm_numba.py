@@ -1,0 +1,239 @@
+"""Compiled ADMM iterations of the constrained solver's QP (:class:`solvers.admm_qp.StagewiseAdmmQP`).
+
+While the penalty ρ (and the Riccati pass's μ) stay the same, the augmented LQ problem of every
+ADMM iteration has the same Hessians and only new gradients, so its Riccati recursion keeps the
+gains ``K``, the factor of ``Q_uu + μI`` and ``V_xx`` of the last full pass and re-runs only the
+vector part (``k``, ``V_x``), as mim-solvers' CSQP does; the linear rollout, the projection onto
+the bounds, the multiplier update and the residuals follow in the same call, so a run of ADMM
+iterations at one ρ is one compiled call. With ``K = −Q̃⁻¹ Q_ux`` and ``k = −Q̃⁻¹ Q_u``
+(``Q̃ = Q_uu + μI``) the value gradient ``V_x = Q_x + Kᵀ Q_uu k + Kᵀ Q_u + Q_uxᵀ k`` becomes
+``V_x = Q_x + Kᵀ (Q_u − μ k)`` (``Q_uxᵀ k = −Kᵀ Q̃ k = Kᵀ Q_u``), which needs neither ``Q_uu`` nor
+``Q_ux``. The iteration itself (OSQP's): :mod:`solvers.admm_qp`, which keeps the NumPy form as the
+reference (``tests/solvers/constraints/test_admm_numba.py`` runs both).
+
+Importing this module imports numba; :mod:`solvers.admm_qp` imports it only when it is used.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dynamics.kernels.dense import cholesky, cholesky_solve
+from dynamics.kernels.jit import jit
+
+# status of admm_iterations
+NOT_CONVERGED = 0     # the iterations asked for ran without meeting the tolerances
+CONVERGED = 1
+NON_FINITE = 2        # the step became non-finite
+# status of factor_quu
+OK = 0
+NOT_PD = 1
+
+
+@jit
+def factor_quu(Fu, luu, Vxx, mu, L):
+    """``L[t]`` (N, nu, nu), lower: the Cholesky factor of ``sym(l_uu + Fuᵀ V'_xx Fu) + μI`` of
+    each knot, the matrix the last full Riccati pass factorised (same operations, same order).
+    Fu (N, ndx, nu), luu (N, nu, nu) augmented cost Hessian, Vxx (N+1, ndx, ndx) of that pass.
+    Returns ``(status, t)``."""
+    N, ndx, nu = Fu.shape
+    FuV = np.empty((nu, ndx))
+    Quu = np.empty((nu, nu))
+    idx = np.arange(nu)
+    for t in range(N):
+        np.dot(Fu[t].T, Vxx[t + 1], FuV)
+        np.dot(FuV, Fu[t], Quu)
+        for a in range(nu):
+            for b in range(nu):
+                Quu[a, b] += luu[t, a, b]
+        for i in range(nu):
+            for j in range(i + 1):
+                s = 0.5 * (Quu[i, j] + Quu[j, i])
+                Quu[i, j] = s
+                Quu[j, i] = s
+            Quu[i, i] += mu
+        if not cholesky(Quu, idx, nu, L[t], 0.0) > 0.0:
+            return NOT_PD, t
+    return OK, 0
+
+
+@jit
+def _multiplier_row(y, rho, g, z, v):
+    """``v = y + ρ (g − z)`` for one knot's rows."""
+    for r in range(v.shape[0]):
+        v[r] = y[r] + rho[r] * (g[r] - z[r])
+
+
+@jit
+def _transpose_times(G, v, out):
+    """``out = Gᵀ v`` for G (m, n), v (m,)."""
+    for i in range(out.shape[0]):
+        out[i] = 0.0
+    for r in range(G.shape[0]):
+        w = v[r]
+        if w != 0.0:
+            for i in range(out.shape[0]):
+                out[i] += G[r, i] * w
+    return out
+
+
+@jit
+def _max_abs(a):
+    m = 0.0
+    for i in range(a.shape[0]):
+        x = abs(a[i])
+        if x > m:
+            m = x
+    return m
+
+
+@jit
+def admm_iterations(Fx, Fu, gaps, K, L, Vxx, mu, lx, lu, lxN, Gx, Gu, g, lower, upper, rho, near, sigma, alpha,
+                    n_iter, eps_abs, eps_rel, y, z, dx, du, k, w, out):
+    """Up to ``n_iter`` ADMM iterations at fixed ρ and μ, in place.
+
+    Fx (N, ndx, ndx), Fu (N, ndx, nu), gaps (N+1, ndx): the linearised dynamics; K (N, nu, ndx),
+    L (N, nu, nu) (:func:`factor_quu`), Vxx (N+1, ndx, ndx): the last full Riccati pass at μ;
+    lx (N, ndx), lu (N, nu), lxN (ndx,): the cost gradients; Gx (N+1, m, ndx), Gu (N+1, m, nu),
+    g (N+1, m): the constraints' Jacobians and values, lower/upper (N+1, m) their bounds; rho
+    (N+1, m) the per-row penalty; near (N+1, m) bool: the rows the ρ update measures; sigma the
+    proximal weight, alpha the over-relaxation. State (in/out): y, z (N+1, m), dx (N+1, ndx),
+    du (N, nu); outputs: k (N, nu) the last feed-forward, w (N+1, m) the last ``g + G d``, out (6,):
+    primal and dual residuals, their scales, and the primal and dual residuals over the ``near``
+    rows (for the ρ update). Returns ``(iterations, status)``."""
+    N, ndx, nu = Fu.shape
+    M = g.shape[1]
+    v = np.empty(M)
+    ax = np.empty(ndx)
+    au = np.empty(nu)
+    Vx = np.empty(ndx)
+    Qx = np.empty(ndx)
+    Qu = np.empty(nu)
+    kt = np.empty(nu)
+    gx = np.empty(ndx)
+    gu = np.empty(nu)
+    dz = np.empty(M)
+    dzn = np.empty(M)
+    for it in range(1, n_iter + 1):
+        # vector part of the Riccati pass: V_x, k
+        _multiplier_row(y[N], rho[N], g[N], z[N], v)
+        _transpose_times(Gx[N], v, ax)
+        for i in range(ndx):
+            s = lxN[i] + ax[i] - sigma * dx[N, i]
+            for j in range(ndx):
+                s += Vxx[N, i, j] * gaps[N, j]
+            Vx[i] = s
+        for t in range(N - 1, -1, -1):
+            _multiplier_row(y[t], rho[t], g[t], z[t], v)
+            _transpose_times(Gx[t], v, ax)
+            _transpose_times(Gu[t], v, au)
+            for i in range(ndx):
+                Qx[i] = lx[t, i] + ax[i] - sigma * dx[t, i]
+            for i in range(nu):
+                Qu[i] = lu[t, i] + au[i] - sigma * du[t, i]
+            for j in range(ndx):
+                s = Vx[j]
+                for i in range(ndx):
+                    Qx[i] += Fx[t, j, i] * s
+                for i in range(nu):
+                    Qu[i] += Fu[t, j, i] * s
+            for i in range(nu):
+                kt[i] = -Qu[i]
+            cholesky_solve(L[t], nu, kt)
+            for i in range(nu):
+                k[t, i] = kt[i]
+                Qu[i] -= mu * kt[i]
+            for a in range(ndx):
+                s = Qx[a]
+                for i in range(nu):
+                    s += K[t, i, a] * Qu[i]
+                for j in range(ndx):
+                    s += Vxx[t, a, j] * gaps[t, j]
+                Vx[a] = s
+        # linear rollout
+        finite = 0.0
+        for i in range(ndx):
+            dx[0, i] = gaps[0, i]
+        for t in range(N):
+            for i in range(nu):
+                s = k[t, i]
+                for j in range(ndx):
+                    s += K[t, i, j] * dx[t, j]
+                du[t, i] = s
+                finite += s
+            for i in range(ndx):
+                s = gaps[t + 1, i]
+                for j in range(ndx):
+                    s += Fx[t, i, j] * dx[t, j]
+                for j in range(nu):
+                    s += Fu[t, i, j] * du[t, j]
+                dx[t + 1, i] = s
+                finite += s
+        if not np.isfinite(finite):
+            return it, NON_FINITE
+        # splitting variables, multipliers and residuals
+        r_prim = 0.0
+        scale_p = 0.0
+        r_dual = 0.0
+        scale_d = 0.0
+        rp_near = 0.0
+        rd_near = 0.0
+        last = it == n_iter
+        for t in range(N + 1):
+            for r in range(M):
+                s = g[t, r]
+                for i in range(ndx):
+                    s += Gx[t, r, i] * dx[t, i]
+                if t < N:
+                    for i in range(nu):
+                        s += Gu[t, r, i] * du[t, i]
+                w[t, r] = s
+                zp = z[t, r]
+                wr = alpha * s + (1.0 - alpha) * zp
+                zu = wr + y[t, r] / rho[t, r]
+                zn = min(max(zu, lower[t, r]), upper[t, r])
+                z[t, r] = zn
+                # y + ρ (wr − z) is exactly 0 where the projection did not clip (z = wr + y/ρ)
+                y[t, r] = 0.0 if zn == zu else y[t, r] + rho[t, r] * (wr - zn)
+                dz[r] = rho[t, r] * (zn - zp)
+                e = abs(s - zn)
+                r_prim = max(r_prim, e)
+                scale_p = max(scale_p, abs(s), abs(zn))
+                if last:
+                    dzn[r] = dz[r] if near[t, r] else 0.0
+                    if near[t, r]:
+                        rp_near = max(rp_near, e)
+            r_dual = max(r_dual, _max_abs(_transpose_times(Gx[t], dz, gx)))
+            scale_d = max(scale_d, _max_abs(_transpose_times(Gx[t], y[t], gx)))
+            if t < N:
+                r_dual = max(r_dual, _max_abs(_transpose_times(Gu[t], dz, gu)))
+                scale_d = max(scale_d, _max_abs(_transpose_times(Gu[t], y[t], gu)))
+            if last:
+                rd_near = max(rd_near, _max_abs(_transpose_times(Gx[t], dzn, gx)))
+                if t < N:
+                    rd_near = max(rd_near, _max_abs(_transpose_times(Gu[t], dzn, gu)))
+        out[0], out[1], out[2], out[3], out[4], out[5] = r_prim, r_dual, scale_p, scale_d, rp_near, rd_near
+        if r_prim <= eps_abs + eps_rel * scale_p and r_dual <= eps_abs + eps_rel * scale_d:
+            return it, CONVERGED
+    return n_iter, NOT_CONVERGED
+
+
+@jit
+def costates(Fx, Fu, hx, hu, lam):
+    """The costates ``λ_t = h_x,t + Fx_tᵀ λ_{t+1}`` into lam (N+1, ndx), from ``lam[N]`` as given,
+    and the dual residual ``max_t ‖h_u,t + Fu_tᵀ λ_{t+1}‖∞``: hx (N, ndx), hu (N, nu) the
+    Lagrangian's gradients, Fx (N, ndx, ndx), Fu (N, ndx, nu)."""
+    N, ndx, nu = Fu.shape
+    dual = 0.0
+    for t in range(N - 1, -1, -1):
+        for i in range(nu):
+            s = hu[t, i]
+            for j in range(ndx):
+                s += Fu[t, j, i] * lam[t + 1, j]
+            dual = max(dual, abs(s))
+        for i in range(ndx):
+            s = hx[t, i]
+            for j in range(ndx):
+                s += Fx[t, j, i] * lam[t + 1, j]
+            lam[t, i] = s
+    return dual
