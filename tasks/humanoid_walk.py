@@ -242,12 +242,8 @@ class HumanoidWalk(HumanoidBalance):
 
     def build_problem(self, x0, horizon: int, dt: float, backend: str | None = None, **solver_opts) -> ShootingProblem:
         m = self.model
-        x0 = self.check_state(x0, "x0")
-        if self.swing_time < 2 * dt:
-            raise ValueError(f"{self.name}: swing_time {self.swing_time} s is shorter than two knots of dt = {dt} s; "
-                             f"use a smaller dt or a longer swing_time")
-        integrator = solver_opts.pop("integrator", "euler")
-        passive = solver_opts.pop("passive_forces", False)     # as humanoid-balance: see there
+        # passive forces: as humanoid-balance (see there)
+        x0, integrator, passive = self._gait_problem_inputs(x0, dt, solver_opts, passive_default=False)
         self.dt = float(dt)
         # the first solve starts from the standing controls: the gait starts after one horizon
         self._make_gait(max(float(self.start_time), horizon * self.dt))

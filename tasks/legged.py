@@ -203,6 +203,16 @@ class StandingTask(Task):
         ``mpc-accel tasks``)."""
         return (("cones=hard", "csqp"),) if cls.supports_hard_cones() else ()
 
+    def _gait_problem_inputs(self, x0, dt: float, solver_opts: dict, passive_default: bool) -> tuple:
+        """``(x0, integrator, passive_forces)`` for a gait's ``build_problem``: x0 checked, a swing
+        (``self.swing_time``) at least two knots of dt long, the two model options taken out of
+        ``solver_opts``."""
+        x0 = self.check_state(x0, "x0")
+        if self.swing_time < 2 * dt:
+            raise ValueError(f"{self.name}: swing_time {self.swing_time} s is shorter than two knots of dt = {dt} s; "
+                             f"use a smaller dt or a longer swing_time")
+        return x0, solver_opts.pop("integrator", "euler"), solver_opts.pop("passive_forces", passive_default)
+
     def _setup_cones(self) -> None:
         """Checks the ``cones`` field (:data:`CONE_MODES`); ``hard`` makes csqp the default solver
         (the other solvers refuse hard constraints)."""

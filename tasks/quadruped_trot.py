@@ -230,12 +230,7 @@ class QuadrupedTrot(LeggedTask, Task):
 
     def build_problem(self, x0, horizon: int, dt: float, backend: str | None = None, **solver_opts) -> ShootingProblem:
         m = self.model
-        x0 = self.check_state(x0, "x0")
-        if self.swing_time < 2 * dt:
-            raise ValueError(f"{self.name}: swing_time {self.swing_time} s is shorter than two knots of dt = {dt} s; "
-                             f"use a smaller dt or a longer swing_time")
-        integrator = solver_opts.pop("integrator", "euler")
-        passive = solver_opts.pop("passive_forces", True)
+        x0, integrator, passive = self._gait_problem_inputs(x0, dt, solver_opts, passive_default=True)
         self.dt = float(dt)
         # the first solve starts from the standing controls rolled out over the horizon: with a swing
         # in it that rollout diverges (standing torques on two feet), so the gait starts after it
