@@ -30,14 +30,14 @@ first :meth:`CompiledRollout.run` or by :meth:`CompiledRollout.warmup`.
 from __future__ import annotations
 
 import numpy as np
-from numba import prange
 
 from dynamics.kernels.aba import aba_range
 from dynamics.kernels.integrators import all_finite, euler_step
-from dynamics.kernels.jit import jit, jit_inline, jit_parallel
+from dynamics.kernels.jit import jit, jit_inline
 from dynamics.kernels.lie import difference_x, integrate_q
 from dynamics.kernels.passive import joint_torques
 from dynamics.kernels.scratch import THREAD_PAD_ROWS
+from dynamics.kernels.threaded_batch import run_threaded_parts
 from dynamics.worker_threads import use_threads
 
 
@@ -160,18 +160,17 @@ def _rollout_slice(margs, fext, joints, passive, dts, x0, alphas, xs, us, k, K, 
                     xn[s, i] = x[i]
 
 
-@jit_parallel
-def _rollout_parallel(margs, fext, joints, passive, dts, x0, alphas, xs, us, k, K, lo, hi, clip, gaps, X, U, ok,
-                      q, vt, q_ro, vt_ro, nt):
-    """:func:`_rollout_slice` with the candidates in ``nt`` contiguous slices on the worker threads:
+@jit
+def _rollout_part(margs, fext, joints, passive, dts, x0, alphas, xs, us, k, K, lo, hi, clip, gaps, X, U, ok,
+                  q, vt, q_ro, vt_ro, c, nt):
+    """:func:`_rollout_slice` for part ``c`` of ``nt`` of the candidates (:func:`slice_rows`): the
     candidates are independent, so the rollouts of the line search's step sizes (two per
-    warm-started MPC update) run side by side."""
-    S = alphas.shape[0]
-    for c in prange(nt):
-        s0, s1, r0 = slice_rows(S, nt, c)
-        # (fewer than 31 arguments: CPython passes more as *args, which numba's inlining does not take)
-        _rollout_slice(margs, fext, joints, passive, dts, x0, alphas, xs, us, k, K, lo, hi, clip, gaps, X, U, ok,
-                       q, vt, q_ro, vt_ro, s0, s1, r0)
+    warm-started MPC update) run side by side, one part per worker thread
+    (:func:`dynamics.kernels.threaded_batch.run_threaded_parts`)."""
+    s0, s1, r0 = slice_rows(alphas.shape[0], nt, c)
+    # (fewer than 31 arguments: CPython passes more as *args, which numba's inlining does not take)
+    _rollout_slice(margs, fext, joints, passive, dts, x0, alphas, xs, us, k, K, lo, hi, clip, gaps, X, U, ok,
+                   q, vt, q_ro, vt_ro, s0, s1, r0)
 
 
 # ---------------------------------------------------------------- Python side
@@ -273,9 +272,9 @@ class CompiledRollout:
         q, vt, q_ro, vt_ro = scratch
         nt = max(1, min(S, self.fd.threads()))
         use_threads(nt)                     # 1: no worker woken
-        _rollout_parallel(self.fd.model_args, self.fd.no_fext, *self._dyn_args, arr["dts"], arr["x0"], alphas,
-                          arr["xs"], us, arr["k"], arr["K"], arr["u_lower"], arr["u_upper"], bool(clip),
-                          arr.get("gaps", self._no_gaps), X, U, ok, q, vt, q_ro, vt_ro, nt)
+        run_threaded_parts(_rollout_part, nt, self.fd.model_args, self.fd.no_fext, *self._dyn_args, arr["dts"],
+                           arr["x0"], alphas, arr["xs"], us, arr["k"], arr["K"], arr["u_lower"], arr["u_upper"],
+                           bool(clip), arr.get("gaps", self._no_gaps), X, U, ok, q, vt, q_ro, vt_ro)
         return X, U, ok
 
     def _view(self, a) -> np.ndarray:

@@ -13,17 +13,24 @@ factorisation and substitution of ``K = J M⁻¹ Jᵀ`` are :mod:`dynamics.kerne
 from __future__ import annotations
 
 import numpy as np
-from numba import prange
 
 from ..kernel_cache import compiled_source_hash
 from ..kernels.dense import cholesky, cholesky_solve
 from ..kernels.jit import jit as _jit
-from ..kernels.jit import jit_parallel as _jit_parallel
 from ..kernels.joints import all_placements, world_placements
 from ..kernels.kinematics import frame_world
-from ..kernels.packing import LF_ST, LI_DOFADR, LI_NSUP, LI_NV, LI_PARENT, LI_SUP, packed
+from ..kernels.packing import (
+    LF_ST,
+    LI_DOFADR,
+    LI_NSUP,
+    LI_NV,
+    LI_PARENT,
+    LI_SUP,
+    packed,
+)
 from ..kernels.packing import as_kernel_input as _f64
 from ..kernels.spatial import mot_cross, mot_to_child
+from ..kernels.threaded_batch import run_threaded
 from ..worker_threads import use_threads
 from .kinematics_derivatives import FrameMotionDerivatives
 
@@ -170,15 +177,6 @@ def fmd_range(li, lf, q, v, a, flink, ff, ov, oa, odvq, odvv, odaq, odav, oRf, o
                ov[b], oa[b], odvq[b], odvv[b], odaq[b], odav[b], oRf[b], opf[b])
 
 
-@_jit_parallel
-def fmd_parallel(li, lf, q, v, a, flink, ff, ov, oa, odvq, odvv, odaq, odav, oRf, opf, nt):
-    """As :func:`fmd_range`, in ``nt`` slices on the worker threads."""
-    B = q.shape[0]
-    for c in prange(nt):
-        fmd_range(li, lf, q, v, a, flink, ff, ov, oa, odvq, odvv, odaq, odav, oRf, opf,
-                  c * B // nt, (c + 1) * B // nt)
-
-
 _frame_cache: dict = {}
 
 
@@ -247,7 +245,7 @@ def frame_motion_derivatives(backend, model, q, v, a, contacts) -> FrameMotionDe
         fmd_range(*args, 0, B)
     else:
         use_threads(nt)
-        fmd_parallel(*args, min(nt, B))
+        run_threaded(fmd_range, B, min(nt, B), *args)
     return FrameMotionDerivatives(ov, oa, d[0], d[1], d[2], d[3], oRf, opf)
 
 
@@ -510,16 +508,6 @@ def contact_range(li, lf, gv, bl, bf, q, v, tau, flink, ff, fbody, fbR, fbp, poi
                 da[2, b, i, c] = Mb[i, c] + Z3[i, 2 * nv + c]
 
 
-@_jit_parallel
-def contact_parallel(li, lf, gv, bl, bf, q, v, tau, flink, ff, fbody, fbR, fbp, point, kp, kd, pref, derivs,
-                     Mi, bias, zero, no_fext, fext, rd, a_out, lam_out, flag, da, dl, nt):
-    """As :func:`contact_range`, in ``nt`` slices on the worker threads."""
-    B = q.shape[0]
-    for c in prange(nt):
-        contact_range(li, lf, gv, bl, bf, q, v, tau, flink, ff, fbody, fbR, fbp, point, kp, kd, pref, derivs,
-                      Mi, bias, zero, no_fext, fext, rd, a_out, lam_out, flag, da, dl, c * B // nt, (c + 1) * B // nt)
-
-
 @_jit
 def impulse_range(li, lf, gv, bl, bf, q, v, flink, ff, fbody, fbR, fbp, point, kp, kd, pref, restitution,
                   Mi, zero, vp_out, imp_out, flag, start, stop):
@@ -605,7 +593,7 @@ def contact_dynamics_fused(backend, model, q, v, tau, contacts, derivs: bool, ou
         contact_range(*args, 0, B)
     else:
         use_threads(nt)
-        contact_parallel(*args, min(nt, B))
+        run_threaded(contact_range, B, min(nt, B), *args)
     return a, lam, flag, (da if derivs else None), (dl if derivs else None)
 
 

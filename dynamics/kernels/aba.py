@@ -13,9 +13,8 @@ Per-link joint matrices are stored with one 6-vector per joint dof: ``U[i, k] = 
 from __future__ import annotations
 
 import numpy as np
-from numba import prange
 
-from .jit import jit, jit_parallel
+from .jit import jit
 from .packing import LF_ARM, LI_DOFADR, LI_NV, LI_PARENT
 from .rnea import link_external_forces
 from .scratch import buffer
@@ -183,11 +182,3 @@ def aba_range(li, lf, gv, bl, bf, q, v, tau, fext, qdd, start, stop):
         articulated_inertias(li, lf, oY, J, IA, U, UD, Dinv, tmp66, chol)
         aba_bias_pass(li, J, tau[b], IA, U, UD, cb, pA, u)
         aba_acceleration_pass(li, gv, J, U, Dinv, cb, u, qdd[b], oa)
-
-
-@jit_parallel
-def aba_parallel(li, lf, gv, bl, bf, q, v, tau, fext, qdd, nt):
-    """As :func:`aba_range` on the whole batch, in ``nt`` slices on the worker threads."""
-    B = q.shape[0]
-    for c in prange(nt):
-        aba_range(li, lf, gv, bl, bf, q, v, tau, fext, qdd, c * B // nt, (c + 1) * B // nt)

@@ -12,10 +12,9 @@ these sizes) rather than a hand-written loop, which is several times slower.
 from __future__ import annotations
 
 import numpy as np
-from numba import prange
 
 from .aba import aba_acceleration_pass, aba_bias_pass, articulated_inertias, bias_forces
-from .jit import jit, jit_parallel
+from .jit import jit
 from .minv import minv_backward, minv_forward
 from .rnea import link_external_forces
 from .rnea_derivatives import rnea_derivatives_pass
@@ -100,12 +99,3 @@ def aba_derivatives_range(li, lf, gv, bl, bf, q, v, tau, fext, minv_in, out, acc
         rnea_derivatives_pass(li, gv, J, ov, oa, oY, has_fext, fl, oR, op, ws, dY, cols, dtq, dtv)
         neg_product(Mi, dtq, out[0, b])
         neg_product(Mi, dtv, out[1, b])
-
-
-@jit_parallel
-def aba_derivatives_parallel(li, lf, gv, bl, bf, q, v, tau, fext, minv_in, out, acc, nt):
-    """As :func:`aba_derivatives_range` on the whole batch, in ``nt`` slices on the worker threads."""
-    B = q.shape[0]
-    for c in prange(nt):
-        aba_derivatives_range(li, lf, gv, bl, bf, q, v, tau, fext, minv_in, out, acc, c * B // nt,
-                              (c + 1) * B // nt)

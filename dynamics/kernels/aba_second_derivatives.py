@@ -9,18 +9,19 @@ Per state: ABA gives ``a``; ``M^-1`` from ABA's articulated inertias; ∇RNEA at
     ∂²a/∂q_j∂v_k = -M^-1 (∂²τ/∂q_j∂v_k + ∂M/∂q_j ∂a/∂v_k)
     ∂²a/∂q_j∂τ_k = -M^-1  ∂M/∂q_j M^-1[:, k]
 
-(the Direct-Tensor-Matrix variant of Singh, Russell & Wensing 2022, §VI-A), each product one BLAS
-``dgemm`` on the tensors reshaped to matrices. Index order as in :mod:`.rnea_second_derivatives`.
+(the Direct-Tensor-Matrix variant of Singh, Russell & Wensing 2022, §VI-A) as BLAS ``dgemm`` calls on
+the tensors reshaped to matrices: the three ``∂M/∂q_j Y`` products as one (``Y = [∂a/∂q | ∂a/∂v |
+M^-1]``), then ``-M^-1`` times each tensor, written straight into the output. Index order as in
+:mod:`.rnea_second_derivatives`.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from numba import prange
 
 from .aba import aba_acceleration_pass, aba_bias_pass, articulated_inertias, bias_forces
 from .aba_derivatives import ABA_DERIVATIVES_SCRATCH, aba_derivative_views
-from .jit import jit, jit_parallel
+from .jit import jit
 from .minv import minv_backward, minv_forward
 from .rnea import link_external_forces
 from .rnea_derivatives import rnea_derivatives_pass
@@ -28,15 +29,6 @@ from .rnea_second_derivatives import NMATS, NVECS, second_order_backward, second
 from .scratch import DOFS, LINKS, buffer, view2, view3
 from .state_scratch import articulated_views, motion_views, placement_views
 from .world import world_inertias, world_kinematics
-
-
-@jit
-def _neg_dot(A, X, out):
-    """``out = -A X`` (2-D, C-contiguous)."""
-    np.dot(A, X, out)
-    for r in range(out.shape[0]):
-        for c in range(out.shape[1]):
-            out[r, c] = -out[r, c]
 
 
 #: scratch of :func:`aba_second_derivatives_range`: one state's work arrays
@@ -51,7 +43,9 @@ ABA_SECOND_DERIVATIVES_SCRATCH = ABA_DERIVATIVES_SCRATCH.then(
     ("dav", (DOFS, DOFS)),
     ("T", (4, DOFS, DOFS * DOFS)),  # ID tensors qq, vv, qv, dM, then the inner terms
     ("X", (DOFS * DOFS, DOFS)),  # X[l * nv + j, m] = ∂M_lm/∂q_j
-    ("G", (DOFS * DOFS, DOFS)),
+    ("K", (DOFS, 3 * DOFS)),
+    ("nMi", (DOFS, DOFS)),
+    ("G", (DOFS * DOFS, 3 * DOFS)),
     ("mats", (NMATS, 6, 6)),
     ("vecs", (NVECS, 6)),
 )
@@ -80,6 +74,8 @@ def aba_second_derivatives_range(li, lf, gv, bl, bf, q, v, tau, fext, out, start
     dav = view2(buf, _ABASD.dav, L, nv)
     T = view3(buf, _ABASD.T, L, nv)  # ID tensors qq, vv, qv, dM, then the inner terms
     X = view2(buf, _ABASD.X, L, nv)  # X[l * nv + j, m] = ∂M_lm/∂q_j
+    K = view2(buf, _ABASD.K, L, nv)
+    nMi = view2(buf, _ABASD.nMi, L, nv)
     G = view2(buf, _ABASD.G, L, nv)
     mats = view3(buf, _ABASD.mats, L, nv)
     vecs = view2(buf, _ABASD.vecs, L, nv)
@@ -105,8 +101,11 @@ def aba_second_derivatives_range(li, lf, gv, bl, bf, q, v, tau, fext, out, start
         minv_forward(li, J, U, Dinv, P, Mi)
         # first-order derivatives at a = qdd (oY becomes composite here)
         rnea_derivatives_pass(li, gv, J, ov, oa, oY, has_fext, fl, oR, op, ws, dY, cols, dtq, dtv)
-        _neg_dot(Mi, dtq, daq)
-        _neg_dot(Mi, dtv, dav)
+        for r in range(nv):
+            for c in range(nv):
+                nMi[r, c] = -Mi[r, c]
+        np.dot(nMi, dtq, daq)
+        np.dot(nMi, dtv, dav)
         # ID second-order tensors at a (from the rigid inertias again)
         second_order_forward(li, gv, J, ov, oa, oY2, has_fext, fl, oR, op, psid, psidd, phid, dY, of, tmp)
         for m in range(4):
@@ -118,34 +117,24 @@ def aba_second_derivatives_range(li, lf, gv, bl, bf, q, v, tau, fext, out, start
         Tqv = T[2].reshape((nv, nv, nv))
         TdM = T[3].reshape((nv, nv, nv))
         second_order_backward(li, J, psid, psidd, phid, oY2, dY, of, mats, vecs, clink, Tq, Tv, Tqv, TdM)
-        # X[l, j, m] = ∂M_lm/∂q_j, so X @ Y contracts m: (∂M/∂q_j Y)[l, k]
+        # X[l, j, m] = ∂M_lm/∂q_j, so X @ K contracts m: (∂M/∂q_j K)[l, k], with K = [∂a/∂q | ∂a/∂v | M^-1]
+        # (one product for the three inner terms)
         for l_ in range(nv):
             for j in range(nv):
                 for m in range(nv):
                     X[l_ * nv + j, m] = TdM[l_, m, j]
-        np.dot(X, daq, G)                               # G[l, j, k] = (∂M/∂q_j ∂a/∂q)[l, k]
+        for r in range(nv):
+            for c in range(nv):
+                K[r, c] = daq[r, c]
+                K[r, nv + c] = dav[r, c]
+                K[r, 2 * nv + c] = Mi[r, c]
+        np.dot(X, K, G)
         for l_ in range(nv):
             for j in range(nv):
+                g = l_ * nv + j
                 for k in range(nv):
-                    Tq[l_, j, k] += G[l_ * nv + j, k] + G[l_ * nv + k, j]
-        np.dot(X, dav, G)
-        for l_ in range(nv):
-            for j in range(nv):
-                for k in range(nv):
-                    Tqv[l_, j, k] += G[l_ * nv + j, k]
-        np.dot(X, Mi, G)                                # ∂M/∂q_j M^-1 (into T[3], no longer needed)
-        for l_ in range(nv):
-            for j in range(nv):
-                for k in range(nv):
-                    TdM[l_, j, k] = G[l_ * nv + j, k]
+                    Tq[l_, j, k] += G[g, k] + G[l_ * nv + k, j]
+                    Tqv[l_, j, k] += G[g, nv + k]
+                    TdM[l_, j, k] = G[g, 2 * nv + k]    # ∂M/∂q_j M^-1 (T[3] no longer needed)
         for m in range(4):
-            _neg_dot(Mi, T[m], out[m, b].reshape((nv, nv * nv)))
-
-
-@jit_parallel
-def aba_second_derivatives_parallel(li, lf, gv, bl, bf, q, v, tau, fext, out, nt):
-    """As :func:`aba_second_derivatives_range` on the whole batch, in ``nt`` slices on the worker
-    threads."""
-    B = q.shape[0]
-    for c in prange(nt):
-        aba_second_derivatives_range(li, lf, gv, bl, bf, q, v, tau, fext, out, c * B // nt, (c + 1) * B // nt)
+            np.dot(nMi, T[m], out[m, b].reshape((nv, nv * nv)))

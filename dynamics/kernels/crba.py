@@ -9,9 +9,7 @@ rows of ``i`` is zero).
 
 from __future__ import annotations
 
-from numba import prange
-
-from .jit import jit, jit_parallel
+from .jit import jit
 from .packing import LF_ARM, LI_DOFADR, LI_NV, LI_PARENT, LI_SUBEND
 from .scratch import DOFS, buffer, view2
 from .spatial import inertia_mul
@@ -69,11 +67,3 @@ def crba_range(li, lf, q, M, start, stop):
         world_kinematics(li, lf, q[b], no_v, RJ, R, p, oR, op, J, oY, oY, t)  # (no velocities)
         world_inertias(li, lf, oR, op, oY)
         crba_pass(li, lf, oY, J, F, M[b])
-
-
-@jit_parallel
-def crba_parallel(li, lf, q, M, nt):
-    """As :func:`crba_range` on the whole batch, in ``nt`` slices on the worker threads."""
-    B = q.shape[0]
-    for c in prange(nt):
-        crba_range(li, lf, q, M, c * B // nt, (c + 1) * B // nt)

@@ -11,7 +11,8 @@ exception and a test before every division):
   would be compiled, then linked and optimised again inside the driver), and small helpers whose
   arguments are compile-time constants (:mod:`.scratch`);
 * :func:`jit_parallel`: a batch driver that splits its batch over the worker threads with
-  ``numba.prange``.
+  ``numba.prange`` (the backends' one driver, :mod:`.threaded_batch`, calls the serial kernel by
+  address, so that it does not compile the kernel's call tree a second time).
 
 Cache invalidation (:mod:`dynamics.kernel_cache`): each decorator accepts only functions defined in
 one of the project's compiled sources, and their cache entries are stamped with a hash of all of

@@ -10,9 +10,8 @@ dofs that move the frame (its link's supported dofs); every other column is zero
 from __future__ import annotations
 
 import numpy as np
-from numba import prange
 
-from .jit import jit, jit_parallel
+from .jit import jit
 from .joints import all_placements, world_placements
 from .packing import FR_P, FR_R, LF_COM, LF_MASS, LF_ST, LI_DOFADR, LI_NSUP, LI_NV, LI_PARENT, LI_SUP
 from .scratch import DOFS, LINKS, buffer, view1, view2
@@ -57,14 +56,6 @@ def placements_range(li, lf, q, flink, ff, oRf, opf, start, stop):
         world_placements(li, R, p, oR, op)
         for f in range(flink.shape[0]):
             frame_world(oR, op, flink[f], ff, f, oRf[b, f], opf[b, f])
-
-
-@jit_parallel
-def placements_parallel(li, lf, q, flink, ff, oRf, opf, nt):
-    """As :func:`placements_range`, in ``nt`` slices on the worker threads."""
-    B = q.shape[0]
-    for c in prange(nt):
-        placements_range(li, lf, q, flink, ff, oRf, opf, c * B // nt, (c + 1) * B // nt)
 
 
 @jit
@@ -249,14 +240,6 @@ def frame_jacobian_range(li, lf, q, v, flink, ff, ref, J, dJ, start, stop):
                             opf, tmp, J[b], dJ[b] if with_dJ else J[b])
 
 
-@jit_parallel
-def frame_jacobian_parallel(li, lf, q, v, flink, ff, ref, J, dJ, nt):
-    """As :func:`frame_jacobian_range`, in ``nt`` slices on the worker threads."""
-    B = q.shape[0]
-    for c in prange(nt):
-        frame_jacobian_range(li, lf, q, v, flink, ff, ref, J, dJ, c * B // nt, (c + 1) * B // nt)
-
-
 #: scratch of :func:`com_range`: one state's work arrays
 COM_SCRATCH = PLACEMENTS.then(
     ("x", (LINKS, 3)),
@@ -316,11 +299,3 @@ def com_range(li, lf, gv, q, com, J, start, stop):
                 J[b, 0, d0 + k] = (msub[i] * jc[0] + (jc[4] * mx[i, 2] - jc[5] * mx[i, 1])) / M
                 J[b, 1, d0 + k] = (msub[i] * jc[1] + (jc[5] * mx[i, 0] - jc[3] * mx[i, 2])) / M
                 J[b, 2, d0 + k] = (msub[i] * jc[2] + (jc[3] * mx[i, 1] - jc[4] * mx[i, 0])) / M
-
-
-@jit_parallel
-def com_parallel(li, lf, gv, q, com, J, nt):
-    """As :func:`com_range`, in ``nt`` slices on the worker threads."""
-    B = q.shape[0]
-    for c in prange(nt):
-        com_range(li, lf, gv, q, com, J, c * B // nt, (c + 1) * B // nt)

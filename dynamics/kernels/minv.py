@@ -14,10 +14,9 @@ Per-dof spatial columns are stored as (L, nv, 6) arrays (column ``c`` of link ``
 from __future__ import annotations
 
 import numpy as np
-from numba import prange
 
 from .aba import articulated_inertias
-from .jit import jit, jit_parallel
+from .jit import jit
 from .packing import LI_DOFADR, LI_NV, LI_PARENT, LI_SUBEND
 from .scratch import DOFS, LINKS, buffer, view3
 from .state_scratch import ARTICULATED, articulated_views, motion_views, placement_views
@@ -166,11 +165,3 @@ def minv_range(li, lf, q, Mi, start, stop):
                 Mb[r, c] = 0.0
         minv_backward(li, J, UD, Dinv, F, Mb)
         minv_forward(li, J, U, Dinv, P, Mb)
-
-
-@jit_parallel
-def minv_parallel(li, lf, q, Mi, nt):
-    """As :func:`minv_range` on the whole batch, in ``nt`` slices on the worker threads."""
-    B = q.shape[0]
-    for c in prange(nt):
-        minv_range(li, lf, q, Mi, c * B // nt, (c + 1) * B // nt)

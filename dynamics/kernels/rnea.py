@@ -3,18 +3,14 @@ Featherstone RBDA Table 5.1): body-frame recursion, gravity as the base accelera
 
 Every compiled module follows the same pattern (Plancher et al. 2021 Sec. IV-A, CPU design): the passes of
 one state work on preallocated scratch; ``*_range(..., start, stop)`` allocates the scratch once
-and runs a contiguous slice of the batch on the calling thread (the whole batch for serial calls);
-``*_parallel(..., nt)`` splits the batch into ``nt`` slices, one per worker thread of numba's
-persistent pool (``numba.prange``; ``nt`` is an argument because ``numba.get_num_threads()``
-inside a kernel prevents caching). Scalars passed between compiled functions are never literals,
-so that each function is compiled exactly once.
+and runs a contiguous slice of the batch on the calling thread (the whole batch for serial calls;
+one slice per worker thread through :mod:`.threaded_batch`). Scalars passed between compiled
+functions are never literals, so that each function is compiled exactly once.
 """
 
 from __future__ import annotations
 
-from numba import prange
-
-from .jit import jit, jit_parallel
+from .jit import jit
 from .joints import all_placements
 from .packing import FR_P, FR_R, LF_ARM, LF_ST, LI_DOFADR, LI_NV, LI_PARENT
 from .scratch import LINKS, buffer, view2
@@ -148,11 +144,3 @@ def rnea_range(li, lf, gv, bl, bf, q, v, a, fext, tau, start, stop):
         all_placements(li, lf, q[b], RJ, R, p)
         rnea_forward(li, lf, gv, v[b], a[b], has_fext, fl, R, p, vel, acc, f, tmp)
         rnea_backward(li, lf, a[b], R, p, f, tmp, tau[b])
-
-
-@jit_parallel
-def rnea_parallel(li, lf, gv, bl, bf, q, v, a, fext, tau, nt):
-    """As :func:`rnea_range`, in ``nt`` slices on the worker threads."""
-    B = q.shape[0]
-    for c in prange(nt):
-        rnea_range(li, lf, gv, bl, bf, q, v, a, fext, tau, c * B // nt, (c + 1) * B // nt)

@@ -25,9 +25,7 @@ first and second moment of ``oY``, ``ha`` angular momentum). ``doY`` is linear i
 
 from __future__ import annotations
 
-from numba import prange
-
-from .jit import jit, jit_parallel
+from .jit import jit
 from .packing import LI_DOFADR, LI_NV, LI_PARENT, LI_SUBEND
 from .rnea import link_external_forces
 from .scratch import DOFS, LINKS, buffer, view2, view3
@@ -230,11 +228,3 @@ def rnea_derivatives_range(li, lf, gv, bl, bf, q, v, a, fext, out, start, stop):
         world_accelerations(li, gv, J, a[b], ov, vJ, oa, t)
         world_inertias(li, lf, oR, op, oY)
         rnea_derivatives_pass(li, gv, J, ov, oa, oY, has_fext, fl, oR, op, ws, dY, cols, out[0, b], out[1, b])
-
-
-@jit_parallel
-def rnea_derivatives_parallel(li, lf, gv, bl, bf, q, v, a, fext, out, nt):
-    """As :func:`rnea_derivatives_range` on the whole batch, in ``nt`` slices on the worker threads."""
-    B = q.shape[0]
-    for c in prange(nt):
-        rnea_derivatives_range(li, lf, gv, bl, bf, q, v, a, fext, out, c * B // nt, (c + 1) * B // nt)

@@ -1,6 +1,7 @@
 """Compiled second-order partial derivatives of inverse dynamics: IDSVA-SO (Singh, Russell & Wensing
-2022, Algorithm 1), a per-state port of :mod:`dynamics.numpy_backend.rnea_second_derivatives` (same
-expressions, same index order, same exactly-once writes).
+2022, Algorithm 1), per state, with the case values, index order and exactly-once writes of
+:mod:`dynamics.numpy_backend.rnea_second_derivatives`; its per-dof 6x6 matrices are regrouped into
+two (see :func:`_dof_terms`) and the per-(p, j) and per-(p, j, k) terms are each one fused loop.
 
 World-frame forward quantities (Singh, Russell & Wensing 2022 Alg. 1 lines 2-11, :mod:`.world`): per
 dof ``d`` of link ``i``, ``S_d = J_d``, ``ψ̇_d = v_λ × S_d``, ``ψ̈_d = a_λ × S_d + v_λ × ψ̇_d``
@@ -21,26 +22,25 @@ Index order (docs/second_order.md): ``T[i, j, k] = ∂_k (∂_j τ_i)``; ``dM[i,
 from __future__ import annotations
 
 import numpy as np
-from numba import prange
 
-from .jit import jit, jit_parallel
+from .jit import jit, jit_inline
 from .packing import LI_DOFADR, LI_NSUP, LI_NV, LI_PARENT, LI_SUP
 from .rnea import link_external_forces
 from .rnea_derivatives import inertia_rate
 from .scratch import DOFS, LINKS, buffer, view2, view3
-from .spatial import dense_inertia, force_cross, force_cross_add, force_to_parent, inertia_mul, mot_cross
+from .spatial import dense_inertia, force_cross_add, force_to_parent, inertia_mul, mot_cross
 from .state_scratch import MOTION, motion_views, placement_views
 from .world import world_accelerations, world_inertias, world_kinematics
 
 # rows of the per-dof 6x6 work matrices (``mats``)
-_IC, _BC, _SX, _PSX, _R0, _R1, _R2, _R3, _R4, _R5, _R6, _R7, _BIC, _T1 = range(14)
+_IC, _BC, _SX, _PSX, _R1, _R3, _T1 = range(7)
 #: number of per-dof 6x6 work matrices (the GPU backend sizes its scratch with it)
-NMATS = 14
-# rows of the per-(p, j) work vectors (``vecs``)
-(_R5T, _R6T, _R7T, _R3T, _R4T, _R0T, _BICT, _R1T, _U1, _U2, _U11, _U3, _U58, _U6, _U7, _W, _G5, _G7, _V1,
- _V2) = range(20)
-#: number of per-(p, j) work vectors
-NVECS = 20
+NMATS = 7
+# rows of the work vectors (``vecs``): per dof p of joint i, then per (p, j), then temporaries
+# (the four per-dof forces and their products with S_j, ``_R0T`` to ``_R4T``, in the same order)
+(_ICS, _G5, _G7, _BCS, _R0T, _T5, _T7, _R4T, _R1T, _U1, _U3, _U58, _U6, _U7, _R6T, _X, _Y, _Z) = range(18)
+#: number of work vectors
+NVECS = 18
 
 
 @jit
@@ -66,25 +66,6 @@ def _cross_mat(x, out):
 
 
 @jit
-def _rhs_mat(f, out):
-    """Matrix of ``y -> y ×* f`` for the force ``f`` (6,): ``[[0, -[f_l]], [-[f_l], -[f_a]]]``."""
-    for r in range(6):
-        for c in range(6):
-            out[r, c] = 0.0
-    # -[f_l]x in the upper-right and lower-left blocks, -[f_a]x in the lower-right block
-    for blk in range(3):
-        ro = 0 if blk == 0 else 3
-        co = 0 if blk == 1 else 3
-        o = 3 if blk == 2 else 0
-        out[ro, co + 1] = f[o + 2]
-        out[ro, co + 2] = -f[o + 1]
-        out[ro + 1, co] = -f[o + 2]
-        out[ro + 1, co + 2] = f[o]
-        out[ro + 2, co] = f[o + 1]
-        out[ro + 2, co + 1] = -f[o]
-
-
-@jit
 def _mul(A, B, out):
     """``out = A B`` (6x6)."""
     for r in range(6):
@@ -96,39 +77,40 @@ def _mul(A, B, out):
 
 
 @jit
-def _tmul_add(A, B, sign, out):
-    """``out += sign * A^T B`` (6x6)."""
-    for r in range(6):
-        for c in range(6):
-            s = 0.0
-            for k in range(6):
-                s += A[k, r] * B[k, c]
-            out[r, c] += sign * s
-
-
-@jit
-def _mv(A, x, out):
-    """``out = A x`` (6x6, 6)."""
+def _mvr(A, x, ix, out, io):
+    """``out[io] = A x[ix]`` (A 6x6; x, out 2-D arrays of 6-vectors, rows by index)."""
     for r in range(6):
         s = 0.0
         for c in range(6):
-            s += A[r, c] * x[c]
-        out[r] = s
+            s += A[r, c] * x[ix, c]
+        out[io, r] = s
 
 
 @jit
-def _tmv(A, x, out):
-    """``out = A^T x`` (6x6, 6)."""
+def _tmvr(A, x, ix, out, io):
+    """``out[io] = A^T x[ix]`` (as :func:`_mvr`)."""
     for r in range(6):
         s = 0.0
         for c in range(6):
-            s += A[c, r] * x[c]
-        out[r] = s
+            s += A[c, r] * x[ix, c]
+        out[io, r] = s
 
 
-@jit
-def _dot(x, y):
-    return x[0] * y[0] + x[1] * y[1] + x[2] * y[2] + x[3] * y[3] + x[4] * y[4] + x[5] * y[5]
+@jit_inline
+def _xfr(y, iy, f, jf, out, io):
+    """``out[io] = y[iy] ×* f[jf]`` (motion on force; rows of 2-D arrays of 6-vectors)."""
+    l0 = y[iy, 4] * f[jf, 2] - y[iy, 5] * f[jf, 1]
+    l1 = y[iy, 5] * f[jf, 0] - y[iy, 3] * f[jf, 2]
+    l2 = y[iy, 3] * f[jf, 1] - y[iy, 4] * f[jf, 0]
+    a0 = y[iy, 1] * f[jf, 2] - y[iy, 2] * f[jf, 1] + y[iy, 4] * f[jf, 5] - y[iy, 5] * f[jf, 4]
+    a1 = y[iy, 2] * f[jf, 0] - y[iy, 0] * f[jf, 2] + y[iy, 5] * f[jf, 3] - y[iy, 3] * f[jf, 5]
+    a2 = y[iy, 0] * f[jf, 1] - y[iy, 1] * f[jf, 0] + y[iy, 3] * f[jf, 4] - y[iy, 4] * f[jf, 3]
+    out[io, 0] = l0
+    out[io, 1] = l1
+    out[io, 2] = l2
+    out[io, 3] = a0
+    out[io, 4] = a1
+    out[io, 5] = a2
 
 
 @jit
@@ -178,25 +160,125 @@ def second_order_forward(li, gv, J, ov, oa, oY, has_fext, fl, oR, op, psid, psid
 
 
 @jit
-def second_order_backward(li, J, psid, psidd, phid, IC, BC, fC, mats, vecs, clink, qq, vv, qv, dM):
-    """The IDSVA-SO backward pass: writes ``qq`` (∂²τ/∂q²), ``vv`` (∂²τ/∂v²), ``qv`` (∂²τ/∂q∂v) and
-    ``dM`` (∂M/∂q), each (nv, nv, nv) and zero on entry, from the composites ``IC``, ``BC``, ``fC``.
-    ``clink`` is (nv,) int64 scratch (the link of each dof of the current chain)."""
-    L = li.shape[0]
+def _rhs_add(f, jf, out):
+    """``out += `` the matrix of ``y -> y ×* f[jf]``: ``[[0, -[f_l]x], [-[f_l]x, -[f_a]x]]``."""
+    for blk in range(3):
+        ro = 0 if blk == 0 else 3
+        co = 0 if blk == 1 else 3
+        o = 3 if blk == 2 else 0
+        out[ro, co + 1] += f[jf, o + 2]
+        out[ro, co + 2] -= f[jf, o + 1]
+        out[ro + 1, co] -= f[jf, o + 2]
+        out[ro + 1, co + 2] += f[jf, o]
+        out[ro + 2, co] += f[jf, o + 1]
+        out[ro + 2, co + 1] -= f[jf, o]
+
+
+@jit
+def _dof_terms(i, p, J, psid, psidd, phid, fC, mats, vecs):
+    """The terms of dof ``p`` of joint ``i`` shared by all its (j, k) pairs, from ``I^C`` and
+    ``B^C`` (``mats[_IC]``, ``mats[_BC]``): the matrices ``r1 = s ×* I^C − I^C s×`` (symmetric) and
+    ``r3 = ψ̇ ×* I^C − I^C ψ̇× + (I^C ψ̇)×̄* + s ×* B^C − B^C s×``, and the vectors ``I^C s``,
+    ``B^Cᵀ s``, ``g5 = B^C ψ̇ + s ×* f^C + I^C ψ̈``, ``g7 = B^C s + I^C (ψ̇ + Ṡ)``. The other
+    matrices of Alg. 1 are cross-product matrices ``(x)×̄*`` (applied as cross products) or sums of
+    these (``(I^C s)×̄*`` is antisymmetric, so ``B^{ic} = r1 + (I^C s)×̄*`` and its transpose
+    need no matrix of their own)."""
     Ic = mats[_IC]
     Bc = mats[_BC]
     sx = mats[_SX]
     psx = mats[_PSX]
-    r0 = mats[_R0]
     r1 = mats[_R1]
-    r2 = mats[_R2]
     r3 = mats[_R3]
-    r4 = mats[_R4]
-    r5 = mats[_R5]
-    r6 = mats[_R6]
-    r7 = mats[_R7]
-    Bic = mats[_BIC]
     T1 = mats[_T1]
+    _cross_mat(J[p], sx)
+    _cross_mat(psid[p], psx)
+    _mvr(Ic, J, p, vecs, _ICS)
+    _tmvr(Bc, J, p, vecs, _BCS)
+    _mvr(Bc, psid, p, vecs, _G5)
+    _xfr(J, p, fC, i, vecs, _X)
+    _mvr(Ic, psidd, p, vecs, _Y)
+    _mvr(Bc, J, p, vecs, _G7)
+    for r in range(6):
+        vecs[_G5, r] += vecs[_X, r] + vecs[_Y, r]
+        vecs[_X, r] = psid[p, r] + phid[p, r]
+    _mvr(Ic, vecs, _X, vecs, _Y)
+    for r in range(6):
+        vecs[_G7, r] += vecs[_Y, r]
+    # r1 = -(I^C s× + (I^C s×)ᵀ), since s ×* = -(s×)ᵀ and I^C is symmetric; r3 likewise
+    _mul(Ic, sx, T1)
+    for r in range(6):
+        for c in range(6):
+            r1[r, c] = -(T1[r, c] + T1[c, r])
+    _mul(Ic, psx, T1)
+    for r in range(6):
+        for c in range(6):
+            r3[r, c] = -(T1[r, c] + T1[c, r])
+    _mvr(Ic, psid, p, vecs, _Z)
+    _rhs_add(vecs, _Z, r3)                                  # + (I^C ψ̇)×̄*
+    _mul(Bc, sx, T1)
+    for r in range(6):
+        for c in range(6):
+            x = 0.0
+            for k in range(6):
+                x += sx[k, r] * Bc[k, c]
+            r3[r, c] -= T1[r, c] + x                        # - B^C s× + s ×* B^C
+
+
+@jit_inline
+def _pair_terms(p, j, J, psid, psidd, phid, mats, vecs):
+    """The vectors of the pair (p, j) — ``j`` a dof on the chain of ``p``'s joint — that
+    :func:`_pair` dots with the k-dof vectors (after :func:`_dof_terms` of ``p``): with ``t = S_j``,
+    ``r0 = (I^C s)×̄*``, ``r4 = (B^Cᵀ s)×̄*``, ``r5 = g5×̄*``, ``r7 = g7×̄*``: ``R1T = r1 t``,
+    ``R0T = r0 t``, ``U1 = r3ᵀ t``, ``U3 = r3 ψ̇_j + r1 ψ̈_j + r5 t``,
+    ``U58 = (r0 − r1) ψ̇_j + r4 t`` (also the paper's ``r4 t − B^{icᵀ} ψ̇_j``),
+    ``U6 = (r1 + r0) ψ̇_j + r7 t``, ``U7 = r1 (ψ̇_j + Ṡ_j) + r3 t``, ``R6T = r0 t + s ×* I^C t``.
+    The eight 6x6 products share one loop."""
+    r1 = mats[_R1]
+    r3 = mats[_R3]
+    Ic = mats[_IC]
+    for r in range(6):
+        s1 = s2 = s3 = s4 = s5 = s6 = s7 = s8 = 0.0
+        for c in range(6):
+            t = J[j, c]
+            pt = psid[j, c]
+            a1 = r1[r, c]
+            a3 = r3[r, c]
+            s1 += a1 * t
+            s2 += a3 * t
+            s3 += r3[c, r] * t
+            s4 += a3 * pt
+            s5 += a1 * psidd[j, c]
+            s6 += a1 * pt
+            s7 += a1 * phid[j, c]
+            s8 += Ic[r, c] * t
+        vecs[_R1T, r] = s1
+        vecs[_U1, r] = s3
+        vecs[_U3, r] = s4 + s5
+        vecs[_U7, r] = s6 + s7 + s2
+        vecs[_X, r] = s6                                    # r1 ψ̇_j
+        vecs[_Z, r] = s8                                    # I^C t
+    for f in range(4):                                      # t ×* (I^C s, g5, g7, B^Cᵀ s)
+        _xfr(J, j, vecs, _ICS + f, vecs, _R0T + f)
+    _xfr(psid, j, vecs, _ICS, vecs, _Y)                     # r0 ψ̇_j
+    _xfr(J, p, vecs, _Z, vecs, _R6T)
+    for r in range(6):
+        x = vecs[_X, r]
+        y = vecs[_Y, r]
+        vecs[_U3, r] += vecs[_T5, r]
+        vecs[_U58, r] = y - x + vecs[_R4T, r]
+        vecs[_U6, r] = x + y + vecs[_T7, r]
+        vecs[_R6T, r] += vecs[_R0T, r]
+
+
+@jit
+def second_order_backward(li, J, psid, psidd, phid, IC, BC, fC, mats, vecs, clink, qq, vv, qv, dM):
+    """The IDSVA-SO backward pass: writes ``qq`` (∂²τ/∂q²), ``vv`` (∂²τ/∂v²), ``qv`` (∂²τ/∂q∂v) and
+    ``dM`` (∂M/∂q), each (nv, nv, nv) and zero on entry, from the composites ``IC``, ``BC``, ``fC``.
+    ``mats`` (NMATS, 6, 6) and ``vecs`` (NVECS, 6) are scratch; ``clink`` is (nv,) int64 scratch
+    (the link of each dof of the current chain)."""
+    L = li.shape[0]
+    Ic = mats[_IC]
+    Bc = mats[_BC]
     for i in range(L - 1, -1, -1):
         d0 = li[i, LI_DOFADR]
         nA = li[i, LI_NSUP]
@@ -222,127 +304,59 @@ def second_order_backward(li, J, psid, psidd, phid, IC, BC, fC, mats, vecs, clin
                 Bc[3 + r, 3 + c] = BC[i, 3 + 3 * r + c]
         for kp in range(li[i, LI_NV]):
             p = d0 + kp
-            s = J[p]
-            ps = psid[p]
-            _cross_mat(s, sx)
-            _cross_mat(ps, psx)
-            g5 = vecs[_G5]
-            g7 = vecs[_G7]
-            v1 = vecs[_V1]
-            v2 = vecs[_V2]
-            # g5 = B^C ψ̇ + s ×* f^C + I^C ψ̈;  g7 = B^C s + I^C (ψ̇ + Ṡ)
-            _mv(Bc, ps, g5)
-            force_cross(s, fC[i], v1)
-            _mv(Ic, psidd[p], v2)
-            for r in range(6):
-                g5[r] += v1[r] + v2[r]
-                v1[r] = ps[r] + phid[p, r]
-            _mv(Bc, s, g7)
-            _mv(Ic, v1, v2)
-            for r in range(6):
-                g7[r] += v2[r]
-            _mv(Ic, s, v1)
-            _rhs_mat(v1, r0)                 # (I^C s)×̄*
-            _tmv(Bc, s, v1)
-            _rhs_mat(v1, r4)                 # (B^Cᵀ s)×̄*
-            _rhs_mat(g5, r5)
-            _rhs_mat(g7, r7)
-            # r1 = s ×* I^C − I^C s×, with s ×* = −(s×)ᵀ
-            _mul(Ic, sx, r1)
-            for r in range(6):
-                for c in range(6):
-                    r1[r, c] = -r1[r, c]
-            _tmul_add(sx, Ic, -1.0, r1)
-            # r3 = ψ̇ ×* I^C − I^C ψ̇× + (I^C ψ̇)×̄* + s ×* B^C − B^C s×
-            _mv(Ic, ps, v1)
-            _rhs_mat(v1, r3)
-            _tmul_add(psx, Ic, -1.0, r3)
-            _tmul_add(sx, Bc, -1.0, r3)
-            _mul(Ic, psx, T1)
-            for r in range(6):
-                for c in range(6):
-                    r3[r, c] -= T1[r, c]
-            _mul(Bc, sx, T1)
-            for r in range(6):
-                for c in range(6):
-                    r3[r, c] -= T1[r, c]
-                    Bic[r, c] = r1[r, c] + r0[r, c]
-                    r2[r, c] = r0[r, c] - r1[r, c]
-                    r6[r, c] = r0[r, c]
-            _tmul_add(sx, Ic, -1.0, r6)      # r6 = s ×* I^C + (I^C s)×̄*
+            _dof_terms(i, p, J, psid, psidd, phid, fC, mats, vecs)
             for aj in range(nA):
                 j = li[i, LI_SUP + aj]
-                t = J[j]
-                pt = psid[j]
-                _mv(r5, t, vecs[_R5T])
-                _mv(r6, t, vecs[_R6T])
-                _mv(r7, t, vecs[_R7T])
-                _mv(r3, t, vecs[_R3T])
-                _mv(r4, t, vecs[_R4T])
-                _mv(r0, t, vecs[_R0T])
-                _mv(Bic, t, vecs[_BICT])
-                _mv(r1, t, vecs[_R1T])
-                _tmv(r3, t, vecs[_U1])
-                _tmv(r1, t, vecs[_U2])
-                _tmv(Bic, t, vecs[_U11])
-                u3 = vecs[_U3]
-                u58 = vecs[_U58]
-                u6 = vecs[_U6]
-                u7 = vecs[_U7]
-                w = vecs[_W]
-                _mv(r3, pt, u3)
-                _mv(r1, psidd[j], v1)
-                for r in range(6):
-                    u3[r] += v1[r] + vecs[_R5T, r]
-                _mv(r2, pt, u58)
-                _mv(Bic, pt, u6)
-                for r in range(6):
-                    u58[r] += vecs[_R4T, r]
-                    u6[r] += vecs[_R7T, r]
-                    v2[r] = pt[r] + phid[j, r]
-                _mv(r1, v2, u7)
-                for r in range(6):
-                    u7[r] += vecs[_R3T, r]
-                _tmv(Bic, pt, w)
-                for r in range(6):
-                    w[r] = vecs[_R4T, r] - w[r]   # r4 t_j − Bicᵀ ψ̇_j
+                _pair_terms(p, j, J, psid, psidd, phid, mats, vecs)
                 # every k whose link is at or above j's link (all dofs of j's own link included)
                 ak_end = aj + 1
                 while ak_end < nA and clink[ak_end] == clink[aj]:
                     ak_end += 1
                 for ak in range(ak_end):
-                    _pair(i, p, j, li[i, LI_SUP + ak], clink[aj], clink[ak], J, psid, psidd, phid, vecs, v2,
+                    _pair(i, p, j, li[i, LI_SUP + ak], clink[aj], clink[ak], J, psid, psidd, phid, vecs,
                           qq, vv, qv, dM)
 
 
-@jit
-def _pair(i, p, j, k, lj, lk, J, psid, psidd, phid, vecs, sk, qq, vv, qv, dM):
+@jit_inline
+def _pair(i, p, j, k, lj, lk, J, psid, psidd, phid, vecs, qq, vv, qv, dM):
     """The 14 case values of the dofs (p, j, k) — p of joint ``i``, j and k on its chain with k at
     or above j (links ``lj``, ``lk``) — and their writes (Singh, Russell & Wensing 2022 Alg. 1,
-    Appendix C; §IV-F)."""
-    tk = J[k]
-    pk = psid[k]
-    ppk = psidd[k]
+    Appendix C; §IV-F), from the pair vectors of :func:`_pair_terms` (sixteen dot products, one
+    loop)."""
+    a = b = d = e = f = g = p4 = p5 = w = u1p = u1t = x3 = u58t = x5 = x6 = x7 = 0.0
     for r in range(6):
-        sk[r] = pk[r] + phid[k, r]
-    u11 = vecs[_U11]
-    u1 = vecs[_U1]
-    u2 = vecs[_U2]
-    r0t = vecs[_R0T]
-    p1 = _dot(u11, pk)
-    p2 = _dot(r0t, ppk) + _dot(vecs[_W], pk)
-    p3 = -_dot(u11, tk)
-    p4 = _dot(vecs[_R1T], tk)
-    p5 = _dot(r0t, tk)
-    p6 = _dot(vecs[_BICT], tk)
-    x1 = _dot(u1, pk) + _dot(u2, ppk)
-    x2 = _dot(u1, tk) + _dot(u2, sk)
-    x3 = _dot(vecs[_U3], tk)
-    x4 = _dot(vecs[_U58], tk) + _dot(r0t, sk)
-    x5 = _dot(vecs[_U6], tk)
-    x6 = _dot(vecs[_U7], tk)
-    x7 = _dot(vecs[_R6T], tk)
-    x8 = -_dot(u2, tk)
+        tk = J[k, r]
+        pk = psid[k, r]
+        ppk = psidd[k, r]
+        fk = phid[k, r]
+        r1t = vecs[_R1T, r]
+        r0t = vecs[_R0T, r]
+        u1 = vecs[_U1, r]
+        u58 = vecs[_U58, r]
+        a += r1t * pk
+        b += r0t * pk
+        d += r1t * fk
+        e += r0t * ppk
+        f += r1t * ppk
+        g += r0t * fk
+        p4 += r1t * tk
+        p5 += r0t * tk
+        w += u58 * pk
+        u1p += u1 * pk
+        u1t += u1 * tk
+        u58t += u58 * tk
+        x3 += vecs[_U3, r] * tk
+        x5 += vecs[_U6, r] * tk
+        x6 += vecs[_U7, r] * tk
+        x7 += vecs[_R6T, r] * tk
+    p1 = a - b
+    p2 = e + w
+    p3 = p5 - p4
+    p6 = p4 + p5
+    x1 = u1p + f
+    x2 = u1t + a + d
+    x4 = u58t + b + g
+    x8 = -p4
     ij = lj != i
     kj = lk != lj
     qq[p, j, k] = p2
@@ -426,12 +440,3 @@ def rnea_second_derivatives_range(li, lf, gv, bl, bf, q, v, a, fext, out, start,
                         T[x, y, z] = 0.0
         second_order_backward(li, J, psid, psidd, phid, oY, dY, of, mats, vecs, clink, out[0, b], out[1, b],
                               out[2, b], out[3, b])
-
-
-@jit_parallel
-def rnea_second_derivatives_parallel(li, lf, gv, bl, bf, q, v, a, fext, out, nt):
-    """As :func:`rnea_second_derivatives_range` on the whole batch, in ``nt`` slices on the worker
-    threads."""
-    B = q.shape[0]
-    for c in prange(nt):
-        rnea_second_derivatives_range(li, lf, gv, bl, bf, q, v, a, fext, out, c * B // nt, (c + 1) * B // nt)

@@ -60,11 +60,12 @@ def _k() -> SimpleNamespace:
         import numba
 
         from ..kernels import (aba, aba_derivatives, aba_second_derivatives, crba, kinematics, minv, rnea,
-                       rnea_derivatives, rnea_second_derivatives)
+                               rnea_derivatives, rnea_second_derivatives, threaded_batch)
         _kernels = SimpleNamespace(numba=numba, rnea=rnea, crba=crba, minv=minv, aba=aba,
                                    rnea_derivatives=rnea_derivatives, aba_derivatives=aba_derivatives,
                                    rnea_second_derivatives=rnea_second_derivatives,
-                                   aba_second_derivatives=aba_second_derivatives, kinematics=kinematics)
+                                   aba_second_derivatives=aba_second_derivatives, kinematics=kinematics,
+                                   threaded_batch=threaded_batch)
     return _kernels
 
 
@@ -131,16 +132,17 @@ class NumbaBackend(CombinedComKernel, Backend):
         """The most worker threads batched calls may use (the count set, else ``NUMBA_NUM_THREADS``)."""
         return self._threads if self._threads is not None else _k().numba.config.NUMBA_NUM_THREADS
 
-    def _run(self, kind: str, pm, serial, parallel, B: int, *args) -> None:
-        """Run kernel ``kind`` on a batch of ``B`` states: one contiguous slice per worker thread, or
-        the serial variant on the calling thread (one state, one thread, or a batch too small to
-        be worth waking the thread pool)."""
+    def _run(self, kind: str, pm, kernel, B: int, *args) -> None:
+        """Run ``kernel(*args, start, stop)`` (a ``*_range`` kernel) on a batch of ``B`` states: one
+        contiguous slice per worker thread (:mod:`dynamics.kernels.threaded_batch`), or the whole
+        batch on the calling thread (one state, one thread, or a batch too small to be worth waking
+        the thread pool)."""
         nt = self.threads
         if nt <= 1 or B <= 1 or B * pm.nlinks * _COST_PER_LINK_US[kind] < self.parallel_threshold_us:
-            serial(*args, 0, B)
+            kernel(*args, 0, B)
             return
         use_threads(nt)
-        parallel(*args, min(nt, B))
+        _k().threaded_batch.run_threaded(kernel, B, min(nt, B), *args)
 
     def _variant(self, kind: str, model: RobotModel, B: int) -> str:
         """Which variant :meth:`_run` takes for a batch of B states: "serial" or "parallel"."""
@@ -425,7 +427,7 @@ class NumbaBackend(CombinedComKernel, Backend):
         k = getattr(_k(), name)
         out = np.empty((q.shape[0], pm.nv))
         fe = pm.no_fext if fext is None else _f64(fext)
-        self._run(name, pm, getattr(k, name + "_range"), getattr(k, name + "_parallel"), q.shape[0], pm.li, pm.lf,
+        self._run(name, pm, getattr(k, name + "_range"), q.shape[0], pm.li, pm.lf,
                   pm.gv, pm.bl, pm.bf, _f64(q), _f64(v), _f64(x), fe, out)
         return out
 
@@ -434,7 +436,7 @@ class NumbaBackend(CombinedComKernel, Backend):
         pm = packed(model)
         k = getattr(_k(), name)
         out = np.empty((q.shape[0], pm.nv, pm.nv))
-        self._run(name, pm, getattr(k, name + "_range"), getattr(k, name + "_parallel"), q.shape[0], pm.li, pm.lf,
+        self._run(name, pm, getattr(k, name + "_range"), q.shape[0], pm.li, pm.lf,
                   _f64(q), out)
         return out
 
@@ -456,7 +458,7 @@ class NumbaBackend(CombinedComKernel, Backend):
         B, nv = q.shape[0], pm.nv
         out = np.empty((2, B, nv, nv))
         fe = pm.no_fext if fext is None else _f64(fext)
-        self._run("rnea_derivatives", pm, k.rnea_derivatives_range, k.rnea_derivatives_parallel, B, pm.li, pm.lf,
+        self._run("rnea_derivatives", pm, k.rnea_derivatives_range, B, pm.li, pm.lf,
                   pm.gv, pm.bl, pm.bf, _f64(q), _f64(v), _f64(a), fe, out)
         return out[0], out[1]
 
@@ -467,7 +469,7 @@ class NumbaBackend(CombinedComKernel, Backend):
         out = np.empty((3, B, nv, nv))
         fe = pm.no_fext if fext is None else _f64(fext)
         mi = pm.no_minv if minv is None else _f64(minv)
-        self._run("aba_derivatives", pm, k.aba_derivatives_range, k.aba_derivatives_parallel, B, pm.li, pm.lf,
+        self._run("aba_derivatives", pm, k.aba_derivatives_range, B, pm.li, pm.lf,
                   pm.gv, pm.bl, pm.bf, _f64(q), _f64(v), _f64(tau), fe, mi, out, np.empty((0, nv)))  # writeable, like acc below
         return out[0], out[1], out[2]
 
@@ -481,7 +483,7 @@ class NumbaBackend(CombinedComKernel, Backend):
         _check_out("prepare_aba_derivatives", "acceleration_out", acceleration_out, (B, nv))
         pm = packed(model)
         k = _k().aba_derivatives
-        return partial(self._run, "aba_derivatives", pm, k.aba_derivatives_range, k.aba_derivatives_parallel, B,
+        return partial(self._run, "aba_derivatives", pm, k.aba_derivatives_range, B,
                        pm.li, pm.lf, pm.gv, pm.bl, pm.bf, _f64(q), _f64(v), _f64(tau), pm.no_fext, pm.no_minv, out,
                        acceleration_out)
 
@@ -492,7 +494,7 @@ class NumbaBackend(CombinedComKernel, Backend):
         k = _k().aba_derivatives
         fe = pm.no_fext if fext is None else _f64(fext)
         mi = pm.no_minv if minv is None else _f64(minv)
-        self._run("aba_derivatives", pm, k.aba_derivatives_range, k.aba_derivatives_parallel, q.shape[0], pm.li,
+        self._run("aba_derivatives", pm, k.aba_derivatives_range, q.shape[0], pm.li,
                   pm.lf, pm.gv, pm.bl, pm.bf, _f64(q), _f64(v), _f64(tau), fe, mi, out,
                   np.empty((0, pm.nv)) if acc is None else acc)
         return True
@@ -505,7 +507,7 @@ class NumbaBackend(CombinedComKernel, Backend):
         acc = np.empty((B, nv))
         fe = pm.no_fext if fext is None else _f64(fext)
         mi = pm.no_minv if minv is None else _f64(minv)
-        self._run("aba_derivatives", pm, k.aba_derivatives_range, k.aba_derivatives_parallel, B, pm.li, pm.lf,
+        self._run("aba_derivatives", pm, k.aba_derivatives_range, B, pm.li, pm.lf,
                   pm.gv, pm.bl, pm.bf, _f64(q), _f64(v), _f64(tau), fe, mi, out, acc)
         return acc, out[0], out[1], out[2]
 
@@ -515,7 +517,7 @@ class NumbaBackend(CombinedComKernel, Backend):
         B, nv = q.shape[0], pm.nv
         out = np.empty((4, B, nv, nv, nv))
         fe = pm.no_fext if fext is None else _f64(fext)
-        self._run("second_order", pm, k.rnea_second_derivatives_range, k.rnea_second_derivatives_parallel, B, pm.li,
+        self._run("second_order", pm, k.rnea_second_derivatives_range, B, pm.li,
                   pm.lf, pm.gv, pm.bl, pm.bf, _f64(q), _f64(v), _f64(a), fe, out)
         return out[0], out[1], out[2], out[3]
 
@@ -528,7 +530,7 @@ class NumbaBackend(CombinedComKernel, Backend):
         pm = packed(model)
         k = _k().aba_second_derivatives
         fe = pm.no_fext if fext is None else _f64(fext)
-        self._run("second_order", pm, k.aba_second_derivatives_range, k.aba_second_derivatives_parallel, q.shape[0],
+        self._run("second_order", pm, k.aba_second_derivatives_range, q.shape[0],
                   pm.li, pm.lf, pm.gv, pm.bl, pm.bf, _f64(q), _f64(v), _f64(tau), fe, out)
         return True
 
@@ -539,7 +541,7 @@ class NumbaBackend(CombinedComKernel, Backend):
         B, nf = q.shape[0], flink.shape[0]
         R = np.empty((B, nf, 3, 3))
         p = np.empty((B, nf, 3))
-        self._run("kinematics", pm, k.placements_range, k.placements_parallel, B, pm.li, pm.lf, _f64(q), flink, ff,
+        self._run("kinematics", pm, k.placements_range, B, pm.li, pm.lf, _f64(q), flink, ff,
                   R, p)
         return R, p
 
@@ -566,7 +568,7 @@ class NumbaBackend(CombinedComKernel, Backend):
         J = np.empty((B, 6, nv))
         dJ = np.empty((B, 6, nv)) if with_dJ else np.empty((0, 6, nv))
         vv = _f64(v) if with_dJ else _f64(np.zeros((1, nv)))
-        self._run("kinematics", pm, k.frame_jacobian_range, k.frame_jacobian_parallel, B, pm.li, pm.lf, _f64(q), vv,
+        self._run("kinematics", pm, k.frame_jacobian_range, B, pm.li, pm.lf, _f64(q), vv,
                   flink, ff, _REFERENCES[reference], J, dJ)
         return J, dJ
 
@@ -582,6 +584,6 @@ class NumbaBackend(CombinedComKernel, Backend):
         B, nv = q.shape[0], pm.nv
         com = np.empty((B, 3))
         J = np.empty((B, 3, nv)) if with_J else np.empty((0, 3, nv))
-        self._run("kinematics", pm, k.com_range, k.com_parallel, B, pm.li, pm.lf, pm.gv, _f64(q), com, J)
+        self._run("kinematics", pm, k.com_range, B, pm.li, pm.lf, pm.gv, _f64(q), com, J)
         return com, J
 

@@ -43,10 +43,10 @@ STATE, CONTROL, FRAME_POSITION, JOINT_LIMIT, STATE_LIE = 0, 1, 2, 3, 4
 _MATH = ("value", "derivatives", "residual", "residual_jacobian", "_accumulate")
 
 frames_knot = None                       # the kernel library's, bound on the first compilation
-prange = range                           # numba.prange once numba is imported (first compilation)
 frames_workspace = None
 difference_x = None
 difference_jacobian = None
+run_threaded_parts = None                # dynamics.kernels.threaded_batch's, bound with them
 
 
 # ---------------------------------------------------------------- kernel source (jitted lazily)
@@ -176,23 +176,23 @@ def _cost_kernel(margs, joints, flink, ff, nq, nv, E, KS, FK, P, IX, X, U, deriv
         J[s] = total
 
 
-def _cost_parallel(margs, joints, flink, ff, nq, nv, E, KS, FK, P, IX, X, U, deriv, Jc, rl, rlx, rlu, rlxx, rluu, tl,
-                   tlx, tlxx, nt):
-    """:func:`_cost_kernel` in ``nt`` slices on the worker threads: of the candidates when there are
-    several (values), else of the knots (slices write disjoint rows; the terminal row belongs to the
-    last). Slice c writes its totals into ``Jc[c]`` (nt, S), zero elsewhere: the caller sums over c."""
+def _cost_part(margs, joints, flink, ff, nq, nv, E, KS, FK, P, IX, X, U, deriv, Jc, rl, rlx, rlu, rlxx, rluu, tl,
+               tlx, tlxx, c, nt):
+    """:func:`_cost_kernel` on part ``c`` of ``nt``: of the candidates when there are several
+    (values), else of the knots (parts write disjoint rows; the terminal row belongs to the last).
+    Part c writes its totals into ``Jc[c]`` (nt, S): the caller sums over c. The parts run one per
+    worker thread (:func:`dynamics.kernels.threaded_batch.run_threaded_parts`)."""
     S = X.shape[0]
     N1 = X.shape[1]
-    for c in prange(nt):
-        for s in range(S):
-            Jc[c, s] = 0.0
-        # one call site: the kernel's body is inlined here, and each call site would compile it again
-        if S > 1:
-            s0, s1, t0, t1 = c * S // nt, (c + 1) * S // nt, 0, N1
-        else:
-            s0, s1, t0, t1 = 0, 1, c * N1 // nt, (c + 1) * N1 // nt
-        _cost_kernel(margs, joints, flink, ff, nq, nv, E, KS, FK, P, IX, X, U, deriv, Jc[c], rl, rlx, rlu, rlxx, rluu,
-                     tl, tlx, tlxx, s0, s1, t0, t1)
+    for s in range(S):
+        Jc[c, s] = 0.0
+    # one call site: the kernel's body is inlined here, and each call site would compile it again
+    if S > 1:
+        s0, s1, t0, t1 = c * S // nt, (c + 1) * S // nt, 0, N1
+    else:
+        s0, s1, t0, t1 = 0, 1, c * N1 // nt, (c + 1) * N1 // nt
+    _cost_kernel(margs, joints, flink, ff, nq, nv, E, KS, FK, P, IX, X, U, deriv, Jc[c], rl, rlx, rlu, rlxx, rluu,
+                 tl, tlx, tlxx, s0, s1, t0, t1)
 
 
 _compiled = None
@@ -213,21 +213,19 @@ def _kernel():
     (:func:`dynamics.kernels.kinematics.frames_knot`) and SO(3)/SE(3) difference directly, so every
     backend whose :meth:`~dynamics.Backend.compiled_kinematics` runs the kernel library shares it;
     compiled with the project's options and cache stamp (:mod:`dynamics.kernels.jit`)."""
-    global _compiled, frames_knot, frames_workspace, difference_x, difference_jacobian, prange
+    global _compiled, frames_knot, frames_workspace, difference_x, difference_jacobian, run_threaded_parts
     if _compiled is not None:
         return _compiled
-    from numba import prange as numba_prange
-
-    from dynamics.kernels import kinematics, lie
-    from dynamics.kernels.jit import jit_inline, jit_parallel
+    from dynamics.kernels import kinematics, lie, threaded_batch
+    from dynamics.kernels.jit import jit, jit_inline
+    run_threaded_parts = threaded_batch.run_threaded_parts
     frames_knot, frames_workspace = kinematics.frames_knot, kinematics.frames_workspace
     difference_x, difference_jacobian = lie.difference_x, lie.difference_jacobian
-    prange = numba_prange
-    # the kernel body is inlined into the parallel driver, the one function compiled (a callee compiled
-    # on its own would be compiled, then linked and optimised again inside the driver)
+    # the kernel body is inlined into the part function, the one function compiled (a callee compiled
+    # on its own would be compiled, then linked and optimised again inside its caller)
     g = globals()
     g["_cost_kernel"] = jit_inline(_cost_kernel)
-    _compiled = jit_parallel(_cost_parallel)
+    _compiled = jit(_cost_part)
     return _compiled
 
 
@@ -430,8 +428,9 @@ class CompiledCosts:
         Jc = self._Jc.get((nt, S))
         if Jc is None:
             Jc = self._Jc[(nt, S)] = np.empty((nt, S))
-        _kernel()(kin.model_args, kin.joint_rows, self.flink, self.ff, m.nq, m.nv, self.E, self.KS, self.FK, self.P,
-                     self.IX, X, U, deriv, Jc, *outs, nt)
+        kernel = _kernel()
+        run_threaded_parts(kernel, nt, kin.model_args, kin.joint_rows, self.flink, self.ff, m.nq, m.nv, self.E,
+                           self.KS, self.FK, self.P, self.IX, X, U, deriv, Jc, *outs)
         if nt == 1:
             J[:] = Jc[0]
         else:

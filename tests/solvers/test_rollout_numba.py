@@ -240,12 +240,12 @@ def test_backends_side_by_side_in_one_process():
     compiled forward dynamics is not the kernel library's gets the Python rollout instead."""
     import dataclasses
 
-    from dynamics.kernels import aba
+    from dynamics.kernels import rnea
     from dynamics.numba_backend import NumbaBackend
 
     class OtherForwardDynamics(NumbaBackend):
         def compiled_forward_dynamics(self, model):
-            return dataclasses.replace(super().compiled_forward_dynamics(model), aba_range=aba.aba_parallel)
+            return dataclasses.replace(super().compiled_forward_dynamics(model), aba_range=rnea.rnea_range)
 
     p_np = _iiwa("numpy")
     rng = np.random.default_rng(6)
