@@ -173,6 +173,44 @@ def _rollout_part(margs, fext, joints, passive, dts, x0, alphas, xs, us, k, K, l
                    q, vt, q_ro, vt_ro, s0, s1, r0)
 
 
+@jit
+def _sample_rollout_part(margs, fext, joints, passive, dts, x0, xref, offsets, G, lo, hi, clip, X, U, ok,
+                         q, vt, q_ro, vt_ro, c, nt):
+    """Part ``c`` of ``nt`` of the sampling planners' rollouts: sample s applies
+    ``u = offsets[s, t] + G (x ⊖ xref)`` (clipped to ``[lo, hi]`` when clip) at knot t, from x0;
+    X (S, N+1, nx), U (S, N, nu), ok (S,) as in :func:`_rollout_slice`, whose per-knot steps it
+    shares (with ``us_t = offsets[s, t]``, ``k_t = 0``, ``K_t = G``)."""
+    li, lf, gv, bl, bf = margs
+    S, N, nu = offsets.shape
+    nq, nv = x0.shape[0] - passive[2].shape[0], passive[2].shape[0]
+    s0, s1, r0 = slice_rows(S, nt, c)
+    r1 = r0 + s1 - s0
+    v = vt[0]
+    tau = vt[1]
+    acc = np.empty((q.shape[0], nv))
+    d = np.empty(2 * nv)
+    w = np.empty(nv)
+    u = np.empty(nu)
+    zero = np.zeros(nu)
+    for s in range(s0, s1):
+        ok[s] = True
+        for i in range(nq + nv):
+            X[s, 0, i] = x0[i]
+    for t in range(N):
+        for s in range(s0, s1):
+            r = r0 + s - s0
+            if not knot_input(joints, nq, X[s, t], xref, offsets[s, t], zero, G, 0.0, clip, lo, hi, passive, d, u,
+                              U[s, t], q[r], v[r], tau[r]):
+                ok[s] = False
+        aba_range(li, lf, gv, bl, bf, q_ro, vt_ro[0], vt_ro[1], fext, acc, r0, r1)
+        for s in range(s0, s1):
+            x = X[s, t]
+            if not euler_step(joints, nq, x, acc[r0 + s - s0], dts[t], w, X[s, t + 1]):
+                ok[s] = False            # diverged: mark failed, keep the batch finite
+                for i in range(nq + nv):
+                    X[s, t + 1, i] = x[i]
+
+
 # ---------------------------------------------------------------- Python side
 def runs_kernel_library(fd) -> bool:
     """Whether ``fd`` (a :class:`~dynamics.backend.CompiledForwardDynamics` or None) is the kernel
@@ -264,18 +302,43 @@ class CompiledRollout:
             X, U, ok = out.X, out.U, out.ok
             if X.shape != (S, N + 1, nx) or U.shape != (S, N, nu) or ok.shape != (S,):
                 raise ValueError(f"CompiledRollout.run: out buffers are for {ok.shape[0]} candidates, not {S}")
-        scratch = self._scratch.get(S)
-        if scratch is None:
-            q = np.empty((input_rows(S), self.nq))
-            vt = np.empty((2, input_rows(S), self.nv))
-            scratch = self._scratch[S] = (q, vt, read_only(q), read_only(vt))
-        q, vt, q_ro, vt_ro = scratch
+        q, vt, q_ro, vt_ro = self._aba_inputs(S)
         nt = max(1, min(S, self.fd.threads()))
         use_threads(nt)                     # 1: no worker woken
         run_threaded_parts(_rollout_part, nt, self.fd.model_args, self.fd.no_fext, *self._dyn_args, arr["dts"],
                            arr["x0"], alphas, arr["xs"], us, arr["k"], arr["K"], arr["u_lower"], arr["u_upper"],
                            bool(clip), arr.get("gaps", self._no_gaps), X, U, ok, q, vt, q_ro, vt_ro)
         return X, U, ok
+
+    def run_samples(self, x0, offsets, G, xref, u_lower, u_upper, clip: bool, X, U) -> np.ndarray:
+        """The sampling planners' rollouts: sample s applies ``u = offsets[s, t] + G (x ⊖ xref)``
+        (clipped to the bounds when clip) from x0 (nx,). offsets (S, N, nu), G (nu, ndx), xref (nx,);
+        states into X (S, N+1, nx), applied controls into U (S, N, nu). Returns ok (S,): False for a
+        sample whose control or state went non-finite (its rows are then not meaningful)."""
+        S, N = offsets.shape[0], offsets.shape[1]
+        if offsets.shape[2] != self.nu or G.shape != (self.nu, self.ndx) or X.shape != (S, N + 1, self.nx) \
+                or U.shape != (S, N, self.nu):
+            raise ValueError(f"CompiledRollout.run_samples: shapes offsets {offsets.shape}, G {G.shape}, X {X.shape}, "
+                             f"U {U.shape} do not fit nu={self.nu}, ndx={self.ndx}, nx={self.nx}")
+        dts = self._dts if self._dts.shape[0] == N else read_only(self._dts[:N])
+        ok = np.empty(S, dtype=np.bool_)
+        q, vt, q_ro, vt_ro = self._aba_inputs(S)
+        nt = max(1, min(S, self.fd.threads()))
+        use_threads(nt)
+        run_threaded_parts(_sample_rollout_part, nt, self.fd.model_args, self.fd.no_fext, *self._dyn_args, dts,
+                           read_only(x0), read_only(xref), read_only(offsets), read_only(G), read_only(u_lower),
+                           read_only(u_upper), bool(clip), X, U, ok, q, vt, q_ro, vt_ro)
+        return ok
+
+    def _aba_inputs(self, S: int) -> tuple:
+        """The ABA input scratch for S candidates, allocated once per S: q (R, nq), vt (2, R, nv)
+        (:func:`input_rows`) and their read-only views."""
+        scratch = self._scratch.get(S)
+        if scratch is None:
+            q = np.empty((input_rows(S), self.nq))
+            vt = np.empty((2, input_rows(S), self.nv))
+            scratch = self._scratch[S] = (q, vt, read_only(q), read_only(vt))
+        return scratch
 
     def _view(self, a) -> np.ndarray:
         """:func:`_ro` of ``a``, kept for the next call when it is a view (no copy) of the same array:

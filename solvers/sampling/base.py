@@ -22,11 +22,20 @@ from ..result import TIMING_KEYS, SolverResult
 from ..warmup import WarmupResult
 from .mujoco_rollout import MujocoRollout
 from .policy import GravityDampingFeedback, PDSetpoints, control_scale
-from .rollouts import rollout_batch, rollout_costs
+from .rollouts import CompiledSampleRollouts, rollout_batch, rollout_costs
 from .spline import ControlSpline
 
 POLICIES = ("auto", "pd", "gravity_damping", "open_loop")
 ROLLOUTS = ("model", "mujoco")
+
+
+def _compiled_rollouts(problem: ShootingProblem) -> CompiledSampleRollouts | None:
+    """The compiled rollouts of ``problem`` when its backend prefers compiled solvers and
+    :func:`~solvers.rollout_numba.compiled_rollout_available` (free Euler dynamics), else None."""
+    if not problem.backend.prefers_compiled_solver:
+        return None
+    from ..rollout_numba import compiled_rollout_available     # imports numba: only then
+    return CompiledSampleRollouts(problem) if compiled_rollout_available(problem) else None
 
 
 def _positive_int(name: str, value, low: int) -> int:
@@ -55,7 +64,9 @@ class SamplingPlanner:
     one actuator per dof); ``"open_loop"``: the controls themselves (the published algorithms);
     ``"auto"`` (default): ``"pd"`` when every actuator drives its own joint, else ``"open_loop"``.
     With a feedback the result's gains are the feedback's ``∂u/∂x``. rollout: ``"model"`` (the
-    problem's own knot dynamics, batched on its backend) or ``"mujoco"``: MuJoCo steps the
+    problem's own knot dynamics, batched on its backend; all rollouts in one compiled call,
+    :class:`~solvers.sampling.rollouts.CompiledSampleRollouts`, where the backend prefers compiled
+    solvers and the dynamics allow it) or ``"mujoco"``: MuJoCo steps the
     rollouts with its own contact model (:mod:`solvers.sampling.mujoco_rollout`; legged robots
     without a contact schedule; knot spacings must be multiples of MuJoCo's timestep), on
     ``rollout_threads`` threads.
@@ -96,7 +107,8 @@ class SamplingPlanner:
         if rollout not in ROLLOUTS:
             raise ValueError(f"unknown rollout '{rollout}'; choose one of {', '.join(ROLLOUTS)}")
         self.rollout = rollout
-        self._rollout = MujocoRollout(problem, rollout_threads) if rollout == "mujoco" else rollout_batch
+        self._rollout = (MujocoRollout(problem, rollout_threads) if rollout == "mujoco" else
+                         _compiled_rollouts(problem) or rollout_batch)
         self.feedback = (PDSetpoints(problem, pd_stiffness, pd_damping_ratio) if policy == "pd" else
                          GravityDampingFeedback(problem, damping) if policy == "gravity_damping" else None)
         self.sigma = self.noise * (self.feedback.scale() if self.feedback is not None else control_scale(problem))

@@ -65,6 +65,11 @@ class GravityDampingFeedback:
     def prepare(self) -> None:
         """Nothing to refresh (D is set at construction)."""
 
+    def linear_form(self, s: np.ndarray) -> None:
+        """None: the exact gravity torques make this feedback nonlinear in the state (the rollouts
+        run through the problem's dynamics step by step)."""
+        return None
+
     def default(self) -> np.ndarray:
         """The spline value (nu,) that holds still: no offset."""
         return np.zeros(self.problem.nu)
@@ -159,6 +164,26 @@ class PDSetpoints:
         self.Kp = self.omega ** 2 * lam
         self.Kd = 2.0 * self.damping_ratio * self.omega * lam
         self._Kp_inv = np.linalg.inv(self.Kp)
+
+    def linear_form(self, s: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`controls` as ``u = offsets + G (x ⊖ x_ref)`` for set-points s (K, N, nu):
+        ``(offsets (K, N, nu), G (nu, ndx), x_ref (nx,))``, with x_ref the problem's current x0 at
+        rest. Exact: b is affine in q, and each actuated joint is a hinge or slide, whose position
+        difference is its tangent component."""
+        p = self.problem
+        m = p.model
+        nv = m.nv
+        xref = np.concatenate([p.x0[:m.nq], np.zeros(nv)])
+        G = np.zeros((p.nu, 2 * nv))
+        if self.gravity:
+            b_ref = self._b0 + (xref[:m.nq] - self._q0) @ self._dbdq.T
+            G[:, :nv] = self._dbdq
+        else:
+            b_ref = self.u_bias
+        G[:, self.dof] -= self.Kp
+        G[:, nv + self.dof] -= self.Kd
+        offsets = b_ref + (s - xref[self.qa]) @ self.Kp.T
+        return offsets, G, xref
 
     def bias(self, q: np.ndarray) -> np.ndarray:
         """b(q) (K, nu): linearised gravity compensation at q, or the constant default controls."""

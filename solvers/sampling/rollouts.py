@@ -14,6 +14,8 @@ from ..problem import ShootingProblem
 class RolloutPolicy(Protocol):
     def controls(self, s: np.ndarray, q: np.ndarray, v: np.ndarray) -> np.ndarray: ...
 
+    def linear_form(self, s: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None: ...
+
 
 def rollout_batch(problem: ShootingProblem, us: np.ndarray, out: np.ndarray,
                   feedback: RolloutPolicy | None = None) -> np.ndarray:
@@ -56,3 +58,29 @@ def rollout_costs(problem: ShootingProblem, xs: np.ndarray, us: np.ndarray) -> n
         J[ok] = problem.cost(xs[ok], us[ok])
     J[~np.isfinite(J)] = np.inf
     return J
+
+
+class CompiledSampleRollouts:
+    """:func:`rollout_batch` on the compiled rollout kernel
+    (:meth:`solvers.rollout_numba.CompiledRollout.run_samples`): all K rollouts of all knots in one
+    call, split over the worker threads, for open-loop controls and for feedbacks that are affine
+    in the state (``feedback.linear_form``); any other feedback takes :func:`rollout_batch`. A
+    diverged rollout is NaN throughout (:func:`rollout_costs` gives it +inf either way). Needs
+    ``compiled_rollout_available(problem)`` (:mod:`solvers.rollout_numba`)."""
+
+    def __init__(self, problem: ShootingProblem):
+        from ..rollout_numba import CompiledRollout     # imports numba: only a compiled planner loads it
+        self._kernel = CompiledRollout(problem)
+        self._revision = problem.revision
+
+    def __call__(self, problem: ShootingProblem, us: np.ndarray, out: np.ndarray,
+                 feedback: RolloutPolicy | None = None) -> np.ndarray:
+        form = (us, np.zeros((problem.nu, problem.ndx)), problem.x0) if feedback is None else feedback.linear_form(us)
+        if form is None or problem.revision != self._revision:      # re-phased knots: the kernel's are stale
+            return rollout_batch(problem, us, out, feedback)
+        offsets, G, xref = form
+        clip = feedback is not None
+        ok = self._kernel.run_samples(problem.x0, offsets, G, xref, problem.u_lower, problem.u_upper, clip, out, us)
+        if not ok.all():
+            out[~ok] = np.nan
+        return out
