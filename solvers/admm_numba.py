@@ -100,7 +100,10 @@ def admm_iterations(Fx, Fu, gaps, K, L, Vxx, mu, lx, lu, lxN, Gx, Gu, g, lower, 
     proximal weight, alpha the over-relaxation. State (in/out): y, z (N+1, m), dx (N+1, ndx),
     du (N, nu); outputs: k (N, nu) the last feed-forward, w (N+1, m) the last ``g + G d``, out (6,):
     primal and dual residuals, their scales, and the primal and dual residuals over the ``near``
-    rows (for the ρ update). Returns ``(iterations, status)``."""
+    rows (for the ρ update), all of the last iteration. The dual residual and its scale (``Gᵀ dz``,
+    ``Gᵀ y``: as costly as the Riccati pass's constraint terms) are computed only where the test
+    can pass — the primal residual within its tolerance — and at the last iteration: the same
+    iterations stop as when they are computed every time. Returns ``(iterations, status)``."""
     N, ndx, nu = Fu.shape
     M = g.shape[1]
     v = np.empty(M)
@@ -112,17 +115,22 @@ def admm_iterations(Fx, Fu, gaps, K, L, Vxx, mu, lx, lu, lxN, Gx, Gu, g, lower, 
     kt = np.empty(nu)
     gx = np.empty(ndx)
     gu = np.empty(nu)
-    dz = np.empty(M)
+    dz = np.empty((N + 1, M))
     dzn = np.empty(M)
+    # V_xx f̄ of every knot: the same in every iteration of the call (V_xx and the gaps are fixed)
+    Vf = np.empty((N + 1, ndx))
+    for t in range(N + 1):
+        for a in range(ndx):
+            s = 0.0
+            for j in range(ndx):
+                s += Vxx[t, a, j] * gaps[t, j]
+            Vf[t, a] = s
     for it in range(1, n_iter + 1):
         # vector part of the Riccati pass: V_x, k
         _multiplier_row(y[N], rho[N], g[N], z[N], v)
         _transpose_times(Gx[N], v, ax)
         for i in range(ndx):
-            s = lxN[i] + ax[i] - sigma * dx[N, i]
-            for j in range(ndx):
-                s += Vxx[N, i, j] * gaps[N, j]
-            Vx[i] = s
+            Vx[i] = lxN[i] + ax[i] - sigma * dx[N, i] + Vf[N, i]
         for t in range(N - 1, -1, -1):
             _multiplier_row(y[t], rho[t], g[t], z[t], v)
             _transpose_times(Gx[t], v, ax)
@@ -147,9 +155,7 @@ def admm_iterations(Fx, Fu, gaps, K, L, Vxx, mu, lx, lu, lxN, Gx, Gu, g, lower, 
                 s = Qx[a]
                 for i in range(nu):
                     s += K[t, i, a] * Qu[i]
-                for j in range(ndx):
-                    s += Vxx[t, a, j] * gaps[t, j]
-                Vx[a] = s
+                Vx[a] = s + Vf[t, a]
         # linear rollout
         finite = 0.0
         for i in range(ndx):
@@ -171,7 +177,7 @@ def admm_iterations(Fx, Fu, gaps, K, L, Vxx, mu, lx, lu, lxN, Gx, Gu, g, lower, 
                 finite += s
         if not np.isfinite(finite):
             return it, NON_FINITE
-        # splitting variables, multipliers and residuals
+        # splitting variables, multipliers and the primal residual
         r_prim = 0.0
         scale_p = 0.0
         r_dual = 0.0
@@ -195,25 +201,29 @@ def admm_iterations(Fx, Fu, gaps, K, L, Vxx, mu, lx, lu, lxN, Gx, Gu, g, lower, 
                 z[t, r] = zn
                 # y + ρ (wr − z) is exactly 0 where the projection did not clip (z = wr + y/ρ)
                 y[t, r] = 0.0 if zn == zu else y[t, r] + rho[t, r] * (wr - zn)
-                dz[r] = rho[t, r] * (zn - zp)
+                dz[t, r] = rho[t, r] * (zn - zp)
                 e = abs(s - zn)
                 r_prim = max(r_prim, e)
                 scale_p = max(scale_p, abs(s), abs(zn))
-                if last:
-                    dzn[r] = dz[r] if near[t, r] else 0.0
-                    if near[t, r]:
-                        rp_near = max(rp_near, e)
-            r_dual = max(r_dual, _max_abs(_transpose_times(Gx[t], dz, gx)))
-            scale_d = max(scale_d, _max_abs(_transpose_times(Gx[t], y[t], gx)))
-            if t < N:
-                r_dual = max(r_dual, _max_abs(_transpose_times(Gu[t], dz, gu)))
-                scale_d = max(scale_d, _max_abs(_transpose_times(Gu[t], y[t], gu)))
-            if last:
-                rd_near = max(rd_near, _max_abs(_transpose_times(Gx[t], dzn, gx)))
+                if last and near[t, r]:
+                    rp_near = max(rp_near, e)
+        primal_met = r_prim <= eps_abs + eps_rel * scale_p
+        if primal_met or last:
+            # the dual residual and its scale
+            for t in range(N + 1):
+                r_dual = max(r_dual, _max_abs(_transpose_times(Gx[t], dz[t], gx)))
+                scale_d = max(scale_d, _max_abs(_transpose_times(Gx[t], y[t], gx)))
                 if t < N:
-                    rd_near = max(rd_near, _max_abs(_transpose_times(Gu[t], dzn, gu)))
+                    r_dual = max(r_dual, _max_abs(_transpose_times(Gu[t], dz[t], gu)))
+                    scale_d = max(scale_d, _max_abs(_transpose_times(Gu[t], y[t], gu)))
+                if last:
+                    for r in range(M):
+                        dzn[r] = dz[t, r] if near[t, r] else 0.0
+                    rd_near = max(rd_near, _max_abs(_transpose_times(Gx[t], dzn, gx)))
+                    if t < N:
+                        rd_near = max(rd_near, _max_abs(_transpose_times(Gu[t], dzn, gu)))
         out[0], out[1], out[2], out[3], out[4], out[5] = r_prim, r_dual, scale_p, scale_d, rp_near, rd_near
-        if r_prim <= eps_abs + eps_rel * scale_p and r_dual <= eps_abs + eps_rel * scale_d:
+        if primal_met and r_dual <= eps_abs + eps_rel * scale_d:
             return it, CONVERGED
     return n_iter, NOT_CONVERGED
 

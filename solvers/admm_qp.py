@@ -71,6 +71,7 @@ class StagewiseAdmmQP:
         self.rho = self.rho0
         self._closed_loop, self._K_seen, self._curvature = None, None, None
         self._near = np.zeros((N + 1, m), bool)
+        self._bounds_seen = None                      # (lower, upper, their copies, _near_bounds)
         self._L = self._w = self._out = None          # the compiled path's factors and outputs
 
     def solve(self, d: ProblemDerivatives, g: np.ndarray, Gx: np.ndarray, Gu: np.ndarray, lower: np.ndarray,
@@ -221,13 +222,22 @@ class StagewiseAdmmQP:
         (e.g. a torque limit) with the full ρ would act as a proximal term of weight ρ on its
         variables and stall ADMM where the cost's curvature is much smaller than ρ."""
         z, y = self.z, self.y
-        with np.errstate(invalid="ignore"):
-            near = ((y != 0) | (w <= lo + _slack(lo)) | (w >= hi - _slack(hi))
-                    | (z <= lo + _slack(lo)) | (z >= hi - _slack(hi)))
+        lo_near, hi_near, bounded = self._near_bounds(lo, hi)
+        near = (y != 0) | (w <= lo_near) | (w >= hi_near) | (z <= lo_near) | (z >= hi_near)
         self._near = near & ~self.equality
         r = np.where(self.equality, 1e3 * self.rho, np.where(near, self.rho, self.inactive_rho * self.rho))
-        bounded = np.isfinite(lo) | np.isfinite(hi)
         return np.maximum(np.where(bounded, r, RHO_MIN), RHO_MIN)
+
+    def _near_bounds(self, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(lower + slack, upper − slack, bounded)`` of :meth:`_rho_rows`, kept while the bounds
+        are the same (the SQP passes the same arrays at every iteration of a solve)."""
+        seen = self._bounds_seen
+        if seen is None or seen[0] is not lo or seen[1] is not hi or not (
+                np.array_equal(seen[2], lo) and np.array_equal(seen[3], hi)):
+            with np.errstate(invalid="ignore"):
+                near = (lo + _slack(lo), hi - _slack(hi), np.isfinite(lo) | np.isfinite(hi))
+            self._bounds_seen = (lo, hi, lo.copy(), hi.copy(), near)
+        return self._bounds_seen[4]
 
     def _augmented_hessians(self, d: ProblemDerivatives, Gx: np.ndarray, Gu: np.ndarray, rho: np.ndarray) -> None:
         """``l_xx + Gxᵀ ρ Gx + σI``, ``l_xu + Gxᵀ ρ Gu``, ``l_uu + Guᵀ ρ Gu + σI`` (+ the curvature)."""

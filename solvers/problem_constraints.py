@@ -122,10 +122,15 @@ class ProblemConstraints:
 
     def _knot_sets(self):
         """``(group, knots, terminal)`` for every group: its running knots, then its terminal knot
-        (evaluated without a control), each only when it has some."""
+        (evaluated without a control), each only when it has some — or all its knots at once,
+        without a control, when it has the terminal knot and none of its terms uses the control
+        (its terms are then evaluated without one anyway: one kinematics evaluation, not two)."""
         N = self.problem.horizon
         for g in self.groups:
             term = g.knots[-1] == N
+            if term and not any(c.uses_control for c in g.terms):
+                yield g, g.knots, True
+                continue
             run = g.knots[:-1] if term else g.knots
             if run.size:
                 yield g, run, False
