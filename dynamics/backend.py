@@ -139,7 +139,9 @@ class CompiledKinematics:
     and ``difference_jacobian(joint_rows, d, J, tmp)``: ``∂(q1 ⊖ q0)/∂q1`` (nv, nv) from that
     difference d (tmp: (8, 3, 3) scratch), on the model's joint table ``joint_rows``;
     ``difference_batch(joint_rows, nq, x0, x1, out)``: ``x1[b] ⊖ x0[b]`` for (B, nx) read-only
-    float64 C-contiguous arrays into out (B, 2 nv), callable from Python.
+    float64 C-contiguous arrays into out (B, 2 nv), callable from Python;
+    ``integrate_batch(joint_rows, nq, x, dx, out)``: ``x[b] ⊕ dx[b]`` for read-only (B, nx), (B, 2 nv)
+    float64 C-contiguous arrays into out (B, nx), callable from Python.
     ``source_hash`` changes whenever the compiled code behind the functions changes (a caller
     caching its own kernel on disk adds it to its stamp). ``threads()``: as
     :attr:`CompiledForwardDynamics.threads`.
@@ -155,6 +157,7 @@ class CompiledKinematics:
     joint_rows: np.ndarray
     source_hash: str
     threads: Callable[[], int] = lambda: 1
+    integrate_batch: Callable | None = None
 
 
 class Backend:

@@ -44,8 +44,9 @@ class StateSpace:
 
     def __init__(self, model: RobotModel, compiled=None):
         """compiled: a backend's :class:`~dynamics.backend.CompiledKinematics` for ``model`` (or None):
-        its compiled ``difference_batch`` then computes :meth:`difference` of (B, nx) batches on
-        robots with ball or free joints (the numpy Lie algebra costs ~0.3 ms per call there)."""
+        its compiled ``difference_batch`` and ``integrate_batch`` then compute :meth:`difference` and
+        :meth:`integrate` of (nx,) states or (B, nx) batches on robots with ball or free joints (the
+        numpy Lie algebra costs ~0.3 ms per call there)."""
         if not isinstance(model, RobotModel):
             raise TypeError(f"StateSpace: expected a RobotModel (dynamics.load_model), got {type(model).__name__}")
         self.model = model
@@ -78,6 +79,15 @@ class StateSpace:
         """``x ⊕ dx`` (..., nx)."""
         if self.euclidean and _plain_finite(x, dx, self.nx):
             return x + dx
+        ck = self._compiled
+        if (ck is not None and ck.integrate_batch is not None and type(x) is np.ndarray and type(dx) is np.ndarray
+                and x.dtype == _F64 and dx.dtype == _F64 and x.ndim == dx.ndim and 1 <= x.ndim <= 2
+                and x.shape[:-1] == dx.shape[:-1] and x.shape[-1] == self.nx and dx.shape[-1] == self.ndx
+                and sum_is_finite(x) and sum_is_finite(dx)):
+            one = x.ndim == 1
+            out = np.empty((1 if one else x.shape[0], self.nx))
+            ck.integrate_batch(ck.joint_rows, self.nq, _ro(x[None] if one else x), _ro(dx[None] if one else dx), out)
+            return out[0] if one else out
         q, v = x[..., :self.nq], x[..., self.nq:]
         qn = self.model.integrate(q, dx[..., :self.nv])
         vn = v + dx[..., self.nv:]

@@ -170,6 +170,18 @@ def difference_batch(joints, nq, x0, x1, out):
 
 
 @jit
+def integrate_batch(joints, nq, x, dx, out):
+    """``out[b] = x[b] ⊕ dx[b]`` for x (B, nx), dx (B, 2 nv), out (B, nx): :func:`integrate_q` and
+    ``v + dv`` over a batch, callable from Python (the numpy Lie algebra costs ~0.3 ms per call on a
+    floating-base robot)."""
+    nv = dx.shape[1] // 2
+    for b in range(out.shape[0]):
+        integrate_q(joints, x[b], dx[b], out[b])
+        for i in range(nv):
+            out[b, nq + i] = x[b, nq + i] + dx[b, nv + i]
+
+
+@jit
 def _skew(a0, a1, a2, out):
     out[0, 0], out[0, 1], out[0, 2] = 0.0, -a2, a1
     out[1, 0], out[1, 1], out[1, 2] = a2, 0.0, -a0

@@ -151,6 +151,30 @@ def test_state_space_fast_path_equals_general(bundled, chain, robot, rng, monkey
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.parametrize("robot", ["hyq", "atlas"])
+def test_state_space_compiled_lie_group_equals_numpy(bundled, robot, rng):
+    """On floating-base robots a backend's compiled ``integrate_batch`` / ``difference_batch``
+    (CompiledKinematics) give what the numpy Lie algebra (RobotModel.integrate/difference) gives,
+    for single states and batches; anything else (broadcast shapes, non-finite) takes the numpy path
+    and its errors."""
+    pytest.importorskip("numba")
+    m = bundled[robot]
+    be = dynamics.get_backend("numba")
+    fast, ref = StateSpace(m, be.compiled_kinematics(m)), StateSpace(m)
+    assert not fast.euclidean and fast._compiled is not None and fast._compiled.integrate_batch is not None
+    x = np.concatenate([m.random_configuration(rng, 5), rng.normal(size=(5, m.nv))], -1)
+    dx = 0.7 * rng.normal(size=(5, fast.ndx))
+    for a, b in ((x, dx), (x[0], dx[0]), (x, dx[0])):
+        np.testing.assert_allclose(fast.integrate(a, b), ref.integrate(a, b), rtol=1e-13, atol=1e-13)
+    x1 = fast.integrate(x, dx)
+    np.testing.assert_allclose(fast.difference(x, x1), dx, rtol=1e-11, atol=1e-11)   # round trip
+    bad = dx.copy()
+    bad[2, 0] = np.nan
+    for ss in (fast, ref):        # the numpy path's error, unchanged
+        with pytest.raises(ValueError, match="non-finite"):
+            ss.integrate(x, bad)
+
+
 def test_state_space_errors_unchanged(bundled):
     ss = StateSpace(bundled["iiwa"])
     x = np.zeros((3, 14))
