@@ -165,7 +165,16 @@ def quat_log(q: np.ndarray) -> np.ndarray:
 
 def so3_log(R: np.ndarray) -> np.ndarray:
     """Rotation vector of a rotation matrix (real inputs)."""
-    return quat_log(rotation_to_quat(R))
+    R = np.asarray(R, dtype=float)
+    tr = R[..., 0, 0] + R[..., 1, 1] + R[..., 2, 2]
+    if not np.all(tr > 0.0):
+        return quat_log(rotation_to_quat(R))
+    # every angle below 120°: w = √(1 + tr)/2 > 1/2, so the trace pivot of Shepperd's method is well
+    # conditioned for every rotation and the per-row pivot choice can be skipped (the cost terms'
+    # orientation residuals are near the identity)
+    w = 0.5 * np.sqrt(1.0 + tr)
+    v = np.stack([R[..., 2, 1] - R[..., 1, 2], R[..., 0, 2] - R[..., 2, 0], R[..., 1, 0] - R[..., 0, 1]], -1)
+    return quat_log(np.concatenate([w[..., None], v / (4.0 * w)[..., None]], -1))
 
 
 def so3_right_jacobian(w: np.ndarray) -> np.ndarray:

@@ -11,13 +11,18 @@ For each candidate ``s`` (step size ``α_s``) and knot ``t``, as the Python loop
     u_t  = us_t + α_s k_t + K_t (x̂_t ⊖ xs_t)  (clipped to the bounds when clip)
     τ    = B u - D v - K_s (q - q_spring)
     free knot:     a = ABA(q, v, τ),                         v⁺ = v + dt_t a, q⁺ = q ⊕ dt_t v⁺
-    contact knot:  a = constrained acceleration (q, v, τ),   v⁺ = v + dt_t a, q⁺ = q ⊕ dt_t v⁺
+    contact knot:  a, λ = constrained acceleration and contact forces (q, v, τ),   v⁺ = v + dt_t a, q⁺ = q ⊕ dt_t v⁺
     impulse knot:  v⁺ = impact velocity (q, v),              q⁺ = q
 
 A non-finite ``u`` marks the candidate failed and is replaced by ``us_t``; a non-finite ``x⁺``, or a
 contact / impact whose contact Jacobian is rank deficient at that candidate's state (a leg stretched
 straight), marks it failed and ``x⁺`` is replaced by ``x̂_t`` so the batch stays finite — the same
 outcome as the Python path, where :mod:`solvers.contact_or_nan` turns those rows into NaN.
+
+The contact forces λ of every candidate's contact knots are written out too (NaN where the Jacobian
+lost rank), so that the line search's cost of the candidates — contact-force and cone terms —
+reads them instead of solving each knot's contact dynamics a second time
+(:class:`solvers.problem_costs.RolloutContactForces`).
 
 Every piece of physics is the kernel library's and the contact kernels' (the functions the
 backend's ``aba`` / ``contact_dynamics`` / ``impulse_dynamics`` run: :func:`dynamics.kernels.aba.aba_range`,
@@ -35,16 +40,23 @@ numba's on-disk cache) on the first :meth:`CompiledContactRollout.run` or by
 from __future__ import annotations
 
 import numpy as np
-from numba import prange
 
 from dynamics.contact.numba_kernels import contact_range, impulse_range
 from dynamics.kernels.aba import aba_range
 from dynamics.kernels.integrators import all_finite, euler_step
-from dynamics.kernels.jit import jit_inline, jit_parallel
+from dynamics.kernels.jit import jit, jit_inline
+from dynamics.kernels.threaded_batch import run_threaded_parts
 from dynamics.worker_threads import use_threads
 
-from .rollout_numba import input_rows, knot_input, passive_args, read_only, runs_kernel_library, slice_rows, \
-    start_state
+from .rollout_numba import (
+    input_rows,
+    knot_input,
+    passive_args,
+    read_only,
+    runs_kernel_library,
+    slice_rows,
+    start_state,
+)
 
 FREE, CONTACT, IMPULSE = 0, 1, 2   # knot kinds of the kernel's `kind` table
 
@@ -52,9 +64,11 @@ FREE, CONTACT, IMPULSE = 0, 1, 2   # knot kinds of the kernel's `kind` table
 # ---------------------------------------------------------------- kernels
 @jit_inline
 def _contact_rollout_slice(margs, no_fext, joints, passive, knots, sets, x0, alphas, xs, us, k, K, lo, hi, clip, gaps,
-                           X, U, ok, work, s0, s1, r0):
+                           X, U, ok, F, work, s0, s1, r0):
     """The batched rollout (module docstring) of candidates ``s0 <= s < s1`` into X (S, N+1, nx),
-    U (S, N, nu), ok (S,).
+    U (S, N, nu), ok (S,), and the contact forces of the contact knots into F (S, N, ncmax) (the
+    first nc entries of row (s, t): the knot's set; NaN where its Jacobian lost rank; rows of free
+    and impulse knots are not written).
 
     margs / no_fext: the backend's packed model and "no external force" array; passive: the torque's
     terms (:func:`solvers.rollout_numba.passive_args`). knots = (kind, cset, dts, rest): each knot's
@@ -111,6 +125,15 @@ def _contact_rollout_slice(margs, no_fext, joints, passive, knots, sets, x0, alp
                 contact_range(li, lf, gv, bl, bf, q_ro, vt_ro[0], vt_ro[1], flink[o0:o1], ff[o0:o1], fbody[o0:o1],
                               fbR[o0:o1], fbp[o0:o1], spoint[c], skp[c], skd[c], pref[o0:o1], no, Mi, bias, zero,
                               no_fext, fext, rd, acc, lam, flag, da, dl, r0, r1)
+                nc = (3 if spoint[c] else 6) * (o1 - o0)
+                for s in range(s0, s1):
+                    r = r0 + s - s0
+                    if flag[r] > pivot_rtol:
+                        for i in range(nc):
+                            F[s, t, i] = lam[r, i]
+                    else:
+                        for i in range(nc):
+                            F[s, t, i] = np.nan
             else:
                 impulse_range(li, lf, gv, bl, bf, q_ro, vt_ro[0], flink[o0:o1], ff[o0:o1], fbody[o0:o1], fbR[o0:o1],
                               fbp[o0:o1], spoint[c], skp[c], skd[c], pref[o0:o1], rest[t], Mi, zero, acc, lam,
@@ -136,16 +159,14 @@ def _contact_rollout_slice(margs, no_fext, joints, passive, knots, sets, x0, alp
                     xn[s, i] = x[i]
 
 
-@jit_parallel
-def _contact_rollout_parallel(margs, no_fext, joints, passive, knots, sets, x0, alphas, xs, us, k, K, lo, hi, clip,
-                              gaps, X, U, ok, work, nt):
-    """:func:`_contact_rollout_slice` with the candidates in ``nt`` contiguous slices on the worker
-    threads (candidates are independent)."""
-    S = alphas.shape[0]
-    for c in prange(nt):
-        s0, s1, r0 = slice_rows(S, nt, c)
-        _contact_rollout_slice(margs, no_fext, joints, passive, knots, sets, x0, alphas, xs, us, k, K, lo, hi, clip,
-                               gaps, X, U, ok, work, s0, s1, r0)
+@jit
+def _contact_rollout_part(margs, no_fext, joints, passive, knots, sets, x0, alphas, xs, us, k, K, lo, hi, clip,
+                          gaps, X, U, ok, F, work, c, nt):
+    """:func:`_contact_rollout_slice` for part ``c`` of ``nt`` of the candidates (candidates are
+    independent; one part per worker thread, :func:`dynamics.kernels.threaded_batch.run_threaded_parts`)."""
+    s0, s1, r0 = slice_rows(alphas.shape[0], nt, c)
+    _contact_rollout_slice(margs, no_fext, joints, passive, knots, sets, x0, alphas, xs, us, k, K, lo, hi, clip,
+                           gaps, X, U, ok, F, work, s0, s1, r0)
 
 
 # ---------------------------------------------------------------- Python side
@@ -229,6 +250,8 @@ class CompiledContactRollout:
                       read_only([cd.kp for cd in cds]), read_only([cd.kd for cd in cds]), *stacked,
                       read_only(np.concatenate([cd.pref for cd in cds])), float(self.cd.pivot_rtol), False)
         self._no_gaps = read_only(np.zeros((0, self.ndx)))
+        #: per knot, the integrated model whose contact forces the rollout writes (contact knots), else None
+        self.force_models = tuple(problem.knot_dynamics(t) if kind[t] == CONTACT else None for t in range(N))
         self._problem = problem
         self._scratch: dict = {}
 
@@ -256,7 +279,9 @@ class CompiledContactRollout:
         ``x̂_t = f(x̂_{t-1}, u_{t-1}) ⊕ (α - 1) gaps[t]``). Returns ``(X (S, N+1, nx), U (S, N, nu),
         ok (S,) bool)``; ``ok`` is False for candidates whose controls or states went non-finite or
         whose contact Jacobian lost rank. out: buffers with ``X``, ``U``, ``ok`` of those shapes to
-        write into (:meth:`solvers.problem_data.ProblemData.rollout`)."""
+        write into (:meth:`solvers.problem_data.ProblemData.rollout`); the contact forces of the
+        contact knots go to ``out.forces(ncmax)`` (S, N, ≥ ncmax) (:attr:`force_models`: which
+        knots; a scratch array without ``out``)."""
         alphas = read_only(alphas)
         us = read_only(us)
         N = self._knots[0].shape[0]
@@ -276,15 +301,17 @@ class CompiledContactRollout:
                 raise ValueError(f"CompiledContactRollout.run: {name} has shape {arr[name].shape}, expected {shape}")
         if out is None:
             X, U, ok = np.empty((S, N + 1, nx)), np.empty((S, N, nu)), np.empty(S, dtype=np.bool_)
+            F = np.empty((S, N, self.ncmax))
         else:
             X, U, ok = out.X, out.U, out.ok
             if X.shape != (S, N + 1, nx) or U.shape != (S, N, nu) or ok.shape != (S,):
                 raise ValueError(f"CompiledContactRollout.run: out buffers are for {ok.shape[0]} candidates, not {S}")
+            F = out.forces(self.ncmax)
         nt = max(1, min(S, self.fd.threads()))
         use_threads(nt)                     # 1: no worker woken
-        _contact_rollout_parallel(self.cd.model_args, self.cd.no_fext, *self._dyn_args, self._knots, self._sets,
-                                  arr["x0"], alphas, arr["xs"], us, arr["k"], arr["K"], arr["u_lower"], arr["u_upper"],
-                                  bool(clip), arr.get("gaps", self._no_gaps), X, U, ok, self._work(S), nt)
+        run_threaded_parts(_contact_rollout_part, nt, self.cd.model_args, self.cd.no_fext, *self._dyn_args, self._knots,
+                           self._sets, arr["x0"], alphas, arr["xs"], us, arr["k"], arr["K"], arr["u_lower"],
+                           arr["u_upper"], bool(clip), arr.get("gaps", self._no_gaps), X, U, ok, F, self._work(S))
         return X, U, ok
 
     def warmup(self, x0=None) -> None:

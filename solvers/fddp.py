@@ -28,6 +28,12 @@ from .line_search import line_search
 from .problem import ShootingProblem
 
 
+def _quadratic_form(a: np.ndarray, M: np.ndarray, b: np.ndarray) -> float:
+    """``Σ_t a_tᵀ M_t b_t`` for a, b (T, n), M (T, n, n) (batched products: a three-operand einsum
+    runs numpy's generic loop)."""
+    return float(np.sum(a * (M @ b[..., None])[..., 0]))
+
+
 class FDDP(ILQR):
     """Feasibility-driven DDP; accepts infeasible ``xs_init`` and closes the gaps."""
 
@@ -65,11 +71,11 @@ class FDDP(ILQR):
         d2 = -float(np.sum(self.k * self.Quuk))
         if not self.feasible:
             f = self.gaps
-            d1 -= float(np.einsum("ti,ti->", self.Vx, f))
-            d2 += float(np.einsum("ti,tij,tj->", f, self.Vxx, f))
+            d1 -= float(np.sum(self.Vx * f))
+            d2 += _quadratic_form(f, self.Vxx, f)
             if xs_try is not None:
                 dx = self.problem.state.difference(xs_try, self.xs)       # xs ⊖ x̂
-                dv = -float(np.einsum("ti,tij,tj->", f, self.Vxx, dx))
+                dv = -_quadratic_form(f, self.Vxx, dx)
                 d1 += dv
                 d2 -= 2.0 * dv
         return alpha * (d1 + 0.5 * alpha * d2)

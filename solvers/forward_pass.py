@@ -21,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from .problem import ShootingProblem
+from .problem_costs import RolloutContactForces
 
 
 class ForwardPass:
@@ -98,6 +99,16 @@ class ForwardPass:
                     xnext[bad] = X[bad, t]
             X[:, N] = self._start(alphas, xnext, gaps, N)
         return X, U, ok
+
+    def contact_forces(self, out) -> RolloutContactForces | None:
+        """The contact forces that the last :meth:`run` into ``out`` (its buffers) computed at the
+        candidates' contact knots, for the cost of the candidates; None when this pass's rollout
+        does not write them (the Python loop, free dynamics)."""
+        kernel = self._compiled_rollout()
+        models = getattr(kernel, "force_models", None)
+        if models is None or out is None:
+            return None
+        return RolloutContactForces(out.forces(kernel.ncmax), models)
 
     def _start(self, alphas, xnext, gaps, t):
         if gaps is None:

@@ -409,18 +409,19 @@ class ILQR:
     def _simulate(self, alphas, xs, us, k, K, with_cost: bool = True) -> Candidates:
         """Batched closed-loop rollout of ``u = us + α k + K (x̂ ⊖ xs)`` for all step sizes α."""
         p = self.problem
+        out = self.data.rollout(alphas.shape[0])
         with self._timed("forward"):
-            X, U, ok = self.forward.run(alphas, xs, us, k, K, self.box and p.has_bounds, self._rollout_gaps(),
-                                        out=self.data.rollout(alphas.shape[0]))
-        return self._score(X, U, ok, with_cost)
+            X, U, ok = self.forward.run(alphas, xs, us, k, K, self.box and p.has_bounds, self._rollout_gaps(), out=out)
+        return self._score(X, U, ok, with_cost, self.forward.contact_forces(out))
 
-    def _score(self, X, U, ok, with_cost: bool) -> Candidates:
-        """Total cost of each rolled-out candidate (inf where not requested); non-finite ones fail."""
+    def _score(self, X, U, ok, with_cost: bool, forces=None) -> Candidates:
+        """Total cost of each rolled-out candidate (inf where not requested); non-finite ones fail.
+        forces: the contact forces the rollout computed (:meth:`ForwardPass.contact_forces`)."""
         p = self.problem
         S = X.shape[0]
         cost = np.full(S, np.inf)
         if with_cost:
             with self._timed("cost"), np.errstate(all="ignore"):
-                cost = np.asarray(p.cost(X, U), float).reshape(S)
+                cost = np.asarray(p.costs.total(X, U, forces), float).reshape(S)
             ok &= np.isfinite(cost)
         return Candidates(X, U, cost, ok)

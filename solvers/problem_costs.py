@@ -10,6 +10,8 @@ the library's cost terms run as one compiled call when the backend offers compil
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from dynamics.inputs import sum_is_finite
@@ -31,6 +33,39 @@ def contact_solves_for(rows: slice, solves) -> dict | None:
     return found
 
 
+@dataclass(frozen=True)
+class RolloutContactForces:
+    """The contact forces a forward pass computed at its candidates' contact knots: ``lam``
+    (S, N, ≥ nc), candidate s and knot t in row (s, t), its first nc entries the forces of that
+    knot's contact set (NaN where the contact Jacobian lost rank); ``models`` (N,): per knot the
+    integrated model whose contact dynamics gave them (its ``contacts``, ``actuation``), None on
+    knots without (free, impulse)."""
+
+    lam: np.ndarray
+    models: tuple
+
+
+def candidate_contact_solves(forces: RolloutContactForces, knots: np.ndarray, S: int, contiguous: bool) -> dict | None:
+    """:attr:`CostContext.contact_solves` (forces only, no Jacobians) for a cost group's knots in S
+    stacked candidates (candidate-major, as :meth:`ProblemCosts.total_batched` stacks them), when
+    one contact set's dynamics covers every knot; else None."""
+    models = forces.models
+    first = models[knots[0]]
+    if first is None:
+        return None
+    for t in knots:
+        m = models[t]
+        if m is not first and (m is None or m.contacts is not first.contacts
+                               or not m.actuation.same_as(first.actuation)):
+            return None
+    nc = first.contacts.nc
+    if contiguous and S == 1:
+        lam = forces.lam[0, knots[0]:knots[-1] + 1, :nc]
+    else:
+        lam = forces.lam[:S, knots, :nc].reshape(-1, nc)
+    return {id(first.contacts): (first, lam, None)}
+
+
 def accumulate_scaled(cost, ctx: CostContext, scale, dst: CostDerivatives) -> None:
     """``dst = scale · cost.derivatives(ctx)`` in place (the terms accumulated with their weights,
     then scaled); scale a float or per-knot (n,)."""
@@ -50,10 +85,12 @@ class ProblemCosts:
         self.problem = problem
         self._cc = None                 # CompiledCosts, or (signature, None) when unavailable
         self._index: dict = {}          # knot-index arrays of the current knot structure
+        self._scales: dict = {}         # cost scales of the current structure's groups, by id
 
     def restructured(self) -> None:
         """Forget what depended on the previous knot structure (after re-phasing)."""
         self._index = {}
+        self._scales = {}
 
     # ------------------------------------------------------------ helpers
     def ctx(self, x, u, knots, **kw) -> CostContext:
@@ -71,9 +108,13 @@ class ProblemCosts:
         return arr
 
     def scale_of(self, g: KnotGroup) -> float | np.ndarray:
-        """The cost scale of a group's knots: one float when they share it, else (n,)."""
-        d = self.problem.cost_scales[g.rows]
-        return float(d[0]) if np.all(d == d[0]) else d
+        """The cost scale of a group's knots: one float when they share it, else (n,) (made once
+        per knot structure: the scales are read-only and replaced with the structure)."""
+        s = self._scales.get(id(g))
+        if s is None:
+            d = self.problem.cost_scales[g.rows]
+            s = self._scales[id(g)] = (g, float(d[0]) if np.all(d == d[0]) else d)
+        return s[1]
 
     def _rows(self, gi: int, g: KnotGroup, S: int, stride: int):
         """Rows of group g's knots in S stacked trajectories of ``stride`` knots: a slice when
@@ -130,14 +171,17 @@ class ProblemCosts:
         x = xN.reshape(-1, p.nx)
         return p.terminal_cost.value(self.ctx(x, None, np.full(x.shape[0], p.horizon))).reshape(lead)
 
-    def total(self, xs: np.ndarray, us: np.ndarray) -> np.ndarray:
-        """Total cost J (...) of trajectories xs (..., N+1, nx), us (..., N, nu)."""
-        fast = self.total_batched(xs, us)
+    def total(self, xs: np.ndarray, us: np.ndarray, forces: RolloutContactForces | None = None) -> np.ndarray:
+        """Total cost J (...) of trajectories xs (..., N+1, nx), us (..., N, nu). forces: the contact
+        forces of the rollout that made S = prod(...) candidates xs, us (contact-force and cone
+        terms read them instead of solving the contact dynamics again)."""
+        fast = self.total_batched(xs, us, forces)
         if fast is not None:
             return fast
         return self.running(xs, us).sum(axis=-1) + self.terminal(xs[..., -1, :])
 
-    def total_batched(self, xs: np.ndarray, us: np.ndarray) -> np.ndarray | None:
+    def total_batched(self, xs: np.ndarray, us: np.ndarray,
+                      forces: RolloutContactForces | None = None) -> np.ndarray | None:
         """:meth:`total` for the usual case — xs (..., N+1, nx) finite, us (..., N, nu) — with the
         kinematics of all S·(N+1) states computed once and shared by every cost group and the
         terminal cost. None otherwise (the general path then evaluates, or raises)."""
@@ -168,7 +212,8 @@ class ProblemCosts:
             contiguous = S == 1 and g.contiguous
             ctx = self.ctx(X[x_rows], U[u_rows], self.knots(("knots", gi, S), lambda: np.tile(g.knots, S)),
                            checked=True, knot_range=(g.rows.start, g.rows.stop) if contiguous else None,
-                           parent=full, rows=x_rows)
+                           parent=full, rows=x_rows, contact_solves=None if forces is None else
+                           candidate_contact_solves(forces, g.knots, S, g.contiguous))
             dt = self.scale_of(g)
             J += (dt * item.value(ctx).reshape(S, -1) if isinstance(dt, float)
                   else item.value(ctx).reshape(S, -1) * dt).sum(axis=-1)

@@ -50,11 +50,21 @@ class ProblemDerivatives:
 
 @dataclass(eq=False)
 class RolloutBuffers:
-    """Forward-pass outputs for S step sizes: X (S, N+1, nx), U (S, N, nu), ok (S,) bool."""
+    """Forward-pass outputs for S step sizes: X (S, N+1, nx), U (S, N, nu), ok (S,) bool, and the
+    contact forces of a rollout that computes them (:meth:`forces`)."""
 
     X: np.ndarray
     U: np.ndarray
     ok: np.ndarray
+    _forces: np.ndarray | None = None
+
+    def forces(self, nc: int) -> np.ndarray:
+        """The contact-force buffer (S, N, ≥ nc), made on first use and again only when a knot
+        structure with more force rows than before needs it."""
+        F = self._forces
+        if F is None or F.shape[2] < nc:
+            F = self._forces = np.empty(self.U.shape[:2] + (nc,))
+        return F
 
 
 class ProblemData:

@@ -34,7 +34,7 @@ class CostContext:
     ``parent``/``rows`` — a context over a larger batch whose rows ``rows`` (a slice or an index
     array) are this context's states: kinematics are computed once there and shared (e.g. by the
     running and terminal costs of one trajectory); ``contact_solves`` — the contact-dynamics
-    solves of these knots from the dynamics stage (:meth:`contact_solve`)."""
+    solves of these knots from the dynamics stage or the forward pass (:meth:`contact_solve`)."""
 
     model: RobotModel
     backend: Backend
@@ -73,8 +73,9 @@ class CostContext:
     def contact_solve(self, contacts):
         """``(dynamics, lam (B, nc), dlam (3, B, nc, nv))`` that the problem's dynamics stage already
         computed for these knots with this :class:`~dynamics.ContactSet` in the same derivative
-        evaluation (``dynamics`` is the :class:`~solvers.integrators.base.IntegratedModel` that
-        did, for its ``actuation``), or None."""
+        evaluation, or ``(dynamics, lam, None)`` that the forward pass computed for the candidates
+        whose cost this is (``dynamics`` is the :class:`~solvers.integrators.base.IntegratedModel`
+        that did, for its ``actuation``), or None."""
         solves = self.contact_solves
         return None if solves is None else solves.get(id(contacts))
 

@@ -42,8 +42,21 @@ class _ContactForces:
     def torques(self, q, v, u):
         return self.actuation.torques(q, v, u)
 
+    def _shared(self, ctx: CostContext):
+        """The context's contact solve of these knots (:meth:`CostContext.contact_solve`) when it was
+        made with this set and the same torques, else None."""
+        shared = ctx.contact_solve(self.contacts)
+        if shared is not None and self.actuation.same_as(shared[0].actuation):
+            return shared
+        return None
+
     def forces(self, ctx: CostContext) -> np.ndarray:
+        """λ (B, nc) at the context's knots: from the solve that the dynamics stage or the forward
+        pass already made at the same states and controls, else one contact-dynamics call."""
         def compute():
+            shared = self._shared(ctx)
+            if shared is not None:
+                return shared[1]
             q, v = ctx.q, np.ascontiguousarray(ctx.v)
             return contact_dynamics_or_nan(ctx.backend, self.model, q, v, self.torques(q, v, ctx.u), self.contacts)[1]
         return ctx.memo(("contact_forces", id(self.contacts), self.passive), compute)
@@ -52,8 +65,8 @@ class _ContactForces:
         """``(Λx (B, nc, ndx), Λu (B, nc, nu))``; the forces of the same solve are memoised for
         :meth:`forces` (no second contact-dynamics call in a derivative evaluation)."""
         def compute():
-            shared = ctx.contact_solve(self.contacts)
-            if shared is not None and self.actuation.same_as(shared[0].actuation):
+            shared = self._shared(ctx)
+            if shared is not None and shared[2] is not None:
                 # the dynamics stage solved these knots' contact dynamics with the same torques
                 _, lam, (dl_dq, dl_dv, dl_dt) = shared
             else:

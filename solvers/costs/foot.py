@@ -73,7 +73,7 @@ class FrameVelocityCost(ResidualCost):
 
     def residual(self, ctx: CostContext) -> np.ndarray:
         J = ctx.frame_jacobian(self.frame, "local_world_aligned")[:, :3]
-        return np.einsum("bij,bj->bi", J, ctx.v) - ctx.rows_of(f"{self.name} target", self._target, (3,))
+        return (J @ ctx.v[..., None])[..., 0] - ctx.rows_of(f"{self.name} target", self._target, (3,))
 
     def residual_jacobian(self, ctx: CostContext):
         from dynamics.contact import frame_motion_derivatives

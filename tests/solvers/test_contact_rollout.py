@@ -5,7 +5,9 @@ backend's fused kernels): HyQ on point contacts with a four-foot stance, a diago
 touchdown impulse and a flight knot in one horizon, Atlas on 6-D soles (double and single support,
 an impact), random feedback gains, with and without clipping and FDDP gaps; diverging candidates and
 singular contact sets flagged as on the Python path; FDDP's result the same with and without the
-compiled rollout (the backend capability switched off)."""
+compiled rollout (the backend capability switched off). The contact forces the rollout writes, and
+the candidates' contact-force and cone costs evaluated from them (no second contact solve), against
+the numpy reference's contact dynamics and costs evaluated from scratch."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from dynamics import ContactSet
 from solvers import (FDDP, ActionModel, ContactDynamics, ControlCost, FreeDynamics, ImpulseDynamics, ShootingProblem,
                      StateCost)
 from solvers.contact_rollout_numba import CompiledContactRollout, compiled_contact_rollout_available
+from solvers.costs import ContactForceCost, FrictionConeCost, WrenchConeCost
 from solvers.forward_pass import ForwardPass
 from tests.helpers.comparisons import check
 from tests.helpers.rollout_checks import check_rollouts
@@ -27,6 +30,16 @@ pytestmark = pytest.mark.skipif("numba" not in dynamics.available_backends(),
 RTOL = 1e-10
 ALPHAS = np.array([1.0, 0.5, 0.125, 0.0])
 HYQ_FEET = ("lf_foot", "rf_foot", "lh_foot", "rh_foot")
+
+
+def _force_costs(m, cs):
+    """Contact-force regularisation and the set's cone (friction pyramid or sole wrench cone), with
+    weights that make them a sizeable share of the cost."""
+    ref = np.tile([0.0, 0.0, 9.81 * m.total_mass / len(cs.frames)] + [0.0] * (cs.nc // len(cs.frames) - 3), len(cs.frames))
+    force = ContactForceCost(m, cs, reference=ref, weights=1e-3)
+    if cs.kind == "point":
+        return force + FrictionConeCost(m, cs, mu=0.3, f_min=5.0, weights=10.0)
+    return force + WrenchConeCost(m, cs, half_length=0.1, half_width=0.05, mu=0.3, f_min=5.0, weights=10.0)
 
 
 def _numba_without_contact_rollout():
@@ -46,8 +59,8 @@ def _hyq_models(m, x0):
     pair = ContactSet(m, frames=("lf_foot", "rh_foot"), kind="point")
     w = np.r_[np.full(6, 10.0), np.full(m.nv - 6, 1.0), np.full(m.nv, 0.1)]
     run = StateCost(m, x0, w) + ControlCost(m, np.zeros(m.nu), 1e-4)
-    stance = ActionModel(m, run, 0.02, ContactDynamics(four))
-    diag = ActionModel(m, run, 0.02, ContactDynamics(pair))
+    stance = ActionModel(m, run + _force_costs(m, four), 0.02, ContactDynamics(four))
+    diag = ActionModel(m, run + _force_costs(m, pair), 0.02, ContactDynamics(pair))
     impact = ActionModel(m, run, 0.0, ImpulseDynamics(four, restitution=0.2))
     flight = ActionModel(m, run, 0.01, FreeDynamics())
     return [stance] * 3 + [diag] * 3 + [impact] + [flight] + [stance] * 3, ActionModel(m, StateCost(m, x0, w), 0.0)
@@ -59,8 +72,8 @@ def _atlas_models(m, x0):
     left = ContactSet(m, frames=("l_foot_site",), kind="6d", baumgarte=(0.0, 3.0))
     w = np.r_[np.full(6, 10.0), np.full(m.nv - 6, 1.0), np.full(m.nv, 0.1)]
     run = StateCost(m, x0, w) + ControlCost(m, np.zeros(m.nu), 1e-4)
-    double = ActionModel(m, run, 0.01, ContactDynamics(both))
-    single = ActionModel(m, run, 0.01, ContactDynamics(left))
+    double = ActionModel(m, run + _force_costs(m, both), 0.01, ContactDynamics(both))
+    single = ActionModel(m, run + _force_costs(m, left), 0.01, ContactDynamics(left))
     impact = ActionModel(m, run, 0.0, ImpulseDynamics(both))
     return [double] * 3 + [single] * 3 + [impact] + [double] * 2, ActionModel(m, StateCost(m, x0, w), 0.0)
 
@@ -136,6 +149,47 @@ def test_matches_python_forward_pass(problems, clip, with_gaps):
         np.testing.assert_allclose(v_plus[rows], -e * v_minus[rows], atol=1e-9)
     if clip:
         assert np.any(U == p_nb.u_upper) and np.all(U <= p_nb.u_upper) and np.all(U >= p_nb.u_lower)
+
+
+def test_contact_forces_and_candidate_costs_reuse_the_rollout_solves(problems):
+    """The forces the compiled rollout writes at every candidate's contact knots are the numpy
+    reference's contact dynamics at the candidate's (x_t, u_t); the candidates' total cost with the
+    contact-force and cone terms reading them equals the same cost evaluated from scratch (numpy
+    reference, and the numba backend's own contact solves), and no contact dynamics is solved
+    for it."""
+    p_np, p_nb = problems
+    rng = np.random.default_rng(8)
+    xs, us, k, K = _inputs(p_np, rng)
+    gaps = 0.02 * rng.normal(size=(p_np.horizon + 1, p_np.ndx))
+    fp = ForwardPass(p_nb, compiled=True)
+    for alphas in (ALPHAS, ALPHAS[1:2]):       # the parallel line search's batch, one backtracking step
+        S = alphas.shape[0]
+        data = p_nb.create_data(max_candidates=S)
+        out = data.rollout(S)
+        X, U, ok = fp.run(alphas, xs, us, k, K, True, gaps, out=out)
+        assert ok.all()
+        forces = fp.contact_forces(out)
+        m, be = p_np.model, p_np.backend
+        contact_knots = [t for t in range(p_nb.horizon) if forces.models[t] is not None]
+        assert contact_knots == [t for t in range(p_nb.horizon) if p_nb.knot_dynamics(t).integrator == "euler"
+                                 and p_nb.knot_dynamics(t).contacts is not None]
+        for t in contact_knots:
+            dyn = p_np.knot_dynamics(t)
+            q, v = X[:, t, :m.nq], X[:, t, m.nq:]
+            lam = be.contact_dynamics(m, q, v, dyn.actuation.torques(q, v, U[:, t]), dyn.contacts)[1]
+            check(f"contact forces, knot {t}", forces.lam[:, t, :dyn.contacts.nc], lam, RTOL)
+        ref = p_np.cost(X, U)
+        scratch = p_nb.cost(X, U)
+        calls = []
+        solve = p_nb.backend.contact_dynamics
+        p_nb.backend.contact_dynamics = lambda *a, **kw: calls.append(1) or solve(*a, **kw)
+        try:
+            reused = p_nb.costs.total(X, U, forces)
+        finally:
+            del p_nb.backend.contact_dynamics
+        assert not calls
+        check("candidate costs (reused forces vs numba from scratch)", reused, scratch, 1e-12)
+        check("candidate costs (reused forces vs numpy reference)", reused, ref, RTOL)
 
 
 def test_diverging_and_singular_candidates_are_flagged():
