@@ -34,7 +34,7 @@ def _compiled_rollouts(problem: ShootingProblem) -> CompiledSampleRollouts | Non
     :func:`~solvers.rollout_numba.compiled_rollout_available` (free Euler dynamics), else None."""
     if not problem.backend.prefers_compiled_solver:
         return None
-    from ..rollout_numba import compiled_rollout_available     # imports numba: only then
+    from ..rollout_numba import compiled_rollout_available  # imports numba: only then
     return CompiledSampleRollouts(problem) if compiled_rollout_available(problem) else None
 
 

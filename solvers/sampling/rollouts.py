@@ -69,7 +69,9 @@ class CompiledSampleRollouts:
     ``compiled_rollout_available(problem)`` (:mod:`solvers.rollout_numba`)."""
 
     def __init__(self, problem: ShootingProblem):
-        from ..rollout_numba import CompiledRollout     # imports numba: only a compiled planner loads it
+        from ..rollout_numba import (
+            CompiledRollout,  # imports numba: only a compiled planner loads it
+        )
         self._kernel = CompiledRollout(problem)
         self._revision = problem.revision
 
