@@ -88,18 +88,11 @@ class BipedGait:
             tk += dt
         return knots
 
-    @staticmethod
-    def touchdown_next(schedule: list, k: int) -> bool:
-        """Whether knot k of a :meth:`knot_schedule` is a swing knot followed by a touchdown."""
-        kind = schedule[k][1]
-        return kind[0] != "impulse" and not all(kind) and k + 1 < len(schedule) \
-            and schedule[k + 1][1][0] == "impulse"
-
-    @staticmethod
-    def knot_times(schedule: list, dt: float) -> np.ndarray:
-        """Times (N+1,) [s] of the knots of a :meth:`knot_schedule` and of the terminal knot."""
-        t_end = schedule[-1][0] + (0.0 if schedule[-1][1][0] == "impulse" else dt)
-        return np.array([tk for tk, _ in schedule] + [t_end])
+    # a :meth:`knot_schedule`'s swing knots before a touchdown, knot times and the times at which
+    # each knot finds its swing (:meth:`swing_window`): the trot's, whose schedules have the same form
+    touchdown_next = staticmethod(QuadrupedTrot.touchdown_next)
+    knot_times = staticmethod(QuadrupedTrot.knot_times)
+    swing_probes = staticmethod(QuadrupedTrot.swing_probes)
 
     def com_side(self, t) -> np.ndarray:
         """Where the CoM leans at times t (...,) in [-1, 1]: +1 over sole 0, -1 over sole 1, 0 between

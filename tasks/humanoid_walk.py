@@ -337,16 +337,7 @@ class HumanoidWalk(HumanoidBalance):
         for j in range(2):
             if down[j]:
                 self._liftoff[j] = soles_now[j]
-        # the swing a knot belongs to: judged at its middle (as its contact mask); an impulse knot
-        # (which may fall up to a knot after the scheduled touchdown) and the terminal knot take the
-        # swing of the knot before them
-        probe = times + 0.5 * dt
-        probe[-1] = times[-1] - 1e-6
-        for k, (_, kind) in enumerate(sched):
-            if kind[0] == "impulse":
-                probe[k] = probe[k - 1] if k > 0 else times[k] - 1e-6
-        if sched[-1][1][0] == "impulse":
-            probe[-1] = probe[-2]
+        probe = self.gait.swing_probes(sched, dt)
         for j in range(2):
             win = np.array([self.gait.swing_window(float(pk), j) for pk in probe])
             lo, td = win.T

@@ -27,7 +27,7 @@ touchdown, plus half the stance stride (Raibert's neutral point).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import mujoco
 import numpy as np
@@ -57,8 +57,8 @@ class QuadrupedTrot(LeggedTask, Task):
     free-floating trunk; feet: the four contact frames in the order front-left, front-right,
     hind-left, hind-right (defaults for the bundled robots); yaw_rate: commanded yaw rate [rad/s]
     (0: straight ahead; the trunk then follows the commanded heading along an arc, and with
-    velocity=0 turns in place); velocity: forward command [m/s] (None:
-    0.3 for HyQ, else ``velocity_leg_fraction`` leg lengths per second); swing_time,
+    velocity=0 turns in place; a turning task's ``defaults`` run two solver iterations per update);
+    velocity: forward command [m/s] (None: 0.3 for HyQ, else ``velocity_leg_fraction`` leg lengths per second); swing_time,
     double_support_time [s]; step_height [m] (None: 0.15 leg lengths); start_time: standing
     before the first step [s] (raised to one horizon by :meth:`build_problem`); ramp_time: the command ramps up from 0 over this [s]; pushes:
     ``(t, body, (fx, fy, fz), duration)`` applied in the simulator; cones: the stance feet's friction
@@ -133,6 +133,11 @@ class QuadrupedTrot(LeggedTask, Task):
         self.yaw_rate = float(self.yaw_rate)
         R0 = quat_to_rotation(self.x_stand[3:7])
         self._yaw_stand = float(np.arctan2(R0[1, 0], R0[0, 0]))
+        if self.yaw_rate != 0.0:
+            # turning: with one solver iteration per update the plan can fail to recover from the
+            # dynamics gaps of a touchdown impulse entering the horizon (tiny line-search steps, the
+            # gaps and cone violations pile up, the robot falls); a second iteration closes them
+            self.defaults = replace(type(self).defaults, iterations=max(2, type(self).defaults.iterations))
         if self.step_height is None:
             self.step_height = 0.15 * self.leg_length
         if not (np.isfinite(self.step_height) and self.step_height > 0):
@@ -313,6 +318,35 @@ class QuadrupedTrot(LeggedTask, Task):
             tk += dt
         return knots
 
+    @staticmethod
+    def touchdown_next(schedule: list, k: int) -> bool:
+        """Whether knot k of a :meth:`knot_schedule` is a swing knot followed by a touchdown."""
+        kind = schedule[k][1]
+        return kind[0] != "impulse" and not all(kind) and k + 1 < len(schedule) \
+            and schedule[k + 1][1][0] == "impulse"
+
+    @staticmethod
+    def knot_times(schedule: list, dt: float) -> np.ndarray:
+        """Times (N+1,) [s] of the knots of a :meth:`knot_schedule` and of the terminal knot."""
+        t_end = schedule[-1][0] + (0.0 if schedule[-1][1][0] == "impulse" else dt)
+        return np.array([tk for tk, _ in schedule] + [t_end])
+
+    @staticmethod
+    def swing_probes(schedule: list, dt: float) -> np.ndarray:
+        """Times (N+1,) [s] at which :meth:`swing_window` finds the swing each knot of a
+        :meth:`knot_schedule` (and the terminal knot) belongs to: a timed knot's middle, where its
+        contact mask is judged; an impulse knot and the terminal knot take the probe of the knot
+        before them, the swing that ends there (an impulse knot's time can be up to half a knot past
+        the scheduled touchdown, where the foot is already down and its next swing would be found)."""
+        probe = np.empty(len(schedule) + 1)
+        for k, (tk, kind) in enumerate(schedule):
+            if kind[0] != "impulse":
+                probe[k] = tk + 0.5 * dt
+            else:                       # the middle of the knot before (first knot: where it would be)
+                probe[k] = probe[k - 1] if k > 0 else tk - 0.5 * dt
+        probe[-1] = probe[-2]
+        return probe
+
     def update_problem(self, problem: ShootingProblem, t: float) -> None:
         m = self.model
         N = problem.horizon
@@ -321,15 +355,10 @@ class QuadrupedTrot(LeggedTask, Task):
         x_now = problem.x0
         sched = self.knot_schedule(t, N, dt)
         # running models: a swing knot followed by a touchdown takes the "last" variant
-        models = []
-        for k, (tk, kind) in enumerate(sched):
-            if kind[0] == "impulse":
-                models.append(self._phase_models[kind])
-            else:
-                last = (not all(kind)) and k + 1 < N and sched[k + 1][1][0] == "impulse"
-                models.append(self._phase_models[(kind, last)])
-        problem.set_running_models(models)
-        times = np.array([tk for tk, _ in sched] + [sched[-1][0] + (0.0 if sched[-1][1][0] == "impulse" else dt)])
+        problem.set_running_models([self._phase_models[kind if kind[0] == "impulse" else
+                                                        (kind, self.touchdown_next(sched, k))]
+                                    for k, (_, kind) in enumerate(sched)])
+        times = self.knot_times(sched, dt)
         # trunk references: forward from where the trunk is, height/attitude/legs of the standing posture
         refs = np.repeat(self.x_stand[None], N + 1, axis=0)
         refs[:, m.nq] = self.command(times)                   # body-frame forward velocity
@@ -351,10 +380,8 @@ class QuadrupedTrot(LeggedTask, Task):
                 self._liftoff[j] = feet_now[j]
         z_t = np.zeros((4, N + 1))
         xy_t = np.zeros((4, N + 1, 3))
-        # the swing a knot belongs to: judged at the knot's middle (as its contact mask), at its
-        # time less a hair on impulse knots and the terminal knot (the swing that just ended)
-        impulse = [kind[0] == "impulse" for _, kind in sched] + [True]
-        probe = np.where(impulse, times - 1e-9, times + 0.5 * dt)
+        probe = self.swing_probes(sched, dt)
+        impulse = np.array([kind[0] == "impulse" for _, kind in sched] + [False])
         windows = [np.array([self.swing_window(float(pk), self.pairs[p][0]) for pk in probe]) for p in (0, 1)]
         for j in range(4):
             lo, td = windows[0 if j in self.pairs[0] else 1].T          # (N+1,) each: the swing of each knot
@@ -362,6 +389,7 @@ class QuadrupedTrot(LeggedTask, Task):
             holds = {d: self._foothold(j, x_now, t, d) for d in np.unique(td)}   # a few per horizon
             hold = np.stack([holds[d][:2] for d in td])
             s = np.clip((times - lo) / (td - lo), 0.0, 1.0)
+            s[impulse] = 1.0            # the impulse knot is the touchdown: on the foothold
             z_t[j] = self._ground[j] + self.step_height * 0.5 * (1.0 - np.cos(2.0 * np.pi * s))
             xy_t[j, :, :2] = start + (hold - start) * (s - np.sin(2 * np.pi * s) / (2 * np.pi))[:, None]
             xy_t[j, :, 2] = self._ground[j]
@@ -406,11 +434,14 @@ class QuadrupedTrot(LeggedTask, Task):
         return np.einsum("bj,bj->b", R[:, 2, :], x[:, m.nq + 3:m.nq + 6])
 
     def _forward_velocity(self, x) -> np.ndarray:
-        """Trunk forward velocity (T,) [m/s] in world axes (x component)."""
+        """Trunk forward velocity (T,) [m/s]: its horizontal velocity along its heading (the body x
+        axis projected on the ground); at yaw 0, the world x velocity."""
         m = self.model
         x = np.atleast_2d(x)
         R = quat_to_rotation(x[:, 3:7])
-        return np.einsum("bj,bj->b", R[:, 0, :], x[:, m.nq:m.nq + 3])
+        v = np.einsum("bij,bj->bi", R[:, :2, :], x[:, m.nq:m.nq + 3])     # world axes (the state's: body)
+        heading = R[:, :2, 0] / np.linalg.norm(R[:, :2, 0], axis=-1, keepdims=True)
+        return np.einsum("bi,bi->b", heading, v)
 
     def metrics(self, t: float, x) -> dict[str, float]:
         x = np.atleast_2d(x)
