@@ -588,7 +588,7 @@ def cmd_run(a: argparse.Namespace, on_result=None) -> int:
         say(f"mpc-accel: --video: no video will be made ({video_missing}); the run goes on without it")
     if backend.prefers_compiled_solver and show:   # a compiled backend: its kernels compile on the first run
         say("mpc-accel: loading the compiled kernels (the first run on a machine compiles them: "
-            "only the kernels this run uses, one to two minutes on 2 cores; cached on disk afterwards)")
+            "only the kernels this run uses, about a minute on 2 cores; cached on disk afterwards)")
 
     def warmup_progress(label: str, done: int, total: int | None) -> None:
         # total None: the backend compiles what the run uses, as it first runs it (count not known)
