@@ -17,9 +17,8 @@ kernel and argument kinds):
   kernel choosing its own share (the solvers' rollouts and cost kernel split candidates or knots
   and pad their rows).
 
-An address must come from a kernel compiled for arguments of the same dtypes and dimensions as
-``args`` (the only thing its machine code depends on besides contiguity, which the callers
-guarantee); the Python entries see to it.
+An address must come from a kernel compiled for arguments of the same dtypes, dimensions and
+contiguity as ``args`` (what its machine code depends on); the Python entries see to it.
 """
 
 from __future__ import annotations
@@ -133,9 +132,11 @@ def kernel_address(kernel, args: tuple) -> int:
 
 
 def _abi(args: tuple) -> tuple:
-    """What the machine code of a kernel depends on in its arguments, besides contiguity: each
-    array's dimensions and dtype, each scalar's type."""
-    return tuple((a.ndim, a.dtype.num) if isinstance(a, np.ndarray) else type(a) for a in args)
+    """What the machine code of a kernel depends on in its arguments: each array's dimensions,
+    dtype and C-contiguity (a kernel compiled for contiguous arrays assumes unit strides), each
+    scalar's type."""
+    nd = np.ndarray
+    return tuple([(a.ndim, a.dtype.num, a.flags.c_contiguous) if isinstance(a, nd) else type(a) for a in args])
 
 
 _addresses: dict = {}   # (kernel, _abi(args)) -> address: compiled code does not move within a process

@@ -75,3 +75,15 @@ def test_one_address_per_kernel_and_argument_kinds():
     x3 = np.ones((4, 2))
     tb.run_threaded(_scaled_rows, 4, 2, x3.astype(np.float32), 1.0, False, out)
     assert len([k for k in tb._addresses if k[0] is _scaled_rows]) == 2
+
+
+def test_strided_arrays_get_their_own_compiled_code():
+    """A kernel first run on contiguous arrays assumes unit strides; a strided view of the same
+    dtype and dimensions must not reuse that code (numpy computes the expected rows)."""
+    base = np.arange(24.0).reshape(8, 3)
+    out = np.empty((4, 3))
+    tb.run_threaded(_scaled_rows, 4, 2, base[:4].copy(), 2.0, False, out)
+    np.testing.assert_array_equal(out, 2.0 * base[:4] + np.arange(4)[:, None])
+    strided = base[::2]                      # rows 0, 2, 4, 6: not C-contiguous
+    tb.run_threaded(_scaled_rows, 4, 2, strided, 2.0, False, out)
+    np.testing.assert_array_equal(out, 2.0 * strided + np.arange(4)[:, None])
