@@ -8,7 +8,12 @@ ms), K samples (``--samples``, default 64 and 256). Timings (median of ``--repea
   (``PredictiveSampling.solve(xs_init, us_init, max_iter=1)``, its default policy, ``policy`` in
   each row): K spline perturbations, K rollouts (one batched Euler step per knot, the PD law on
   each with policy "pd"), the K costs from the problem's cost objects, the selection.
-* ``rollout``: the K rollouts alone (:func:`solvers.sampling.rollout_batch`).
+* ``update_rollouts`` / ``update_costs``: the update's own split (its timings ``forward`` and
+  ``cost``): the K rollouts as the planner runs them (the compiled rollouts: on a model of hinge
+  and slide joints such as the iiwa, the lanes kernel, :mod:`dynamics.kernels.aba_lanes`), and the
+  K trajectory costs.
+* ``rollout``: the K rollouts knot by knot through the backend's batched calls
+  (:func:`solvers.sampling.rollout_batch`, the planners' path for policies without an affine form).
 * ``aba_one_call``: the backend's ``aba`` on all K·N states in one call — the dynamics work of a
   rollout without its sequential dependency (a lower bound for any per-knot batching).
 * ``mujoco_rollout`` (the anchor): ``mujoco.rollout`` of the same K × N steps (timestep dt, Euler,
@@ -16,7 +21,8 @@ ms), K samples (``--samples``, default 64 and 256). Timings (median of ``--repea
   MJPC-style planners roll out, physics only (no costs).
 
 Ratios are each time over the anchor's. The issue's target (K = 256 × 30 steps ≤ 2 ms per
-update with numba on the 2-core VM) is reported as data, never asserted.
+update with numba on the 2-core VM) is reported as data, never asserted, for the rollouts and for
+the whole update.
 
 Examples::
 
@@ -127,18 +133,26 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         # warm-started as the MPC does it (states and controls of the last plan)
         t_update = measure(lambda s=planner, x=first.xs, u=us: s.solve(xs_init=x, us_init=u, max_iter=1),
                            repeats=repeats)
+        # the update's own split: its K rollouts (spline to controls + the compiled rollouts, lanes
+        # kernel on the iiwa) and its K cost evaluations, medians over the timed updates
+        stages = [planner.solve(xs_init=first.xs, us_init=us, max_iter=1).timings for _ in range(max(3, repeats))]
+        t_fwd = float(np.median([st["forward"] for st in stages]))
+        t_cost = float(np.median([st["cost"] for st in stages]))
         t_roll = measure(lambda u=U, x=X: rollout_batch(problem, u, x), repeats=repeats)
         t_aba = measure(lambda a=(model, qs, vs, taus): be.aba(*a), repeats=repeats)
         t_mj = measure(_mujoco_rollout(model, K, N, args.dt, threads, x0, taus.reshape(K, N, model.nv)),
                        repeats=repeats)
         rows.append({"samples": K, "horizon": N, "dt": args.dt, "policy": planner.policy, "update_s": t_update.seconds,
+                     "update_rollouts_s": t_fwd, "update_costs_s": t_cost,
                      "rollout_s": t_roll.seconds, "aba_one_call_s": t_aba.seconds, "mujoco_rollout_s": t_mj.seconds,
+                     "ratio_update_rollouts_vs_mujoco_rollout": t_fwd / t_mj.seconds,
                      "ratio_update_vs_mujoco_rollout": t_update.seconds / t_mj.seconds,
                      "ratio_rollout_vs_mujoco_rollout": t_roll.seconds / t_mj.seconds,
                      "ratio_aba_one_call_vs_mujoco_rollout": t_aba.seconds / t_mj.seconds,
                      "update_hz": 1.0 / t_update.seconds,
                      "target_2ms": (None if K != 256 or N != 30 else
-                                    {"limit_s": TARGET_S, "met": bool(t_update.seconds <= TARGET_S)})})
+                                    {"limit_s": TARGET_S, "rollouts_met": bool(t_fwd <= TARGET_S),
+                                     "update_met": bool(t_update.seconds <= TARGET_S)})})
     return {"benchmark": "sampling", "task": "iiwa-reach", "planner": "predictive sampling",
             "backend": be.name, "threads": threads, "anchor": "mujoco.rollout of the same K x N steps, same run",
             "results": rows, "machine": machine_info(load0)}
@@ -146,7 +160,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 format_table = TextTable((
     Column("K", "5d", lambda r: r["samples"]), Column("N", "3d", lambda r: r["horizon"]),
-    Column("update ms", "10.2f", lambda r: r["update_s"] * 1e3), Column("rollout ms", "11.2f", lambda r: r["rollout_s"] * 1e3),
+    Column("update ms", "10.2f", lambda r: r["update_s"] * 1e3),
+    Column("its rollouts ms", "16.2f", lambda r: r["update_rollouts_s"] * 1e3),
+    Column("its costs ms", "13.2f", lambda r: r["update_costs_s"] * 1e3),
+    Column("rollout ms", "11.2f", lambda r: r["rollout_s"] * 1e3),
     Column("aba 1 call ms", "14.2f", lambda r: r["aba_one_call_s"] * 1e3),
     Column("mj.rollout ms", "14.2f", lambda r: r["mujoco_rollout_s"] * 1e3),
     Column("update/mj", "10.2f", lambda r: r["ratio_update_vs_mujoco_rollout"])))

@@ -32,6 +32,7 @@ from __future__ import annotations
 import numpy as np
 
 from dynamics.kernels.aba import aba_range
+from dynamics.kernels.aba_lanes import LANES, aba_lanes, lane_rows, lanes_supported
 from dynamics.kernels.integrators import all_finite, euler_step
 from dynamics.kernels.jit import jit, jit_inline
 from dynamics.kernels.lie import difference_x, integrate_q
@@ -211,6 +212,113 @@ def _sample_rollout_part(margs, fext, joints, passive, dts, x0, xref, offsets, G
                     X[s, t + 1, i] = x[i]
 
 
+@jit
+def _sample_rollout_lanes_part(margs, passive, dts, x0, xref, offsets, G, lo, hi, clip, X, U, ok, ws, rows, c, nt):
+    """:func:`_sample_rollout_part` for a model of hinge and slide joints only (``nq = nv``, x ⊖ xref =
+    x - xref), W samples at a time in the lanes of ``ws[c]`` (R, W) (:func:`~dynamics.kernels.aba_lanes.aba_lanes`):
+    part ``c`` of ``nt`` takes a contiguous run of the ⌈S / W⌉ lane groups. The control, the torque
+    and the Euler step are the Euclidean forms of :func:`feedback_control`,
+    :func:`~dynamics.kernels.passive.joint_torques` and :func:`~dynamics.kernels.integrators.euler_step`
+    written over the lanes (a call per sample would cost as much as the lanes' ABA saves); a short
+    last group repeats its last sample in the spare lanes."""
+    li, lf, gv, bl, bf = margs
+    B, b_identity, damping, damped, springs, stiffness, qspring = passive
+    S, N, nu = offsets.shape
+    Q, V, T, A = rows[0], rows[1], rows[2], rows[3]
+    UC = rows[-1]                 # controls (nu rows), next state (nq + nv), finite flag (1)
+    NX = UC + nu
+    FL = NX + 2 * (V - Q)
+    nv = V - Q
+    nx = 2 * nv
+    w = ws[c]
+    W = w.shape[1]
+    groups = (S + W - 1) // W
+    for g in range(c * groups // nt, (c + 1) * groups // nt):
+        base = g * W
+        last = min(W, S - base)
+        for l in range(W):
+            w[FL, l] = 1.0
+        for k in range(nx):
+            for l in range(W):
+                w[Q + k, l] = x0[k]
+        for l in range(last):
+            ok[base + l] = True
+            for k in range(nx):
+                X[base + l, 0, k] = x0[k]
+        for t in range(N):
+            dt = dts[t]
+            # u = offsets + G (x - xref), clipped; a non-finite u falls back to the offsets
+            for i in range(nu):
+                for l in range(W):
+                    w[UC + i, l] = offsets[base + min(l, last - 1), t, i]
+                for j in range(nx):
+                    gij = G[i, j]
+                    xr = xref[j]
+                    for l in range(W):
+                        w[UC + i, l] += gij * (w[Q + j, l] - xr)
+                if clip:
+                    a = lo[i]
+                    b = hi[i]
+                    for l in range(W):
+                        x = w[UC + i, l]
+                        x = a if x < a else x
+                        w[UC + i, l] = b if x > b else x
+            for l in range(W):
+                finite = True
+                for i in range(nu):
+                    finite = finite and np.isfinite(w[UC + i, l])
+                if not finite:
+                    w[FL, l] = 0.0
+                    for i in range(nu):
+                        w[UC + i, l] = offsets[base + min(l, last - 1), t, i]
+            # tau = B u - D v - K_s (q - q_spring)
+            for i in range(nv):
+                if b_identity:
+                    for l in range(W):
+                        w[T + i, l] = w[UC + i, l]
+                else:
+                    for l in range(W):
+                        w[T + i, l] = 0.0
+                    for j in range(nu):
+                        bij = B[i, j]
+                        for l in range(W):
+                            w[T + i, l] += bij * w[UC + j, l]
+                if damped:
+                    di = damping[i]
+                    for l in range(W):
+                        w[T + i, l] -= di * w[V + i, l]
+            for r in range(springs.shape[0]):
+                qa, va = springs[r, 0], springs[r, 1]
+                ks = stiffness[va]
+                qs = qspring[qa]
+                for l in range(W):
+                    w[T + va, l] -= ks * (w[Q + qa, l] - qs)
+            aba_lanes(li, lf, gv, w, rows)
+            # v+ = v + dt a, q+ = q + dt v+; a non-finite step keeps the state and fails the sample
+            for i in range(nv):
+                for l in range(W):
+                    vn = w[V + i, l] + dt * w[A + i, l]
+                    w[NX + nv + i, l] = vn
+                    w[NX + i, l] = w[Q + i, l] + dt * vn
+            for l in range(W):
+                finite = True
+                for k in range(nx):
+                    finite = finite and np.isfinite(w[NX + k, l])
+                if finite:
+                    for k in range(nx):
+                        w[Q + k, l] = w[NX + k, l]
+                else:
+                    w[FL, l] = 0.0
+            for l in range(last):
+                s = base + l
+                for i in range(nu):
+                    U[s, t, i] = w[UC + i, l]
+                for k in range(nx):
+                    X[s, t + 1, k] = w[Q + k, l]
+                if w[FL, l] == 0.0:
+                    ok[s] = False
+
+
 # ---------------------------------------------------------------- Python side
 def runs_kernel_library(fd) -> bool:
     """Whether ``fd`` (a :class:`~dynamics.backend.CompiledForwardDynamics` or None) is the kernel
@@ -269,6 +377,10 @@ class CompiledRollout:
         self._no_gaps = read_only(np.zeros((0, self.ndx)))
         self._views: dict = {}       # id -> (array, read-only view), see _view
         self._scratch: dict = {}     # S -> ABA input scratch (q, vt and their read-only views)
+        li, lf = self.fd.model_args[0], self.fd.model_args[1]
+        # the sampling rollouts' lanes (_sample_rollout_lanes_part): hinge/slide models only
+        self._lane_rows = lane_rows(li.shape[0], self.nv) if self.nq == self.nv and lanes_supported(li, lf) else None
+        self._lane_ws = np.empty((0, 0, LANES))
 
     def run(self, x0, alphas, xs, us, k, K, u_lower, u_upper, clip: bool, gaps=None, dts=None, out=None):
         """Roll out ``u = us + α k + K (x̂ ⊖ xs)`` from x0 for every step size α.
@@ -322,6 +434,16 @@ class CompiledRollout:
                              f"U {U.shape} do not fit nu={self.nu}, ndx={self.ndx}, nx={self.nx}")
         dts = self._dts if self._dts.shape[0] == N else read_only(self._dts[:N])
         ok = np.empty(S, dtype=np.bool_)
+        if self._lane_rows is not None:
+            nt = max(1, min((S + LANES - 1) // LANES, self.fd.threads()))
+            rows = self._lane_rows
+            if self._lane_ws.shape[0] < nt:      # per worker thread: the ABA's rows, u, x⁺, a flag
+                self._lane_ws = np.empty((nt, rows[-1] + self.nu + 2 * self.nv + 1, LANES))
+            use_threads(nt)
+            run_threaded_parts(_sample_rollout_lanes_part, nt, self.fd.model_args, self._dyn_args[1], dts,
+                               read_only(x0), read_only(xref), read_only(offsets), read_only(G), read_only(u_lower),
+                               read_only(u_upper), bool(clip), X, U, ok, self._lane_ws, rows)
+            return ok
         q, vt, q_ro, vt_ro = self._aba_inputs(S)
         nt = max(1, min(S, self.fd.threads()))
         use_threads(nt)
