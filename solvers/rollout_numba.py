@@ -215,7 +215,7 @@ def _sample_rollout_part(margs, fext, joints, passive, dts, x0, xref, offsets, G
 @jit
 def _sample_rollout_lanes_part(margs, passive, dts, x0, xref, offsets, G, lo, hi, clip, X, U, ok, ws, rows, c, nt):
     """:func:`_sample_rollout_part` for a model of hinge and slide joints only (``nq = nv``, x ⊖ xref =
-    x - xref), W samples at a time in the lanes of ``ws[c]`` (R, W) (:func:`~dynamics.kernels.aba_lanes.aba_lanes`):
+    x - xref), ``LANES`` samples at a time in the lanes of ``ws[c]`` (R * LANES,) (:func:`~dynamics.kernels.aba_lanes.aba_lanes`):
     part ``c`` of ``nt`` takes a contiguous run of the ⌈S / W⌉ lane groups. The control, the torque
     and the Euler step are the Euclidean forms of :func:`feedback_control`,
     :func:`~dynamics.kernels.passive.joint_torques` and :func:`~dynamics.kernels.integrators.euler_step`
@@ -231,16 +231,23 @@ def _sample_rollout_lanes_part(margs, passive, dts, x0, xref, offsets, G, lo, hi
     nv = V - Q
     nx = 2 * nv
     w = ws[c]
-    W = w.shape[1]
+    W = LANES
+    # views at constant row offsets (view[row * LANES + l], never negative: vectorisable loops)
+    xl = w[Q * LANES:(Q + nx) * LANES]          # the state: q rows, then v rows (V = Q + nq)
+    tl = w[T * LANES:(T + nv) * LANES]
+    al = w[A * LANES:(A + nv) * LANES]
+    ul = w[UC * LANES:(UC + nu) * LANES]
+    nl = w[NX * LANES:(NX + nx) * LANES]
+    fl = w[FL * LANES:(FL + 1) * LANES]
     groups = (S + W - 1) // W
     for g in range(c * groups // nt, (c + 1) * groups // nt):
         base = g * W
         last = min(W, S - base)
-        for l in range(W):
-            w[FL, l] = 1.0
+        for l in range(LANES):
+            fl[l] = 1.0
         for k in range(nx):
-            for l in range(W):
-                w[Q + k, l] = x0[k]
+            for l in range(LANES):
+                xl[k * LANES + l] = x0[k]
         for l in range(last):
             ok[base + l] = True
             for k in range(nx):
@@ -249,73 +256,73 @@ def _sample_rollout_lanes_part(margs, passive, dts, x0, xref, offsets, G, lo, hi
             dt = dts[t]
             # u = offsets + G (x - xref), clipped; a non-finite u falls back to the offsets
             for i in range(nu):
-                for l in range(W):
-                    w[UC + i, l] = offsets[base + min(l, last - 1), t, i]
+                for l in range(LANES):
+                    ul[i * LANES + l] = offsets[base + min(l, last - 1), t, i]
                 for j in range(nx):
                     gij = G[i, j]
                     xr = xref[j]
-                    for l in range(W):
-                        w[UC + i, l] += gij * (w[Q + j, l] - xr)
+                    for l in range(LANES):
+                        ul[i * LANES + l] += gij * (xl[j * LANES + l] - xr)
                 if clip:
                     a = lo[i]
                     b = hi[i]
-                    for l in range(W):
-                        x = w[UC + i, l]
+                    for l in range(LANES):
+                        x = ul[i * LANES + l]
                         x = a if x < a else x
-                        w[UC + i, l] = b if x > b else x
-            for l in range(W):
+                        ul[i * LANES + l] = b if x > b else x
+            for l in range(LANES):
                 finite = True
                 for i in range(nu):
-                    finite = finite and np.isfinite(w[UC + i, l])
+                    finite = finite and np.isfinite(ul[i * LANES + l])
                 if not finite:
-                    w[FL, l] = 0.0
+                    fl[l] = 0.0
                     for i in range(nu):
-                        w[UC + i, l] = offsets[base + min(l, last - 1), t, i]
+                        ul[i * LANES + l] = offsets[base + min(l, last - 1), t, i]
             # tau = B u - D v - K_s (q - q_spring)
             for i in range(nv):
                 if b_identity:
-                    for l in range(W):
-                        w[T + i, l] = w[UC + i, l]
+                    for l in range(LANES):
+                        tl[i * LANES + l] = ul[i * LANES + l]
                 else:
-                    for l in range(W):
-                        w[T + i, l] = 0.0
+                    for l in range(LANES):
+                        tl[i * LANES + l] = 0.0
                     for j in range(nu):
                         bij = B[i, j]
-                        for l in range(W):
-                            w[T + i, l] += bij * w[UC + j, l]
+                        for l in range(LANES):
+                            tl[i * LANES + l] += bij * ul[j * LANES + l]
                 if damped:
                     di = damping[i]
-                    for l in range(W):
-                        w[T + i, l] -= di * w[V + i, l]
+                    for l in range(LANES):
+                        tl[i * LANES + l] -= di * xl[(nv + i) * LANES + l]
             for r in range(springs.shape[0]):
                 qa, va = springs[r, 0], springs[r, 1]
                 ks = stiffness[va]
                 qs = qspring[qa]
-                for l in range(W):
-                    w[T + va, l] -= ks * (w[Q + qa, l] - qs)
+                for l in range(LANES):
+                    tl[va * LANES + l] -= ks * (xl[qa * LANES + l] - qs)
             aba_lanes(li, lf, gv, w, rows)
             # v+ = v + dt a, q+ = q + dt v+; a non-finite step keeps the state and fails the sample
             for i in range(nv):
-                for l in range(W):
-                    vn = w[V + i, l] + dt * w[A + i, l]
-                    w[NX + nv + i, l] = vn
-                    w[NX + i, l] = w[Q + i, l] + dt * vn
-            for l in range(W):
+                for l in range(LANES):
+                    vn = xl[(nv + i) * LANES + l] + dt * al[i * LANES + l]
+                    nl[(nv + i) * LANES + l] = vn
+                    nl[i * LANES + l] = xl[i * LANES + l] + dt * vn
+            for l in range(LANES):
                 finite = True
                 for k in range(nx):
-                    finite = finite and np.isfinite(w[NX + k, l])
+                    finite = finite and np.isfinite(nl[k * LANES + l])
                 if finite:
                     for k in range(nx):
-                        w[Q + k, l] = w[NX + k, l]
+                        xl[k * LANES + l] = nl[k * LANES + l]
                 else:
-                    w[FL, l] = 0.0
+                    fl[l] = 0.0
             for l in range(last):
                 s = base + l
                 for i in range(nu):
-                    U[s, t, i] = w[UC + i, l]
+                    U[s, t, i] = ul[i * LANES + l]
                 for k in range(nx):
-                    X[s, t + 1, k] = w[Q + k, l]
-                if w[FL, l] == 0.0:
+                    X[s, t + 1, k] = xl[k * LANES + l]
+                if fl[l] == 0.0:
                     ok[s] = False
 
 
@@ -380,7 +387,7 @@ class CompiledRollout:
         li, lf = self.fd.model_args[0], self.fd.model_args[1]
         # the sampling rollouts' lanes (_sample_rollout_lanes_part): hinge/slide models only
         self._lane_rows = lane_rows(li.shape[0], self.nv) if self.nq == self.nv and lanes_supported(li, lf) else None
-        self._lane_ws = np.empty((0, 0, LANES))
+        self._lane_ws = np.empty((0, 0))
 
     def run(self, x0, alphas, xs, us, k, K, u_lower, u_upper, clip: bool, gaps=None, dts=None, out=None):
         """Roll out ``u = us + α k + K (x̂ ⊖ xs)`` from x0 for every step size α.
@@ -438,7 +445,7 @@ class CompiledRollout:
             nt = max(1, min((S + LANES - 1) // LANES, self.fd.threads()))
             rows = self._lane_rows
             if self._lane_ws.shape[0] < nt:      # per worker thread: the ABA's rows, u, x⁺, a flag
-                self._lane_ws = np.empty((nt, rows[-1] + self.nu + 2 * self.nv + 1, LANES))
+                self._lane_ws = np.empty((nt, (rows[-1] + self.nu + 2 * self.nv + 1) * LANES))
             use_threads(nt)
             run_threaded_parts(_sample_rollout_lanes_part, nt, self.fd.model_args, self._dyn_args[1], dts,
                                read_only(x0), read_only(xref), read_only(offsets), read_only(G), read_only(u_lower),

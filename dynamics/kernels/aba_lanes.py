@@ -1,12 +1,17 @@
-"""Compiled Articulated Body Algorithm over SIMD lanes: W states at once, the state index last.
+"""Compiled Articulated Body Algorithm over SIMD lanes: ``LANES`` states at once, the state index last.
 
 :mod:`.aba` runs one state at a time; its per-link updates are a few dozen scalar operations each,
-which LLVM cannot vectorise. Here every per-state quantity is one row of W lanes of a single
-workspace array ``ws`` (R, W), and every per-link update is a loop over the lanes around
-straight-line code, which LLVM's loop vectoriser turns into SIMD instructions over the states (one
-array, so no aliasing checks; W comes from the array's shape, so the loops are not unrolled into
-scalar code). The algorithm is :mod:`.aba`'s (Featherstone RBDA Table 7.1 in world coordinates at
-link 0's origin, armature added to ``D``), with two differences of form:
+which LLVM cannot vectorise. Here every per-state quantity is one row of ``LANES`` lanes of a single
+flat workspace array (row r, lane l at ``ws[r * LANES + l]``), and every per-link update is a loop
+over the lanes around straight-line code, which LLVM's loop vectoriser turns into SIMD
+instructions over the states. Three things make it vectorise: one array whose rows are a
+compile-time constant apart (so LLVM proves that two rows never overlap, where a run-time row
+length would need one run-time alias check per pair of rows, more than it allows); each large
+loop reading and writing its own link's block only (what it needs from the parent or the dof's
+rows is copied into the block by a short loop first, and its contributions to the parent are
+added by one short loop per row afterwards); and no libm call inside a loop. The algorithm is
+:mod:`.aba`'s (Featherstone RBDA Table 7.1 in world coordinates at link 0's origin, armature added
+to ``D``), with two differences of form:
 
 * the articulated inertias are stored as the packed upper triangle of the symmetric 6x6 (21 rows);
 * the joint rotation's half-angle sine and cosine are polynomials (Cody–Waite reduction by π/2,
@@ -20,10 +25,10 @@ external forces. Used by the sampling planners' rollouts (:mod:`solvers.rollout_
 thousands of states per knot fill the lanes; checked against the numpy reference in
 ``tests/dynamics/kernels/test_aba_lanes.py``.
 
-Workspace rows (:func:`lane_rows`): q (nq), v (nv), tau (nv), qdd (nv), the ABA's u (nv), two rows of
-sin/cos scratch, 12 rows of one link's parent placement, 6 rows of zeros, then ``LINK_ROWS`` rows per
-link (world rotation, origin, joint column, velocity, articulated inertia, U, D⁻¹, bias
-acceleration, bias force, acceleration).
+Workspace rows (:func:`lane_rows`): q (nq), v (nv), tau (nv), qdd (nv), two rows of sin/cos scratch,
+12 rows of one link's parent placement, 6 rows of zeros, then ``LINK_ROWS`` rows per link (world
+rotation, origin, joint column, velocity, articulated inertia, U, D⁻¹, bias acceleration, bias
+force, acceleration, and the copies above).
 """
 
 from __future__ import annotations
@@ -48,14 +53,20 @@ from .packing import (
     LI_TYPE,
 )
 
-#: lanes per workspace: states computed together (the loops take W from the workspace's shape)
+#: states computed together: a compile-time constant of every kernel here (32 = four AVX-512 or
+#: eight AVX2 vectors per row)
 LANES = 32
 
 # rows of one link's block: world rotation (9, row-major), origin (3), joint column J (6), velocity
 # (6), articulated inertia (21: the upper triangle row by row, (0,0)..(0,5), (1,1)..(1,5), ..., (5,5)),
 # U = I^A J (6), D^-1 (1), c (6), p^A (6), a (6)
 OR, OP, JC, OV, IA, UU, DI, CB, PA, OA = 0, 9, 12, 18, 24, 45, 51, 52, 58, 64
-LINK_ROWS = 70
+# and copies of what a link's big lane loops read from elsewhere, so that those loops touch only
+# their own block (LLVM vectorises a loop over one block without run-time alias checks, and gives
+# up on a loop that also reads other rows): the parent's velocity, then its acceleration (6); the
+# dof's v, then τ (1); u (1); q̈ (1)
+PX, VD, UD, QA = 70, 76, 77, 78
+LINK_ROWS = 79
 
 # Cody–Waite split of π/2 (33 + 33 + 53 bits) and 2/π
 _PIO2_1 = 1.5707963267341256
@@ -77,27 +88,27 @@ def lanes_supported(li: np.ndarray, lf: np.ndarray) -> bool:
 
 
 def lane_rows(nlinks: int, nv: int) -> tuple[int, ...]:
-    """``(q, v, tau, qdd, u, sincos, placement, zeros, links, total)``: the first row of each block of
+    """``(q, v, tau, qdd, sincos, placement, zeros, links, total)``: the first row of each block of
     the workspace of :func:`aba_lanes` for a model of ``nlinks`` links and nv = nq dofs; ``total``
-    is the number of rows (callers may append their own rows after it)."""
+    is the number of rows (callers may append their own rows after it). Row r, lane l is
+    ``ws[r * LANES + l]``."""
     q = 0
     v = q + nv
     tau = v + nv
     qdd = tau + nv
-    u = qdd + nv
-    sc = u + nv
+    sc = qdd + nv
     rp = sc + 2
     z = rp + 12
     links = z + 6
-    return q, v, tau, qdd, u, sc, rp, z, links, links + nlinks * LINK_ROWS
+    return q, v, tau, qdd, sc, rp, z, links, links + nlinks * LINK_ROWS
 
 
 @jit
-def _half_angle_sincos(ws, src, dst, q0, W):
-    """``ws[dst] = sin(θ/2)``, ``ws[dst + 1] = cos(θ/2)`` for ``θ = ws[src] - q0``, lane by lane,
-    without a libm call (module docstring)."""
-    for l in range(W):
-        x = 0.5 * (ws[src, l] - q0)
+def _half_angle_sincos(src, dst, q0):
+    """``dst[:LANES]`` = sin(θ/2) and ``dst[LANES:]`` = cos(θ/2) for θ = ``src`` − q0 (LANES,), lane by
+    lane, without a libm call (module docstring)."""
+    for l in range(LANES):
+        x = 0.5 * (src[l] - q0)
         n = np.floor(x * _TWO_OVER_PI + 0.5)
         n = n if abs(n) < 1e9 else 0.0
         r = ((x - n * _PIO2_1) - n * _PIO2_2) - n * _PIO2_3
@@ -111,39 +122,44 @@ def _half_angle_sincos(ws, src, dst, q0, W):
         k = np.int64(n) & 3          # quadrant: sin(r + kπ/2), cos(r + kπ/2)
         ss = cp if (k & 1) == 1 else sp
         cc = sp if (k & 1) == 1 else cp
-        ws[dst, l] = -ss if (k & 2) == 2 else ss
-        ws[dst + 1, l] = -cc if ((k + 1) & 2) == 2 else cc
+        dst[l] = -ss if (k & 2) == 2 else ss
+        dst[LANES + l] = -cc if ((k + 1) & 2) == 2 else cc
 
 
 @jit
 def aba_lanes(li, lf, gv, ws, rows):
-    """``qdd`` of the W states in the lanes of ``ws`` (R, W): q, v and tau in the rows that start at
-    ``rows[0]``, ``rows[1]``, ``rows[2]``, qdd into those at ``rows[3]`` (:func:`lane_rows`); the model
-    has hinge and slide joints only (:func:`lanes_supported`)."""
-    Q, V, T, A, Uu, SC, RP, Z, LB = rows[0], rows[1], rows[2], rows[3], rows[4], rows[5], rows[6], rows[7], rows[8]
-    W = ws.shape[1]
+    """``qdd`` of the ``LANES`` states in the lanes of ``ws`` (R * LANES,): q, v and tau in the rows
+    that start at ``rows[0]``, ``rows[1]``, ``rows[2]``, qdd into those at ``rows[3]``
+    (:func:`lane_rows`); the model has hinge and slide joints only (:func:`lanes_supported`)."""
+    Q, V, T, A, SC, RP, Z, LB = rows[0], rows[1], rows[2], rows[3], rows[4], rows[5], rows[6], rows[7]
+    # every loop indexes views at constant row offsets (``view[row * LANES + l]``, never negative), so
+    # LLVM sees affine, in-bounds addresses it can vectorise
+    sc = ws[SC * LANES:(SC + 2) * LANES]
+    rp = ws[RP * LANES:(RP + 12) * LANES]
+    b0 = ws[LB * LANES:(LB + LINK_ROWS) * LANES]
     L = li.shape[0]
     for k in range(6):
-        for l in range(W):
-            ws[Z + k, l] = 0.0
+        for l in range(LANES):
+            ws[(Z + k) * LANES + l] = 0.0
     for i in range(L):
         lam = li[i, LI_PARENT]
         qa = li[i, LI_QADR]
         a0, a1, a2 = lf[i, LF_AXIS], lf[i, LF_AXIS + 1], lf[i, LF_AXIS + 2]
         q0 = lf[i, LF_QPOS0]
+        qrow = ws[(Q + qa) * LANES:(Q + qa + 1) * LANES]
         b00, b01, b02 = lf[i, LF_R0], lf[i, LF_R0 + 1], lf[i, LF_R0 + 2]
         b10, b11, b12 = lf[i, LF_R0 + 3], lf[i, LF_R0 + 4], lf[i, LF_R0 + 5]
         b20, b21, b22 = lf[i, LF_R0 + 6], lf[i, LF_R0 + 7], lf[i, LF_R0 + 8]
         e0, e1, e2 = lf[i, LF_P0], lf[i, LF_P0 + 1], lf[i, LF_P0 + 2]
         if li[i, LI_TYPE] == J_HINGE:
             c0, c1, c2 = lf[i, LF_ANCHOR], lf[i, LF_ANCHOR + 1], lf[i, LF_ANCHOR + 2]
-            _half_angle_sincos(ws, Q + qa, SC, q0, W)
+            _half_angle_sincos(qrow, sc, q0)
             x00 = -a2 * a2 - a1 * a1
             x11 = -a2 * a2 - a0 * a0
             x22 = -a1 * a1 - a0 * a0
-            for l in range(W):
-                sh = ws[SC, l]
-                ch = ws[SC + 1, l]
+            for l in range(LANES):
+                sh = sc[l]
+                ch = sc[LANES + l]
                 s = 2.0 * sh * ch
                 cm = 2.0 * sh * sh
                 r00 = 1.0 + cm * x00
@@ -158,62 +174,67 @@ def aba_lanes(li, lf, gv, ws, rows):
                 pj0 = c0 - (r00 * c0 + r01 * c1 + r02 * c2)
                 pj1 = c1 - (r10 * c0 + r11 * c1 + r12 * c2)
                 pj2 = c2 - (r20 * c0 + r21 * c1 + r22 * c2)
-                ws[RP + 0, l] = b00 * r00 + b01 * r10 + b02 * r20
-                ws[RP + 1, l] = b00 * r01 + b01 * r11 + b02 * r21
-                ws[RP + 2, l] = b00 * r02 + b01 * r12 + b02 * r22
-                ws[RP + 3, l] = b10 * r00 + b11 * r10 + b12 * r20
-                ws[RP + 4, l] = b10 * r01 + b11 * r11 + b12 * r21
-                ws[RP + 5, l] = b10 * r02 + b11 * r12 + b12 * r22
-                ws[RP + 6, l] = b20 * r00 + b21 * r10 + b22 * r20
-                ws[RP + 7, l] = b20 * r01 + b21 * r11 + b22 * r21
-                ws[RP + 8, l] = b20 * r02 + b21 * r12 + b22 * r22
-                ws[RP + 9, l] = e0 + (b00 * pj0 + b01 * pj1 + b02 * pj2)
-                ws[RP + 10, l] = e1 + (b10 * pj0 + b11 * pj1 + b12 * pj2)
-                ws[RP + 11, l] = e2 + (b20 * pj0 + b21 * pj1 + b22 * pj2)
+                rp[(0) * LANES + l] = b00 * r00 + b01 * r10 + b02 * r20
+                rp[(1) * LANES + l] = b00 * r01 + b01 * r11 + b02 * r21
+                rp[(2) * LANES + l] = b00 * r02 + b01 * r12 + b02 * r22
+                rp[(3) * LANES + l] = b10 * r00 + b11 * r10 + b12 * r20
+                rp[(4) * LANES + l] = b10 * r01 + b11 * r11 + b12 * r21
+                rp[(5) * LANES + l] = b10 * r02 + b11 * r12 + b12 * r22
+                rp[(6) * LANES + l] = b20 * r00 + b21 * r10 + b22 * r20
+                rp[(7) * LANES + l] = b20 * r01 + b21 * r11 + b22 * r21
+                rp[(8) * LANES + l] = b20 * r02 + b21 * r12 + b22 * r22
+                rp[(9) * LANES + l] = e0 + (b00 * pj0 + b01 * pj1 + b02 * pj2)
+                rp[(10) * LANES + l] = e1 + (b10 * pj0 + b11 * pj1 + b12 * pj2)
+                rp[(11) * LANES + l] = e2 + (b20 * pj0 + b21 * pj1 + b22 * pj2)
         else:
-            for l in range(W):
-                d = ws[Q + qa, l] - q0
-                ws[RP + 0, l] = b00
-                ws[RP + 1, l] = b01
-                ws[RP + 2, l] = b02
-                ws[RP + 3, l] = b10
-                ws[RP + 4, l] = b11
-                ws[RP + 5, l] = b12
-                ws[RP + 6, l] = b20
-                ws[RP + 7, l] = b21
-                ws[RP + 8, l] = b22
-                ws[RP + 9, l] = e0 + (b00 * d * a0 + b01 * d * a1 + b02 * d * a2)
-                ws[RP + 10, l] = e1 + (b10 * d * a0 + b11 * d * a1 + b12 * d * a2)
-                ws[RP + 11, l] = e2 + (b20 * d * a0 + b21 * d * a1 + b22 * d * a2)
+            for l in range(LANES):
+                d = qrow[l] - q0
+                rp[(0) * LANES + l] = b00
+                rp[(1) * LANES + l] = b01
+                rp[(2) * LANES + l] = b02
+                rp[(3) * LANES + l] = b10
+                rp[(4) * LANES + l] = b11
+                rp[(5) * LANES + l] = b12
+                rp[(6) * LANES + l] = b20
+                rp[(7) * LANES + l] = b21
+                rp[(8) * LANES + l] = b22
+                rp[(9) * LANES + l] = e0 + (b00 * d * a0 + b01 * d * a1 + b02 * d * a2)
+                rp[(10) * LANES + l] = e1 + (b10 * d * a0 + b11 * d * a1 + b12 * d * a2)
+                rp[(11) * LANES + l] = e2 + (b20 * d * a0 + b21 * d * a1 + b22 * d * a2)
         K = LB + i * LINK_ROWS
+        bk = ws[K * LANES:(K + LINK_ROWS) * LANES]
         if lam < 0:
             for k in range(12):
-                for l in range(W):
-                    ws[K + k, l] = ws[RP + k, l]
+                for l in range(LANES):
+                    bk[(k) * LANES + l] = rp[(k) * LANES + l]
         else:
             P = LB + lam * LINK_ROWS
+            bp = ws[P * LANES:(P + LINK_ROWS) * LANES]
             for r in range(3):
-                for l in range(W):
-                    g0 = ws[P + OR + 3 * r, l]
-                    g1 = ws[P + OR + 3 * r + 1, l]
-                    g2 = ws[P + OR + 3 * r + 2, l]
-                    ws[K + OP + r, l] = ws[P + OP + r, l] + (g0 * ws[RP + 9, l] + g1 * ws[RP + 10, l]
-                                                             + g2 * ws[RP + 11, l])
-                    ws[K + OR + 3 * r, l] = g0 * ws[RP, l] + g1 * ws[RP + 3, l] + g2 * ws[RP + 6, l]
-                    ws[K + OR + 3 * r + 1, l] = g0 * ws[RP + 1, l] + g1 * ws[RP + 4, l] + g2 * ws[RP + 7, l]
-                    ws[K + OR + 3 * r + 2, l] = g0 * ws[RP + 2, l] + g1 * ws[RP + 5, l] + g2 * ws[RP + 8, l]
+                for l in range(LANES):
+                    g0 = bp[(OR + 3 * r) * LANES + l]
+                    g1 = bp[(OR + 3 * r + 1) * LANES + l]
+                    g2 = bp[(OR + 3 * r + 2) * LANES + l]
+                    bk[(OP + r) * LANES + l] = bp[(OP + r) * LANES + l] + (g0 * rp[(9) * LANES + l] + g1 * rp[(10) * LANES + l]
+                                                             + g2 * rp[(11) * LANES + l])
+                    bk[(OR + 3 * r) * LANES + l] = g0 * rp[l] + g1 * rp[(3) * LANES + l] + g2 * rp[(6) * LANES + l]
+                    bk[(OR + 3 * r + 1) * LANES + l] = g0 * rp[(1) * LANES + l] + g1 * rp[(4) * LANES + l] + g2 * rp[(7) * LANES + l]
+                    bk[(OR + 3 * r + 2) * LANES + l] = g0 * rp[(2) * LANES + l] + g1 * rp[(5) * LANES + l] + g2 * rp[(8) * LANES + l]
     # origin at link 0
     for i in range(L - 1, -1, -1):
         K = LB + i * LINK_ROWS
+        bk = ws[K * LANES:(K + LINK_ROWS) * LANES]
         for r in range(3):
-            for l in range(W):
-                ws[K + OP + r, l] -= ws[LB + OP + r, l]
+            for l in range(LANES):
+                bk[(OP + r) * LANES + l] -= b0[(OP + r) * LANES + l]
     # columns, velocities, inertias, bias
     for i in range(L):
         lam = li[i, LI_PARENT]
         d0 = li[i, LI_DOFADR]
         K = LB + i * LINK_ROWS
+        bk = ws[K * LANES:(K + LINK_ROWS) * LANES]
         P = LB + lam * LINK_ROWS
+        ws_v = ws[(V + d0) * LANES:(V + d0 + 1) * LANES]
         s0, s1, s2, s3, s4, s5 = (lf[i, LF_ST], lf[i, LF_ST + 1], lf[i, LF_ST + 2], lf[i, LF_ST + 3],
                                   lf[i, LF_ST + 4], lf[i, LF_ST + 5])
         m = lf[i, 0]
@@ -222,43 +243,49 @@ def aba_lanes(li, lf, gv, ws, rows):
         i10, i11, i12 = lf[i, 7], lf[i, 8], lf[i, 9]
         i20, i21, i22 = lf[i, 10], lf[i, 11], lf[i, 12]
         Pv = Z if lam < 0 else P + OV
-        for l in range(W):
-            g00, g01, g02 = ws[K + OR, l], ws[K + OR + 1, l], ws[K + OR + 2, l]
-            g10, g11, g12 = ws[K + OR + 3, l], ws[K + OR + 4, l], ws[K + OR + 5, l]
-            g20, g21, g22 = ws[K + OR + 6, l], ws[K + OR + 7, l], ws[K + OR + 8, l]
-            p0, p1, p2 = ws[K + OP, l], ws[K + OP + 1, l], ws[K + OP + 2, l]
+        pv = ws[Pv * LANES:(Pv + 6) * LANES]
+        for k in range(6):
+            for l in range(LANES):
+                bk[(PX + k) * LANES + l] = pv[k * LANES + l]
+        for l in range(LANES):
+            bk[(VD) * LANES + l] = ws_v[l]
+        for l in range(LANES):
+            g00, g01, g02 = bk[(OR) * LANES + l], bk[(OR + 1) * LANES + l], bk[(OR + 2) * LANES + l]
+            g10, g11, g12 = bk[(OR + 3) * LANES + l], bk[(OR + 4) * LANES + l], bk[(OR + 5) * LANES + l]
+            g20, g21, g22 = bk[(OR + 6) * LANES + l], bk[(OR + 7) * LANES + l], bk[(OR + 8) * LANES + l]
+            p0, p1, p2 = bk[(OP) * LANES + l], bk[(OP + 1) * LANES + l], bk[(OP + 2) * LANES + l]
             ja0 = g00 * s3 + g01 * s4 + g02 * s5
             ja1 = g10 * s3 + g11 * s4 + g12 * s5
             ja2 = g20 * s3 + g21 * s4 + g22 * s5
             jl0 = g00 * s0 + g01 * s1 + g02 * s2 + p1 * ja2 - p2 * ja1
             jl1 = g10 * s0 + g11 * s1 + g12 * s2 + p2 * ja0 - p0 * ja2
             jl2 = g20 * s0 + g21 * s1 + g22 * s2 + p0 * ja1 - p1 * ja0
-            ws[K + JC, l] = jl0
-            ws[K + JC + 1, l] = jl1
-            ws[K + JC + 2, l] = jl2
-            ws[K + JC + 3, l] = ja0
-            ws[K + JC + 4, l] = ja1
-            ws[K + JC + 5, l] = ja2
-            vd = ws[V + d0, l]
+            bk[(JC) * LANES + l] = jl0
+            bk[(JC + 1) * LANES + l] = jl1
+            bk[(JC + 2) * LANES + l] = jl2
+            bk[(JC + 3) * LANES + l] = ja0
+            bk[(JC + 4) * LANES + l] = ja1
+            bk[(JC + 5) * LANES + l] = ja2
+            vd = bk[(VD) * LANES + l]
             vj0, vj1, vj2, vj3, vj4, vj5 = jl0 * vd, jl1 * vd, jl2 * vd, ja0 * vd, ja1 * vd, ja2 * vd
-            w0 = ws[Pv + 0, l] + vj0
-            w1 = ws[Pv + 1, l] + vj1
-            w2 = ws[Pv + 2, l] + vj2
-            w3 = ws[Pv + 3, l] + vj3
-            w4 = ws[Pv + 4, l] + vj4
-            w5 = ws[Pv + 5, l] + vj5
-            ws[K + OV, l] = w0
-            ws[K + OV + 1, l] = w1
-            ws[K + OV + 2, l] = w2
-            ws[K + OV + 3, l] = w3
-            ws[K + OV + 4, l] = w4
-            ws[K + OV + 5, l] = w5
-            ws[K + CB, l] = w4 * vj2 - w5 * vj1 + w1 * vj5 - w2 * vj4
-            ws[K + CB + 1, l] = w5 * vj0 - w3 * vj2 + w2 * vj3 - w0 * vj5
-            ws[K + CB + 2, l] = w3 * vj1 - w4 * vj0 + w0 * vj4 - w1 * vj3
-            ws[K + CB + 3, l] = w4 * vj5 - w5 * vj4
-            ws[K + CB + 4, l] = w5 * vj3 - w3 * vj5
-            ws[K + CB + 5, l] = w3 * vj4 - w4 * vj3
+            w0 = bk[(PX + 0) * LANES + l] + vj0
+            w1 = bk[(PX + 1) * LANES + l] + vj1
+            w2 = bk[(PX + 2) * LANES + l] + vj2
+            w3 = bk[(PX + 3) * LANES + l] + vj3
+            w4 = bk[(PX + 4) * LANES + l] + vj4
+            w5 = bk[(PX + 5) * LANES + l] + vj5
+            bk[(OV) * LANES + l] = w0
+            bk[(OV + 1) * LANES + l] = w1
+            bk[(OV + 2) * LANES + l] = w2
+            bk[(OV + 3) * LANES + l] = w3
+            bk[(OV + 4) * LANES + l] = w4
+            bk[(OV + 5) * LANES + l] = w5
+            bk[(CB) * LANES + l] = w4 * vj2 - w5 * vj1 + w1 * vj5 - w2 * vj4
+            bk[(CB + 1) * LANES + l] = w5 * vj0 - w3 * vj2 + w2 * vj3 - w0 * vj5
+            bk[(CB + 2) * LANES + l] = w3 * vj1 - w4 * vj0 + w0 * vj4 - w1 * vj3
+            bk[(CB + 3) * LANES + l] = w4 * vj5 - w5 * vj4
+            bk[(CB + 4) * LANES + l] = w5 * vj3 - w3 * vj5
+            bk[(CB + 5) * LANES + l] = w3 * vj4 - w4 * vj3
             hr0 = g00 * y1 + g01 * y2 + g02 * y3
             hr1 = g10 * y1 + g11 * y2 + g12 * y3
             hr2 = g20 * y1 + g21 * y2 + g22 * y3
@@ -293,152 +320,198 @@ def aba_lanes(li, lf, gv, ws, rows):
             f3 = h1 * w2 - h2 * w1 + o00 * w3 + o01 * w4 + o02 * w5
             f4 = h2 * w0 - h0 * w2 + o10 * w3 + o11 * w4 + o12 * w5
             f5 = h0 * w1 - h1 * w0 + o20 * w3 + o21 * w4 + o22 * w5
-            ws[K + PA, l] = w4 * f2 - w5 * f1
-            ws[K + PA + 1, l] = w5 * f0 - w3 * f2
-            ws[K + PA + 2, l] = w3 * f1 - w4 * f0
-            ws[K + PA + 3, l] = w1 * f2 - w2 * f1 + w4 * f5 - w5 * f4
-            ws[K + PA + 4, l] = w2 * f0 - w0 * f2 + w5 * f3 - w3 * f5
-            ws[K + PA + 5, l] = w0 * f1 - w1 * f0 + w3 * f4 - w4 * f3
-            B = K + IA
-            ws[B + 0, l] = m
-            ws[B + 1, l] = 0.0
-            ws[B + 2, l] = 0.0
-            ws[B + 3, l] = 0.0
-            ws[B + 4, l] = h2
-            ws[B + 5, l] = -h1
-            ws[B + 6, l] = m
-            ws[B + 7, l] = 0.0
-            ws[B + 8, l] = -h2
-            ws[B + 9, l] = 0.0
-            ws[B + 10, l] = h0
-            ws[B + 11, l] = m
-            ws[B + 12, l] = h1
-            ws[B + 13, l] = -h0
-            ws[B + 14, l] = 0.0
-            ws[B + 15, l] = o00
-            ws[B + 16, l] = o01
-            ws[B + 17, l] = o02
-            ws[B + 18, l] = o11
-            ws[B + 19, l] = o12
-            ws[B + 20, l] = o22
-    # backward: articulated inertias (packed symmetric) and bias forces, one lane loop per link
+            bk[(PA) * LANES + l] = w4 * f2 - w5 * f1
+            bk[(PA + 1) * LANES + l] = w5 * f0 - w3 * f2
+            bk[(PA + 2) * LANES + l] = w3 * f1 - w4 * f0
+            bk[(PA + 3) * LANES + l] = w1 * f2 - w2 * f1 + w4 * f5 - w5 * f4
+            bk[(PA + 4) * LANES + l] = w2 * f0 - w0 * f2 + w5 * f3 - w3 * f5
+            bk[(PA + 5) * LANES + l] = w0 * f1 - w1 * f0 + w3 * f4 - w4 * f3
+            bk[(IA + 0) * LANES + l] = m
+            bk[(IA + 1) * LANES + l] = 0.0
+            bk[(IA + 2) * LANES + l] = 0.0
+            bk[(IA + 3) * LANES + l] = 0.0
+            bk[(IA + 4) * LANES + l] = h2
+            bk[(IA + 5) * LANES + l] = -h1
+            bk[(IA + 6) * LANES + l] = m
+            bk[(IA + 7) * LANES + l] = 0.0
+            bk[(IA + 8) * LANES + l] = -h2
+            bk[(IA + 9) * LANES + l] = 0.0
+            bk[(IA + 10) * LANES + l] = h0
+            bk[(IA + 11) * LANES + l] = m
+            bk[(IA + 12) * LANES + l] = h1
+            bk[(IA + 13) * LANES + l] = -h0
+            bk[(IA + 14) * LANES + l] = 0.0
+            bk[(IA + 15) * LANES + l] = o00
+            bk[(IA + 16) * LANES + l] = o01
+            bk[(IA + 17) * LANES + l] = o02
+            bk[(IA + 18) * LANES + l] = o11
+            bk[(IA + 19) * LANES + l] = o12
+            bk[(IA + 20) * LANES + l] = o22
+    # backward: articulated inertias (packed symmetric) and bias forces. Each link's lane loop reads
+    # and writes its own block only; it leaves its contributions to the parent in its own I^A and p^A
+    # rows (not needed afterwards), which one short loop per row then adds to the parent's.
     for i in range(L - 1, -1, -1):
         lam = li[i, LI_PARENT]
         d0 = li[i, LI_DOFADR]
         arm = lf[i, LF_ARM]
         K = LB + i * LINK_ROWS
-        B = K + IA
-        for l in range(W):
-            j0, j1, j2 = ws[K + JC, l], ws[K + JC + 1, l], ws[K + JC + 2, l]
-            j3, j4, j5 = ws[K + JC + 3, l], ws[K + JC + 4, l], ws[K + JC + 5, l]
-            u0 = (ws[B + 0, l] * j0 + ws[B + 1, l] * j1 + ws[B + 2, l] * j2 + ws[B + 3, l] * j3 + ws[B + 4, l] * j4 + ws[B + 5, l] * j5)
-            u1 = (ws[B + 1, l] * j0 + ws[B + 6, l] * j1 + ws[B + 7, l] * j2 + ws[B + 8, l] * j3 + ws[B + 9, l] * j4 + ws[B + 10, l] * j5)
-            u2 = (ws[B + 2, l] * j0 + ws[B + 7, l] * j1 + ws[B + 11, l] * j2 + ws[B + 12, l] * j3 + ws[B + 13, l] * j4 + ws[B + 14, l] * j5)
-            u3 = (ws[B + 3, l] * j0 + ws[B + 8, l] * j1 + ws[B + 12, l] * j2 + ws[B + 15, l] * j3 + ws[B + 16, l] * j4 + ws[B + 17, l] * j5)
-            u4 = (ws[B + 4, l] * j0 + ws[B + 9, l] * j1 + ws[B + 13, l] * j2 + ws[B + 16, l] * j3 + ws[B + 18, l] * j4 + ws[B + 19, l] * j5)
-            u5 = (ws[B + 5, l] * j0 + ws[B + 10, l] * j1 + ws[B + 14, l] * j2 + ws[B + 17, l] * j3 + ws[B + 19, l] * j4 + ws[B + 20, l] * j5)
-            ws[K + UU + 0, l] = u0
-            ws[K + UU + 1, l] = u1
-            ws[K + UU + 2, l] = u2
-            ws[K + UU + 3, l] = u3
-            ws[K + UU + 4, l] = u4
-            ws[K + UU + 5, l] = u5
-            ws[K + DI, l] = 1.0 / (arm + (j0 * u0 + j1 * u1 + j2 * u2 + j3 * u3 + j4 * u4 + j5 * u5))
-            ws[Uu + d0, l] = ws[T + d0, l] - (j0 * ws[K + PA + 0, l] + j1 * ws[K + PA + 1, l] + j2 * ws[K + PA + 2, l] + j3 * ws[K + PA + 3, l] + j4 * ws[K + PA + 4, l] + j5 * ws[K + PA + 5, l])
-        if lam < 0:
-            continue
-        P = LB + lam * LINK_ROWS
-        for l in range(W):
-            u0 = ws[K + UU + 0, l]
-            c0 = ws[K + CB + 0, l]
-            u1 = ws[K + UU + 1, l]
-            c1 = ws[K + CB + 1, l]
-            u2 = ws[K + UU + 2, l]
-            c2 = ws[K + CB + 2, l]
-            u3 = ws[K + UU + 3, l]
-            c3 = ws[K + CB + 3, l]
-            u4 = ws[K + UU + 4, l]
-            c4 = ws[K + CB + 4, l]
-            u5 = ws[K + UU + 5, l]
-            c5 = ws[K + CB + 5, l]
-            di = ws[K + DI, l]
-            wk = (ws[Uu + d0, l] - (u0 * c0 + u1 * c1 + u2 * c2 + u3 * c3 + u4 * c4 + u5 * c5)) * di
-            ws[P + PA + 0, l] += ws[K + PA + 0, l] + u0 * wk + (ws[B + 0, l] * c0 + ws[B + 1, l] * c1 + ws[B + 2, l] * c2 + ws[B + 3, l] * c3 + ws[B + 4, l] * c4 + ws[B + 5, l] * c5)
-            ws[P + PA + 1, l] += ws[K + PA + 1, l] + u1 * wk + (ws[B + 1, l] * c0 + ws[B + 6, l] * c1 + ws[B + 7, l] * c2 + ws[B + 8, l] * c3 + ws[B + 9, l] * c4 + ws[B + 10, l] * c5)
-            ws[P + PA + 2, l] += ws[K + PA + 2, l] + u2 * wk + (ws[B + 2, l] * c0 + ws[B + 7, l] * c1 + ws[B + 11, l] * c2 + ws[B + 12, l] * c3 + ws[B + 13, l] * c4 + ws[B + 14, l] * c5)
-            ws[P + PA + 3, l] += ws[K + PA + 3, l] + u3 * wk + (ws[B + 3, l] * c0 + ws[B + 8, l] * c1 + ws[B + 12, l] * c2 + ws[B + 15, l] * c3 + ws[B + 16, l] * c4 + ws[B + 17, l] * c5)
-            ws[P + PA + 4, l] += ws[K + PA + 4, l] + u4 * wk + (ws[B + 4, l] * c0 + ws[B + 9, l] * c1 + ws[B + 13, l] * c2 + ws[B + 16, l] * c3 + ws[B + 18, l] * c4 + ws[B + 19, l] * c5)
-            ws[P + PA + 5, l] += ws[K + PA + 5, l] + u5 * wk + (ws[B + 5, l] * c0 + ws[B + 10, l] * c1 + ws[B + 14, l] * c2 + ws[B + 17, l] * c3 + ws[B + 19, l] * c4 + ws[B + 20, l] * c5)
+        bk = ws[K * LANES:(K + LINK_ROWS) * LANES]
+        ws_t = ws[(T + d0) * LANES:(T + d0 + 1) * LANES]
+        for l in range(LANES):
+            bk[(VD) * LANES + l] = ws_t[l]
+        for l in range(LANES):
+            j0, j1, j2 = bk[(JC) * LANES + l], bk[(JC + 1) * LANES + l], bk[(JC + 2) * LANES + l]
+            j3, j4, j5 = bk[(JC + 3) * LANES + l], bk[(JC + 4) * LANES + l], bk[(JC + 5) * LANES + l]
+            ia0 = bk[(IA + 0) * LANES + l]
+            ia1 = bk[(IA + 1) * LANES + l]
+            ia2 = bk[(IA + 2) * LANES + l]
+            ia3 = bk[(IA + 3) * LANES + l]
+            ia4 = bk[(IA + 4) * LANES + l]
+            ia5 = bk[(IA + 5) * LANES + l]
+            ia6 = bk[(IA + 6) * LANES + l]
+            ia7 = bk[(IA + 7) * LANES + l]
+            ia8 = bk[(IA + 8) * LANES + l]
+            ia9 = bk[(IA + 9) * LANES + l]
+            ia10 = bk[(IA + 10) * LANES + l]
+            ia11 = bk[(IA + 11) * LANES + l]
+            ia12 = bk[(IA + 12) * LANES + l]
+            ia13 = bk[(IA + 13) * LANES + l]
+            ia14 = bk[(IA + 14) * LANES + l]
+            ia15 = bk[(IA + 15) * LANES + l]
+            ia16 = bk[(IA + 16) * LANES + l]
+            ia17 = bk[(IA + 17) * LANES + l]
+            ia18 = bk[(IA + 18) * LANES + l]
+            ia19 = bk[(IA + 19) * LANES + l]
+            ia20 = bk[(IA + 20) * LANES + l]
+            u0 = ia0 * j0 + ia1 * j1 + ia2 * j2 + ia3 * j3 + ia4 * j4 + ia5 * j5
+            u1 = ia1 * j0 + ia6 * j1 + ia7 * j2 + ia8 * j3 + ia9 * j4 + ia10 * j5
+            u2 = ia2 * j0 + ia7 * j1 + ia11 * j2 + ia12 * j3 + ia13 * j4 + ia14 * j5
+            u3 = ia3 * j0 + ia8 * j1 + ia12 * j2 + ia15 * j3 + ia16 * j4 + ia17 * j5
+            u4 = ia4 * j0 + ia9 * j1 + ia13 * j2 + ia16 * j3 + ia18 * j4 + ia19 * j5
+            u5 = ia5 * j0 + ia10 * j1 + ia14 * j2 + ia17 * j3 + ia19 * j4 + ia20 * j5
+            bk[(UU + 0) * LANES + l] = u0
+            bk[(UU + 1) * LANES + l] = u1
+            bk[(UU + 2) * LANES + l] = u2
+            bk[(UU + 3) * LANES + l] = u3
+            bk[(UU + 4) * LANES + l] = u4
+            bk[(UU + 5) * LANES + l] = u5
+            di = 1.0 / (arm + (j0 * u0 + j1 * u1 + j2 * u2 + j3 * u3 + j4 * u4 + j5 * u5))
+            bk[(DI) * LANES + l] = di
+            pa0 = bk[(PA + 0) * LANES + l]
+            pa1 = bk[(PA + 1) * LANES + l]
+            pa2 = bk[(PA + 2) * LANES + l]
+            pa3 = bk[(PA + 3) * LANES + l]
+            pa4 = bk[(PA + 4) * LANES + l]
+            pa5 = bk[(PA + 5) * LANES + l]
+            ud = bk[(VD) * LANES + l] - (j0 * pa0 + j1 * pa1 + j2 * pa2 + j3 * pa3 + j4 * pa4 + j5 * pa5)
+            bk[(UD) * LANES + l] = ud
+            c0 = bk[(CB + 0) * LANES + l]
+            c1 = bk[(CB + 1) * LANES + l]
+            c2 = bk[(CB + 2) * LANES + l]
+            c3 = bk[(CB + 3) * LANES + l]
+            c4 = bk[(CB + 4) * LANES + l]
+            c5 = bk[(CB + 5) * LANES + l]
+            wk = (ud - (u0 * c0 + u1 * c1 + u2 * c2 + u3 * c3 + u4 * c4 + u5 * c5)) * di
+            # contributions to the parent: p^A + U D^-1 (u - U^T c) + I^A c, and I^A - U D^-1 U^T
+            bk[(PA + 0) * LANES + l] = pa0 + u0 * wk + (ia0 * c0 + ia1 * c1 + ia2 * c2 + ia3 * c3 + ia4 * c4 + ia5 * c5)
+            bk[(PA + 1) * LANES + l] = pa1 + u1 * wk + (ia1 * c0 + ia6 * c1 + ia7 * c2 + ia8 * c3 + ia9 * c4 + ia10 * c5)
+            bk[(PA + 2) * LANES + l] = pa2 + u2 * wk + (ia2 * c0 + ia7 * c1 + ia11 * c2 + ia12 * c3 + ia13 * c4 + ia14 * c5)
+            bk[(PA + 3) * LANES + l] = pa3 + u3 * wk + (ia3 * c0 + ia8 * c1 + ia12 * c2 + ia15 * c3 + ia16 * c4 + ia17 * c5)
+            bk[(PA + 4) * LANES + l] = pa4 + u4 * wk + (ia4 * c0 + ia9 * c1 + ia13 * c2 + ia16 * c3 + ia18 * c4 + ia19 * c5)
+            bk[(PA + 5) * LANES + l] = pa5 + u5 * wk + (ia5 * c0 + ia10 * c1 + ia14 * c2 + ia17 * c3 + ia19 * c4 + ia20 * c5)
             e0 = u0 * di
             e1 = u1 * di
             e2 = u2 * di
             e3 = u3 * di
             e4 = u4 * di
             e5 = u5 * di
-            ws[P + IA + 0, l] += ws[B + 0, l] - e0 * u0
-            ws[P + IA + 1, l] += ws[B + 1, l] - e0 * u1
-            ws[P + IA + 2, l] += ws[B + 2, l] - e0 * u2
-            ws[P + IA + 3, l] += ws[B + 3, l] - e0 * u3
-            ws[P + IA + 4, l] += ws[B + 4, l] - e0 * u4
-            ws[P + IA + 5, l] += ws[B + 5, l] - e0 * u5
-            ws[P + IA + 6, l] += ws[B + 6, l] - e1 * u1
-            ws[P + IA + 7, l] += ws[B + 7, l] - e1 * u2
-            ws[P + IA + 8, l] += ws[B + 8, l] - e1 * u3
-            ws[P + IA + 9, l] += ws[B + 9, l] - e1 * u4
-            ws[P + IA + 10, l] += ws[B + 10, l] - e1 * u5
-            ws[P + IA + 11, l] += ws[B + 11, l] - e2 * u2
-            ws[P + IA + 12, l] += ws[B + 12, l] - e2 * u3
-            ws[P + IA + 13, l] += ws[B + 13, l] - e2 * u4
-            ws[P + IA + 14, l] += ws[B + 14, l] - e2 * u5
-            ws[P + IA + 15, l] += ws[B + 15, l] - e3 * u3
-            ws[P + IA + 16, l] += ws[B + 16, l] - e3 * u4
-            ws[P + IA + 17, l] += ws[B + 17, l] - e3 * u5
-            ws[P + IA + 18, l] += ws[B + 18, l] - e4 * u4
-            ws[P + IA + 19, l] += ws[B + 19, l] - e4 * u5
-            ws[P + IA + 20, l] += ws[B + 20, l] - e5 * u5
-    # forward: accelerations
+            bk[(IA + 0) * LANES + l] = ia0 - e0 * u0
+            bk[(IA + 1) * LANES + l] = ia1 - e0 * u1
+            bk[(IA + 2) * LANES + l] = ia2 - e0 * u2
+            bk[(IA + 3) * LANES + l] = ia3 - e0 * u3
+            bk[(IA + 4) * LANES + l] = ia4 - e0 * u4
+            bk[(IA + 5) * LANES + l] = ia5 - e0 * u5
+            bk[(IA + 6) * LANES + l] = ia6 - e1 * u1
+            bk[(IA + 7) * LANES + l] = ia7 - e1 * u2
+            bk[(IA + 8) * LANES + l] = ia8 - e1 * u3
+            bk[(IA + 9) * LANES + l] = ia9 - e1 * u4
+            bk[(IA + 10) * LANES + l] = ia10 - e1 * u5
+            bk[(IA + 11) * LANES + l] = ia11 - e2 * u2
+            bk[(IA + 12) * LANES + l] = ia12 - e2 * u3
+            bk[(IA + 13) * LANES + l] = ia13 - e2 * u4
+            bk[(IA + 14) * LANES + l] = ia14 - e2 * u5
+            bk[(IA + 15) * LANES + l] = ia15 - e3 * u3
+            bk[(IA + 16) * LANES + l] = ia16 - e3 * u4
+            bk[(IA + 17) * LANES + l] = ia17 - e3 * u5
+            bk[(IA + 18) * LANES + l] = ia18 - e4 * u4
+            bk[(IA + 19) * LANES + l] = ia19 - e4 * u5
+            bk[(IA + 20) * LANES + l] = ia20 - e5 * u5
+        if lam < 0:
+            continue
+        P = LB + lam * LINK_ROWS
+        bp = ws[P * LANES:(P + LINK_ROWS) * LANES]
+        for k in range(6):
+            for l in range(LANES):
+                bp[(PA + k) * LANES + l] += bk[(PA + k) * LANES + l]
+        for k in range(21):
+            for l in range(LANES):
+                bp[(IA + k) * LANES + l] += bk[(IA + k) * LANES + l]
+    # forward: accelerations (the parent's copied into the block first)
     for i in range(L):
         lam = li[i, LI_PARENT]
         d0 = li[i, LI_DOFADR]
         K = LB + i * LINK_ROWS
+        bk = ws[K * LANES:(K + LINK_ROWS) * LANES]
+        ws_a = ws[(A + d0) * LANES:(A + d0 + 1) * LANES]
         if lam < 0:
             for r in range(6):
                 gr = gv[r] if r < 3 else 0.0
-                for l in range(W):
-                    ws[K + OA + r, l] = ws[K + CB + r, l] - gr
+                for l in range(LANES):
+                    bk[(PX + r) * LANES + l] = -gr
         else:
             P = LB + lam * LINK_ROWS
+            bp = ws[P * LANES:(P + LINK_ROWS) * LANES]
             for r in range(6):
-                for l in range(W):
-                    ws[K + OA + r, l] = ws[P + OA + r, l] + ws[K + CB + r, l]
-        for l in range(W):
-            s = ws[Uu + d0, l]
-            for r in range(6):
-                s -= ws[K + UU + r, l] * ws[K + OA + r, l]
-            a = ws[K + DI, l] * s
-            ws[A + d0, l] = a
-            for r in range(6):
-                ws[K + OA + r, l] += ws[K + JC + r, l] * a
+                for l in range(LANES):
+                    bk[(PX + r) * LANES + l] = bp[(OA + r) * LANES + l]
+        for l in range(LANES):
+            a0 = bk[(PX + 0) * LANES + l] + bk[(CB + 0) * LANES + l]
+            a1 = bk[(PX + 1) * LANES + l] + bk[(CB + 1) * LANES + l]
+            a2 = bk[(PX + 2) * LANES + l] + bk[(CB + 2) * LANES + l]
+            a3 = bk[(PX + 3) * LANES + l] + bk[(CB + 3) * LANES + l]
+            a4 = bk[(PX + 4) * LANES + l] + bk[(CB + 4) * LANES + l]
+            a5 = bk[(PX + 5) * LANES + l] + bk[(CB + 5) * LANES + l]
+            s = bk[(UD) * LANES + l] - (bk[(UU + 0) * LANES + l] * a0 + bk[(UU + 1) * LANES + l] * a1 + bk[(UU + 2) * LANES + l] * a2 + bk[(UU + 3) * LANES + l] * a3 + bk[(UU + 4) * LANES + l] * a4 + bk[(UU + 5) * LANES + l] * a5)
+            qdd = bk[(DI) * LANES + l] * s
+            bk[(QA) * LANES + l] = qdd
+            bk[(OA + 0) * LANES + l] = a0 + bk[(JC + 0) * LANES + l] * qdd
+            bk[(OA + 1) * LANES + l] = a1 + bk[(JC + 1) * LANES + l] * qdd
+            bk[(OA + 2) * LANES + l] = a2 + bk[(JC + 2) * LANES + l] * qdd
+            bk[(OA + 3) * LANES + l] = a3 + bk[(JC + 3) * LANES + l] * qdd
+            bk[(OA + 4) * LANES + l] = a4 + bk[(JC + 4) * LANES + l] * qdd
+            bk[(OA + 5) * LANES + l] = a5 + bk[(JC + 5) * LANES + l] * qdd
+        for l in range(LANES):
+            ws_a[l] = bk[(QA) * LANES + l]
 
 
 @jit
 def aba_lanes_range(li, lf, gv, q, v, tau, qdd, ws, rows, start, stop):
     """``qdd`` (B, nv) for q (B, nq), v, tau (B, nv), states ``start`` to ``stop - 1`` in groups of
-    W lanes (a short last group repeats its last state in the spare lanes); ws (R, W) with R ≥
-    ``rows[-1]``."""
+    ``LANES`` (a short last group repeats its last state in the spare lanes); ws (R * LANES,) with
+    R ≥ ``rows[-1]``."""
     Q, V, T, A = rows[0], rows[1], rows[2], rows[3]
-    W = ws.shape[1]
+    W = LANES
     nq = q.shape[1]
     nv = v.shape[1]
     for g in range(start, stop, W):
-        for l in range(W):
+        for l in range(LANES):
             b = min(g + l, stop - 1)
             for k in range(nq):
-                ws[Q + k, l] = q[b, k]
+                ws[(Q + k) * LANES + l] = q[b, k]
             for k in range(nv):
-                ws[V + k, l] = v[b, k]
-                ws[T + k, l] = tau[b, k]
+                ws[(V + k) * LANES + l] = v[b, k]
+                ws[(T + k) * LANES + l] = tau[b, k]
         aba_lanes(li, lf, gv, ws, rows)
         for l in range(min(W, stop - g)):
             for k in range(nv):
-                qdd[g + l, k] = ws[A + k, l]
+                qdd[g + l, k] = ws[(A + k) * LANES + l]
