@@ -7,7 +7,9 @@ Supported terms (exactly these classes, not subclasses that override their math)
 :class:`~solvers.costs.StateCost` (``x ⊖ x_ref``; on ball and free joints through the backend's
 compiled SO(3)/SE(3) difference and its Jacobian),
 :class:`~solvers.costs.ControlCost`, :class:`~solvers.costs.FramePositionCost` with the
-Gauss–Newton Hessian, :class:`~solvers.costs.JointLimitCost`. Every other term (orientations,
+Gauss–Newton Hessian, :class:`~solvers.costs.FrameHeightCost` (a frame position entry whose x and
+y weights are zero: the same residual row, Jacobian row and Gauss–Newton products),
+:class:`~solvers.costs.JointLimitCost`. Every other term (orientations,
 contact forces, centre of mass, plain-Python custom costs, ...) stays on the
 Python path, term by term, and is added to what the kernel computes; a problem's cost is the same
 either way (to rounding: the kernel scales each term by its weight and dt in another order).
@@ -28,6 +30,7 @@ on-disk cache) on its first use.
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -35,11 +38,13 @@ import numpy as np
 from dynamics.worker_threads import use_threads
 
 from .base import CostSum, _plain, per_knot
+from .foot import FrameHeightCost
 from .frame import FramePositionCost
 from .limits import JointLimitCost
 from .state import ControlCost, StateCost
 
 STATE, CONTROL, FRAME_POSITION, JOINT_LIMIT, STATE_LIE = 0, 1, 2, 3, 4
+FRAME_HEIGHT = 5            # packed as a FRAME_POSITION entry (the kernel never sees this kind)
 _MATH = ("value", "derivatives", "residual", "residual_jacobian", "_accumulate")
 
 frames_knot = None                       # the kernel library's, bound on the first compilation
@@ -241,6 +246,8 @@ def _kind(cost, model) -> int | None:
         return FRAME_POSITION if cost.hessian == "gauss-newton" else None
     if t is JointLimitCost or (isinstance(cost, JointLimitCost) and _plain(cost, JointLimitCost, _MATH)):
         return JOINT_LIMIT
+    if t is FrameHeightCost or (isinstance(cost, FrameHeightCost) and _plain(cost, FrameHeightCost, _MATH)):
+        return FRAME_HEIGHT
     return None
 
 
@@ -266,19 +273,42 @@ class _Term:
     put: object = None          # CompiledCosts._putter(rows), made on the first packing
 
 
-class CompiledCosts:
-    """The compiled cost terms of a :class:`~solvers.problem.ShootingProblem` (running groups and
-    terminal cost), and the Python remainder of each group."""
+def _python_part(compiled_names: dict, group: int, cost):
+    """:meth:`CompiledCosts.python_part` for the compiled term names per group ``compiled_names``."""
+    names = compiled_names.get(group)
+    if not names:
+        return cost
+    if type(cost) is not CostSum:
+        return None
+    rest = {n: item for n, item in cost.terms.items() if n not in names}
+    if not rest:
+        return None
+    out = CostSum()
+    out.terms = rest
+    return out
 
-    # one trajectory's knots are split over the backend's threads only in slices this long: below,
-    # waking the thread pool costs more than the slice
-    MIN_KNOTS_PER_THREAD = 8
 
-    def __init__(self, problem, kin):
-        self.problem = problem
-        self.kin = kin
-        self.model = m = problem.model
-        self.signature = self.signature_of(problem)
+@dataclass
+class _Layout:
+    """What a knot structure's compiled terms are laid out as (module docstring: E, KS, FK, IX and
+    the frame table), the terms' rows, and the float rows' shape; read-only once built. (The frame
+    table depends only on the model and the frames: any kernel-library kinematics of the problem's
+    model gives the same one.)"""
+
+    E: np.ndarray
+    KS: np.ndarray
+    FK: np.ndarray
+    IX: np.ndarray
+    flink: np.ndarray
+    ff: np.ndarray
+    terms: list
+    compiled_names: dict
+    covers_all: bool
+    P_shape: tuple
+
+    @staticmethod
+    def build(problem, kin) -> "_Layout":
+        m = problem.model
         frames: list[str] = []
         ints: list[int] = []
         specs = []                                # (group index, name, cost, kind, knots, frame slot, ix offset)
@@ -291,7 +321,7 @@ class CompiledCosts:
                 if kind is None:
                     continue
                 slot, off = 0, 0
-                if kind == FRAME_POSITION:
+                if kind == FRAME_POSITION or kind == FRAME_HEIGHT:
                     if c.frame not in frames:
                         frames.append(c.frame)
                     slot = frames.index(c.frame)
@@ -300,7 +330,7 @@ class CompiledCosts:
                     ints += [c.nr, *map(int, c.q_index), *map(int, c.v_index)]
                 specs.append((gi, name, c, kind, np.asarray(knots, np.int64), slot, off))
         nx, ndx, nu = problem.nx, problem.ndx, problem.nu
-        widths = {STATE: 1 + nx + ndx, STATE_LIE: 1 + nx + ndx, CONTROL: 1 + 2 * nu, FRAME_POSITION: 7,
+        widths = {STATE: 1 + nx + ndx, STATE_LIE: 1 + nx + ndx, CONTROL: 1 + 2 * nu, FRAME_POSITION: 7, FRAME_HEIGHT: 7,
                   JOINT_LIMIT: 1 + 3 * max([c.nr for _, _, c, k, *_ in specs if k == JOINT_LIMIT] or [0])}
         W = max([widths[k] for _, _, _, k, *_ in specs] or [1])
         n_e = sum(s[4].size for s in specs)
@@ -308,32 +338,72 @@ class CompiledCosts:
         term_of_row = np.empty(n_e, np.int64)
         o = 0
         for i, (gi, name, c, kind, knots, slot, off) in enumerate(specs):
-            E[o:o + knots.size] = np.stack([knots, np.full(knots.size, kind), np.full(knots.size, slot),
+            ek = FRAME_POSITION if kind == FRAME_HEIGHT else kind
+            E[o:o + knots.size] = np.stack([knots, np.full(knots.size, ek), np.full(knots.size, slot),
                                             np.full(knots.size, off)], axis=-1)
             term_of_row[o:o + knots.size] = i
             o += knots.size
         order = np.argsort(E[:, 0], kind="stable")          # entries by knot
-        self.E = np.ascontiguousarray(E[order])
+        E = np.ascontiguousarray(E[order])
         where = np.empty(n_e, np.int64)
         where[order] = np.arange(n_e)
         N = problem.horizon
-        self.KS = np.searchsorted(self.E[:, 0], np.arange(N + 2)).astype(np.int64)
-        self.FK = np.zeros(N + 1, np.int64)
-        self.FK[self.E[self.E[:, 1] == FRAME_POSITION, 0]] = 1
-        self.P = np.zeros((n_e, W))
-        self.IX = np.array(ints or [0], np.int64)
-        self.flink, self.ff = kin.frame_table(frames)
-        self.terms = []
+        KS = np.searchsorted(E[:, 0], np.arange(N + 2)).astype(np.int64)
+        FK = np.zeros(N + 1, np.int64)
+        FK[E[E[:, 1] == FRAME_POSITION, 0]] = 1
+        IX = np.array(ints or [0], np.int64)
+        flink, ff = kin.frame_table(frames)
+        terms = []
         o = 0
         for i, (gi, name, c, kind, knots, slot, off) in enumerate(specs):
-            self.terms.append(_Term(name, c, kind, where[o:o + knots.size], knots, gi))
+            terms.append(_Term(name, c, kind, where[o:o + knots.size], knots, gi))
             o += knots.size
-        self.compiled_names = {}
-        for tm in self.terms:
-            self.compiled_names.setdefault(tm.group, set()).add(tm.name)
+        names: dict = {}
+        for tm in terms:
+            names.setdefault(tm.group, set()).add(tm.name)
+        covers_all = all(_python_part(names, gi, g.item) is None for gi, g in enumerate(problem.cost_groups)) \
+            and (problem.terminal_cost is None or _python_part(names, -1, problem.terminal_cost) is None)
+        return _Layout(E, KS, FK, IX, flink, ff, terms, names, covers_all, (n_e, W))
+
+
+class CompiledCosts:
+    """The compiled cost terms of a :class:`~solvers.problem.ShootingProblem` (running groups and
+    terminal cost), and the Python remainder of each group."""
+
+    # one trajectory's knots are split over the backend's threads only in slices this long: below,
+    # waking the thread pool costs more than the slice
+    MIN_KNOTS_PER_THREAD = 8
+
+    #: the layouts of each problem's recent knot structures (problem -> {structure: layout}): a
+    #: re-phased horizon often returns to a structure it had (a gait's schedule repeats), and the
+    #: layout is then reused instead of rebuilt; at most MAX_LAYOUTS per problem
+    _layouts: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+    MAX_LAYOUTS = 128
+
+    def __init__(self, problem, kin):
+        self.problem = problem
+        self.kin = kin
+        self.model = problem.model
+        self.signature = sig = self.signature_of(problem)
+        # the layout depends on the terms (their objects: kinds, frames, index rows) and on each
+        # group's knots, not on the revision counter
+        key = (sig[1], sig[2], tuple([g.knots.tobytes() for g in problem.cost_groups]))
+        cache = self._layouts.get(problem)
+        if cache is None:
+            cache = self._layouts[problem] = {}
+        lay = cache.get(key)
+        if lay is None:
+            if len(cache) >= self.MAX_LAYOUTS:
+                cache.clear()
+            lay = cache[key] = _Layout.build(problem, kin)
+        self.layout = lay
+        self.E, self.KS, self.FK, self.IX, self.flink, self.ff = lay.E, lay.KS, lay.FK, lay.IX, lay.flink, lay.ff
+        self.terms = [_Term(t.name, t.cost, t.kind, t.rows, t.knots, t.group) for t in lay.terms]
+        self.compiled_names = lay.compiled_names
+        self.P = np.zeros(lay.P_shape)
         #: every term of every group (and the terminal cost) is compiled: nothing on the Python path
-        self.covers_all = all(self.python_part(gi, g.item) is None for gi, g in enumerate(problem.cost_groups)) \
-            and (problem.terminal_cost is None or self.python_part(-1, problem.terminal_cost) is None)
+        self.covers_all = lay.covers_all
+        ndx, nu = problem.ndx, problem.nu
         # the outputs of a value-only call (one specialisation for both: same ranks and layout)
         self._dummy = (np.zeros(1), np.zeros((1, ndx)), np.zeros((1, nu)), np.zeros((1, ndx, ndx)),
                        np.zeros((1, nu, nu)), np.zeros(1), np.zeros((1, ndx)), np.zeros((1, ndx, ndx)))
@@ -351,6 +421,11 @@ class CompiledCosts:
     def empty(self) -> bool:
         return not self.terms
 
+    def python_part(self, group: int, cost):
+        """What of a group's cost (``group`` -1: the terminal cost) stays on the Python path: the
+        cost itself, a CostSum of its remaining terms, or None when every term is compiled."""
+        return _python_part(self.compiled_names, group, cost)
+
     # ------------------------------------------------------------ packing
     def _pack(self) -> None:
         """Re-pack the float rows of the terms whose reference, weights, term weight or knot
@@ -365,7 +440,7 @@ class CompiledCosts:
                 tw = p.cost_groups[tm.group].item.terms[tm.name][1] if tm.name is not None else None
             else:
                 tw = p.terminal_cost.terms[tm.name][1] if tm.name is not None else None
-            ref = getattr(c, "_target" if tm.kind == FRAME_POSITION else "_reference", None)
+            ref = getattr(c, "_target" if tm.kind == FRAME_POSITION or tm.kind == FRAME_HEIGHT else "_reference", None)
             sc = scales if tm.group >= 0 else None
             pf = tm.packed_from
             # identity of what the rows were packed from (explicit: this runs for every term twice
@@ -393,6 +468,12 @@ class CompiledCosts:
             elif tm.kind == FRAME_POSITION:
                 put(f"{c.name} target", ref, knots, (3,), 1, 4)
                 put(wname, c._weights, knots, (c.nr,), 4, 7)
+            elif tm.kind == FRAME_HEIGHT:
+                # target (0, 0, h), weights (0, 0, w): only the z row of the frame position counts
+                P[rows, 1:3] = 0.0
+                P[rows, 4:6] = 0.0
+                P[rows, 3] = per_knot(f"{c.name} target", ref, knots, ())
+                P[rows, 6] = per_knot(wname, c._weights, knots, (1,))[:, 0]
             else:
                 n = c.nr
                 put(wname, c._weights, knots, (c.nr,), 1, 1 + n)
@@ -449,18 +530,3 @@ class CompiledCosts:
         :class:`~solvers.costs.CostDerivatives` ``run`` (N knots, scaled by dt) and ``term`` (1)."""
         self._call(xs[None], us[None], True, self._J1,
                    (run.l, run.lx, run.lu, run.lxx, run.luu, term.l, term.lx, term.lxx))
-
-    def python_part(self, group: int, cost):
-        """What of a group's cost (``group`` -1: the terminal cost) stays on the Python path: the
-        cost itself, a CostSum of its remaining terms, or None when every term is compiled."""
-        names = self.compiled_names.get(group)
-        if not names:
-            return cost
-        if type(cost) is not CostSum:
-            return None
-        rest = {n: item for n, item in cost.terms.items() if n not in names}
-        if not rest:
-            return None
-        out = CostSum()
-        out.terms = rest
-        return out

@@ -232,3 +232,97 @@ def test_two_threads_equal_one_thread_and_the_python_terms(iiwa):
     for k, v in got[2][2].items():
         ref = d.arrays()[k]
         assert np.abs(v - ref).max() <= 1e-12 * max(1.0, np.abs(ref).max()), k
+
+
+
+def _compiled_equals_python(p, X, U, cost_rtol=1e-13, tol=1e-12):
+    """Values of X, U (S stacked or one trajectory) and derivatives along the first with the
+    compiled terms equal those of the Python path (the problem is left on the compiled path); the
+    compiled derivatives returned."""
+    xs, us = (X[0], U[0]) if X.ndim == 3 else (X, U)
+    a = p.cost(X, U)
+    d = p.create_data()
+    p.derivatives(xs, us, data=d)
+    got = {k: v.copy() for k, v in d.arrays().items() if k.startswith(("running", "terminal"))}
+    p.compile_costs = False
+    np.testing.assert_allclose(a, p.cost(X, U), rtol=cost_rtol)
+    p.derivatives(xs, us, data=d)
+    for k, v in got.items():
+        ref = d.arrays()[k]
+        assert np.abs(v - ref).max() <= tol * max(1.0, np.abs(ref).max()), k
+    p.compile_costs = True
+    return got
+
+
+def test_frame_height_term_compiled_against_the_python_term(iiwa):
+    """FrameHeightCost (per-knot targets and weights, a term weight per knot) on the compiled path:
+    values, l_x, l_xx (Gauss–Newton) against the Python term, and l_x against central differences."""
+    from solvers.costs import FrameHeightCost
+    m = iiwa.model
+    h = np.linspace(0.3, 0.6, N + 1)
+    w = np.linspace(1.0, 3.0, N + 1)[:, None]
+    run = CostSum({"z": (FrameHeightCost(m, "ee", h, weights=w), np.linspace(20.0, 40.0, N + 1)),
+                   "control": (ControlCost(m, iiwa.u_gravity), 1e-3)})
+    terminal = CostSum({"z": (FrameHeightCost(m, "ee", 0.45), 100.0)})
+    dyn = FreeDynamics()
+    p = ShootingProblem(iiwa.initial_state(), [ActionModel(m, run, 0.02, dyn)] * N,
+                        ActionModel(m, terminal, 0.0, dyn), backend="numba")
+    cc = p._compiled_costs()
+    assert {(t.group, t.name) for t in cc.terms} == {(0, "z"), (0, "control"), (-1, "z")} and cc.covers_all
+    X, U = _trajectory(iiwa, seed=4, S=3)
+    got = _compiled_equals_python(p, X, U)
+    assert np.abs(got["running.lxx"]).max() > 0 and np.abs(got["terminal.lx"]).max() > 0
+    xs, us = X[0], U[0]
+    eps = 1e-6
+    for t in (2, N):
+        for i in range(7):
+            xp, xm = xs.copy(), xs.copy()
+            xp[t, i] += eps
+            xm[t, i] -= eps
+            fd = (p.cost(xp, us) - p.cost(xm, us)) / (2 * eps)
+            an = got["terminal.lx"][0, i] if t == N else got["running.lx"][t, i]
+            assert fd == pytest.approx(an, rel=1e-6, abs=1e-6), (t, i)
+
+
+def _trot_trajectory(task, p, seed):
+    """States near standing (tangent perturbations) and controls around the standing torques."""
+    rng = np.random.default_rng(seed)
+    n, nv = p.horizon, p.model.nv
+    dx = np.concatenate([0.02 * rng.normal(size=(n + 1, nv)), 0.2 * rng.normal(size=(n + 1, nv))], -1)
+    xs = p.state.integrate(np.tile(task.initial_state(), (n + 1, 1)), dx)
+    return xs, task.u_stand + 5.0 * rng.normal(size=(n, p.nu))
+
+
+def test_trot_problem_compiled_equals_python_path():
+    """A re-phased hyq-trot problem (swing height and foothold terms, touchdown velocity, contact
+    force and cone terms, an impulse knot): the compiled terms plus the Python remainder give the
+    Python path's values and derivatives."""
+    task = tasks.get_task("hyq-trot")
+    p = task.build_problem(task.initial_state(), 16, 0.01, backend="numba")
+    task.update_problem(p, 0.5)
+    assert any(type(t.cost).__name__ == "FrameHeightCost" for t in p._compiled_costs().terms)
+    xs, us = _trot_trajectory(task, p, 7)
+    _compiled_equals_python(p, xs, us, cost_rtol=1e-12, tol=1e-11)
+
+
+def test_layout_reused_when_a_knot_structure_returns():
+    """A re-phased horizon that returns to an earlier knot structure reuses that structure's layout
+    (not rebuilt), re-packs the references and scales of the current update, and still equals the
+    Python path; a changed term list gets a new layout."""
+    task = tasks.get_task("hyq-trot")
+    p = task.build_problem(task.initial_state(), 12, 0.01, backend="numba")
+    xs, us = _trot_trajectory(task, p, 11)
+    task.update_problem(p, 0.5)
+    first = p._compiled_costs()
+    task.update_problem(p, 0.61)
+    assert p._compiled_costs().layout is not first.layout
+    p.set_initial_state(xs[0])         # other references than at the first visit
+    task.update_problem(p, 0.5)
+    again = p._compiled_costs()
+    assert again is not first and again.layout is first.layout
+    a = p.cost(xs, us)
+    _compiled_equals_python(p, xs, us, cost_rtol=1e-12, tol=1e-11)
+    p.cost_groups[0].item.add("extra", ControlCost(p.model, task.u_stand + 1.0), 1e-2)
+    assert p._compiled_costs().layout is not first.layout
+    assert p.cost(xs, us) > a
+    _compiled_equals_python(p, xs, us, cost_rtol=1e-12, tol=1e-11)
