@@ -141,7 +141,10 @@ class CompiledKinematics:
     ``difference_batch(joint_rows, nq, x0, x1, out)``: ``x1[b] ⊖ x0[b]`` for (B, nx) read-only
     float64 C-contiguous arrays into out (B, 2 nv), callable from Python;
     ``integrate_batch(joint_rows, nq, x, dx, out)``: ``x[b] ⊕ dx[b]`` for read-only (B, nx), (B, 2 nv)
-    float64 C-contiguous arrays into out (B, nx), callable from Python.
+    float64 C-contiguous arrays into out (B, nx), callable from Python;
+    ``integrate_with_jacobians_batch(joint_rows, q, w, out, Jq, Jw)``: the configuration step
+    ``q[b] ⊕ w[b]`` into out (B, nq) and its Jacobians (``dynamics.joints.integrate_jacobians``)
+    into Jq, Jw (B, nv, nv), for read-only (B, nq), (B, nv) inputs, callable from Python.
     ``source_hash`` changes whenever the compiled code behind the functions changes (a caller
     caching its own kernel on disk adds it to its stamp). ``threads()``: as
     :attr:`CompiledForwardDynamics.threads`.
@@ -158,6 +161,7 @@ class CompiledKinematics:
     source_hash: str
     threads: Callable[[], int] = lambda: 1
     integrate_batch: Callable | None = None
+    integrate_with_jacobians_batch: Callable | None = None
 
 
 class Backend:

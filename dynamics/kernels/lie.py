@@ -217,7 +217,7 @@ def difference_jacobian(joints, d, J, tmp):
     for i in range(nv):
         for k in range(nv):
             J[i, k] = 0.0
-    Ji, W, WW, P, A, B, C, Q = tmp[0], tmp[1], tmp[2], tmp[3], tmp[4], tmp[5], tmp[6], tmp[7]
+    Ji, W, WW, B, C, Q = tmp[0], tmp[1], tmp[2], tmp[5], tmp[6], tmp[7]
     for j in range(joints.shape[0]):
         kind, va = joints[j, 0], joints[j, 2]
         if kind == _SCALAR:
@@ -234,33 +234,115 @@ def difference_jacobian(joints, d, J, tmp):
         for r in range(3):
             for c in range(3):
                 J[va + r, va + c] = Ji[r, c]
-        # Q(-ρ, -φ) (lie._se3_q): ½P + c3 (WP + PW + WPW) + q2 (W WP + PW W - 3 WPW) + q3 (WPW W + W WPW)
-        _skew(-d[va], -d[va + 1], -d[va + 2], P)
-        _skew(-w0, -w1, -w2, W)
-        t2 = w0 * w0 + w1 * w1 + w2 * w2
-        c3, q2, q3 = _ratio(t2, _SIN3), _ratio(t2, _Q2), _ratio(t2, _Q3)
-        _mm3(W, P, A)            # WP
-        _mm3(P, W, B)            # PW
-        _mm3(A, W, C)            # WPW
-        _mm3(W, A, WW)           # W WP
-        for r in range(3):
-            for c in range(3):
-                Q[r, c] = 0.5 * P[r, c] + c3 * (A[r, c] + B[r, c] + C[r, c]) + q2 * (WW[r, c] - 3 * C[r, c])
-        _mm3(B, W, WW)           # PW W
-        for r in range(3):
-            for c in range(3):
-                Q[r, c] += q2 * WW[r, c]
-        _mm3(C, W, WW)           # WPW W
-        _mm3(W, C, A)            # W WPW
-        for r in range(3):
-            for c in range(3):
-                Q[r, c] += q3 * (WW[r, c] + A[r, c])
+        _se3_q(-d[va], -d[va + 1], -d[va + 2], -w0, -w1, -w2, tmp, Q)     # Q(-ρ, -φ)
         # upper-right block -Jr⁻¹ Q Jr⁻¹
         _mm3(Ji, Q, B)
         _mm3(B, Ji, C)
         for r in range(3):
             for c in range(3):
                 J[va + r, va + 3 + c] = -C[r, c]
+
+
+@jit
+def _se3_q(r0, r1, r2, w0, w1, w2, tmp, Q):
+    """``Q(ρ, φ)`` (3, 3) (lie._se3_q, Barfoot & Furgale 2014): ½P + c3 (WP + PW + WPW) + q2 (W WP +
+    PW W - 3 WPW) + q3 (WPW W + W WPW) with P = [ρ]x, W = [φ]x; tmp (8, 3, 3) scratch (its last
+    slot unused, so Q may be tmp[7])."""
+    W, WW, P, A, B, C = tmp[1], tmp[2], tmp[3], tmp[4], tmp[5], tmp[6]
+    _skew(r0, r1, r2, P)
+    _skew(w0, w1, w2, W)
+    t2 = w0 * w0 + w1 * w1 + w2 * w2
+    c3, q2, q3 = _ratio(t2, _SIN3), _ratio(t2, _Q2), _ratio(t2, _Q3)
+    _mm3(W, P, A)            # WP
+    _mm3(P, W, B)            # PW
+    _mm3(A, W, C)            # WPW
+    _mm3(W, A, WW)           # W WP
+    for r in range(3):
+        for c in range(3):
+            Q[r, c] = 0.5 * P[r, c] + c3 * (A[r, c] + B[r, c] + C[r, c]) + q2 * (WW[r, c] - 3 * C[r, c])
+    _mm3(B, W, WW)           # PW W
+    for r in range(3):
+        for c in range(3):
+            Q[r, c] += q2 * WW[r, c]
+    _mm3(C, W, WW)           # WPW W
+    _mm3(W, C, A)            # W WPW
+    for r in range(3):
+        for c in range(3):
+            Q[r, c] += q3 * (WW[r, c] + A[r, c])
+
+
+@jit
+def _so3_exp_jr(w0, w1, w2, W, WW, R, Jr):
+    """``R = exp([φ]x) = 1 + sinc [φ]x + c2 [φ]x²`` and ``Jr(φ) = 1 - c2 [φ]x + c3 [φ]x²``
+    (lie.so3_exp, lie.so3_right_jacobian); W, WW scratch (3, 3)."""
+    _skew(w0, w1, w2, W)
+    _mm3(W, W, WW)
+    t2 = w0 * w0 + w1 * w1 + w2 * w2
+    s1, c2, c3 = _ratio(t2, _SIN), _ratio(t2, _COS), _ratio(t2, _SIN3)
+    for i in range(3):
+        for j in range(3):
+            R[i, j] = s1 * W[i, j] + c2 * WW[i, j]
+            Jr[i, j] = -c2 * W[i, j] + c3 * WW[i, j]
+        R[i, i] += 1.0
+        Jr[i, i] += 1.0
+
+
+@jit
+def integrate_jacobians(joints, w, Jq, Jw, tmp):
+    """``Jq = ∂(q ⊕ w)/∂q`` and ``Jw = ∂(q ⊕ w)/∂w`` (nv, nv) in tangent coordinates at the result
+    (dynamics.joints.integrate_jacobians; they depend on w only): identity on hinge/slide dofs;
+    ``exp(-φ)`` and ``Jr(φ)`` on ball joints; on free joints, with (R, p) = exp_SE3(ρ, φ), the motion
+    transform ``[[Rᵀ, -Rᵀ[p]x], [0, Rᵀ]]`` and the SE(3) right Jacobian ``[[Jr, Q(-ρ, -φ)], [0, Jr]]``.
+    tmp: scratch (8, 3, 3)."""
+    nv = Jq.shape[0]
+    for i in range(nv):
+        for k in range(nv):
+            Jq[i, k] = 0.0
+            Jw[i, k] = 0.0
+    W, WW, R, Jr = tmp[1], tmp[2], tmp[3], tmp[4]
+    for j in range(joints.shape[0]):
+        kind, va = joints[j, 0], joints[j, 2]
+        if kind == _SCALAR:
+            Jq[va, va] = 1.0
+            Jw[va, va] = 1.0
+            continue
+        o = 0 if kind == _BALL else 3
+        w0, w1, w2 = w[va + o], w[va + o + 1], w[va + o + 2]
+        _so3_exp_jr(w0, w1, w2, W, WW, R, Jr)
+        for r in range(3):
+            for c in range(3):
+                Jq[va + o + r, va + o + c] = R[c, r]
+                Jw[va + o + r, va + o + c] = Jr[r, c]
+        if kind == _BALL:
+            continue
+        # p = Jl(φ) ρ = Jr(-φ) ρ; Jq's upper-right block -Rᵀ [p]x
+        t2 = w0 * w0 + w1 * w1 + w2 * w2
+        p0, p1, p2 = _so3_jac(-w0, -w1, -w2, w[va], w[va + 1], w[va + 2], -_ratio(t2, _COS), _ratio(t2, _SIN3))
+        for r in range(3):
+            for c in range(3):
+                Jq[va + r, va + c] = R[c, r]
+                Jw[va + r, va + c] = Jr[r, c]
+            # row r of Rᵀ[p]x: (Rᵀ)[r, :] · columns of [p]x
+            a0, a1, a2 = R[0, r], R[1, r], R[2, r]
+            Jq[va + r, va + 3] = -(a1 * p2 - a2 * p1)
+            Jq[va + r, va + 4] = -(a2 * p0 - a0 * p2)
+            Jq[va + r, va + 5] = -(a0 * p1 - a1 * p0)
+        Q = tmp[7]
+        _se3_q(-w[va], -w[va + 1], -w[va + 2], -w0, -w1, -w2, tmp, Q)
+        for r in range(3):
+            for c in range(3):
+                Jw[va + r, va + 3 + c] = Q[r, c]
+
+
+@jit
+def integrate_with_jacobians_batch(joints, q, w, out, Jq, Jw):
+    """``out[b] = q[b] ⊕ w[b]`` (B, nq) and its Jacobians ``Jq[b]``, ``Jw[b]`` (B, nv, nv)
+    (:func:`integrate_q`, :func:`integrate_jacobians`) for q (B, nq), w (B, nv), callable from
+    Python (the Euler step of a floating-base robot; numpy's takes ~0.3 ms per call)."""
+    tmp = np.empty((8, 3, 3))
+    for b in range(q.shape[0]):
+        integrate_q(joints, q[b], w[b], out[b])
+        integrate_jacobians(joints, w[b], Jq[b], Jw[b], tmp)
 
 
 def joint_rows(model) -> np.ndarray:

@@ -209,7 +209,7 @@ class NumbaBackend(CombinedComKernel, Backend):
         k = _k().kinematics
         return CompiledKinematics(k.frames_workspace, k.frames_knot, (pm.li, pm.lf), frame_table, lie.difference_x,
                                   lie.difference_jacobian, lie.difference_batch, rows, package_source_hash(),
-                                  lambda: self.threads, lie.integrate_batch)
+                                  lambda: self.threads, lie.integrate_batch, lie.integrate_with_jacobians_batch)
 
     def compiled_contact_dynamics(self, model: RobotModel, contacts):
         """:class:`~dynamics.backend.CompiledContactDynamics` for the solvers' compiled contact

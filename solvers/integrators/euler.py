@@ -21,9 +21,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dynamics.inputs import sum_is_finite
+
 from .actuated import ActuatedModel, StateBuffers
 from .base import IntegratedData
 from .lie import integrate_state, lie_blocks, lie_integration_terms
+
+
+def _read_only(x: np.ndarray) -> np.ndarray:
+    """``x`` as a read-only C-contiguous view (the compiled kernels' one signature)."""
+    x = np.ascontiguousarray(x).view()
+    x.flags.writeable = False
+    return x
 
 
 @dataclass(eq=False)
@@ -60,6 +69,7 @@ class EulerModel(ActuatedModel):
         self._lie_dofs = (np.concatenate([np.arange(va, va + n) for va, n, _ in self._lie_blocks])
                           if self._lie_blocks else np.zeros(0, dtype=int))
         self._kernels = None
+        self._step = None                   # _compiled_step, looked up on first use
         if self.contacts is None and self._euclidean and self.backend.prefers_compiled_solver:
             from .. import euler_numba
             sl = np.asarray(self._spring_links, dtype=np.int64)
@@ -69,6 +79,16 @@ class EulerModel(ActuatedModel):
                              np.ascontiguousarray(self.damping, dtype=float), springs,
                              np.ascontiguousarray(self.stiffness, dtype=float),
                              np.ascontiguousarray(m.qpos_spring, dtype=float))
+
+    def _compiled_step(self):
+        """``(integrate_with_jacobians_batch, joint rows)`` of the backend's compiled kinematics for a
+        robot with ball/free joints (the configuration step and its Jacobians in one compiled call),
+        or None where the backend has none; looked up once."""
+        if self._step is None:
+            ck = self.backend.compiled_kinematics(self.model) if self.backend.prefers_compiled_solver else None
+            fn = getattr(ck, "integrate_with_jacobians_batch", None)
+            self._step = (fn, ck.joint_rows) if fn is not None else False
+        return self._step or None
 
     def _compiled_euler(self):
         """``(euler_numba, B, B is I, damping, springs, stiffness, q_spring)``: the compiled
@@ -146,11 +166,17 @@ class EulerModel(ActuatedModel):
             np.add(q, w, out=xn[:, :nq])
         else:
             Jq, Jw = data.Jq, data.Jw
-            Jq[...], Jw[...] = m.integrate_jacobians(q, w)
+            step = self._compiled_step()
+            if step is not None and sum_is_finite(q) and sum_is_finite(w):
+                qn = np.empty((N, nq))
+                step[0](step[1], _read_only(q), _read_only(w), qn, Jq, Jw)
+            else:                            # numpy: also its errors on non-finite input
+                Jq[...], Jw[...] = m.integrate_jacobians(q, w)
+                qn = m.integrate(q, w)
             np.matmul(Jw, dt * dvx, out=Fx[:, :nv])                         # ∂q⁺/∂z through w = dt v⁺
             np.matmul(Jw, dt * dvu, out=Fu[:, :nv])
             Fx[:, :nv, :nv] += Jq
-            xn[:, :nq] = m.integrate(q, w)
+            xn[:, :nq] = qn
 
     def _calc_second_order(self, data: EulerData, x: np.ndarray, u: np.ndarray) -> None:
         m, dt = self.model, self.dt

@@ -401,3 +401,35 @@ def test_huge_finite_values_are_finite_for_the_fast_paths(bundled):
     with np.errstate(over="ignore"):                 # the cost itself overflows (r² ~ 1e400), both ways
         assert p._cost_batched(xs, us) is not None
         np.testing.assert_array_equal(p.cost(xs, us), p.running_costs(xs, us).sum() + p.terminal_costs(xs[-1]))
+
+
+@pytest.mark.parametrize("robot", ["hyq", "atlas", "ball_tree"])
+def test_compiled_integrate_with_jacobians(bundled, robot, rng):
+    """The backend's compiled configuration step and its Jacobians (CompiledKinematics
+    ``integrate_with_jacobians_batch``, used by the Euler model of floating-base robots) against the
+    numpy Lie algebra (RobotModel.integrate / integrate_jacobians) and against central differences of
+    ``q ⊕ w`` in tangent coordinates at the result."""
+    pytest.importorskip("numba")
+    from tests.helpers.random_trees import random_tree_model
+    m = random_tree_model(632, 10, free_root=True, ball=True)[0] if robot == "ball_tree" else bundled[robot]
+    ck = dynamics.get_backend("numba").compiled_kinematics(m)
+    q = m.random_configuration(rng, 4)
+    w = 0.8 * rng.normal(size=(4, m.nv))
+    w[0] *= 1e-5                                        # the series branch of the SO(3) ratios
+    qn, Jq, Jw = np.empty((4, m.nq)), np.empty((4, m.nv, m.nv)), np.empty((4, m.nv, m.nv))
+    ro = [a.view() for a in (q, w)]
+    for a in ro:
+        a.flags.writeable = False
+    ck.integrate_with_jacobians_batch(ck.joint_rows, ro[0], ro[1], qn, Jq, Jw)
+    Jq_ref, Jw_ref = m.integrate_jacobians(q, w)
+    np.testing.assert_allclose(qn, m.integrate(q, w), rtol=1e-14, atol=1e-14)
+    np.testing.assert_allclose(Jq, Jq_ref, rtol=1e-13, atol=1e-13)
+    np.testing.assert_allclose(Jw, Jw_ref, rtol=1e-13, atol=1e-13)
+    h = 1e-6
+    for k in range(m.nv):
+        e = np.zeros(m.nv)
+        e[k] = h
+        dq = m.difference(m.integrate(q - 0, w - e), m.integrate(q, w + e)) / (2 * h)
+        np.testing.assert_allclose(Jw[..., k], dq, rtol=1e-6, atol=1e-7)
+        dq = m.difference(m.integrate(m.integrate(q, -e), w), m.integrate(m.integrate(q, e), w)) / (2 * h)
+        np.testing.assert_allclose(Jq[..., k], dq, rtol=1e-6, atol=1e-7)
