@@ -89,7 +89,7 @@ def _max_abs(a):
 
 @jit
 def admm_iterations(Fx, Fu, gaps, K, L, Vxx, mu, lx, lu, lxN, Gx, Gu, g, lower, upper, rho, near, sigma, alpha,
-                    n_iter, eps_abs, eps_rel, y, z, dx, du, k, w, out):
+                    n_iter, eps_abs, eps_rel, scale_q, y, z, dx, du, k, w, out):
     """Up to ``n_iter`` ADMM iterations at fixed ρ and μ, in place.
 
     Fx (N, ndx, ndx), Fu (N, ndx, nu), gaps (N+1, ndx): the linearised dynamics; K (N, nu, ndx),
@@ -97,7 +97,8 @@ def admm_iterations(Fx, Fu, gaps, K, L, Vxx, mu, lx, lu, lxN, Gx, Gu, g, lower, 
     lx (N, ndx), lu (N, nu), lxN (ndx,): the cost gradients; Gx (N+1, m, ndx), Gu (N+1, m, nu),
     g (N+1, m): the constraints' Jacobians and values, lower/upper (N+1, m) their bounds; rho
     (N+1, m) the per-row penalty; near (N+1, m) bool: the rows the ρ update measures; sigma the
-    proximal weight, alpha the over-relaxation. State (in/out): y, z (N+1, m), dx (N+1, ndx),
+    proximal weight, alpha the over-relaxation; scale_q: a floor of the dual residual's scale
+    ``max(‖Gᵀy‖∞, scale_q)`` (:meth:`solvers.admm_qp.StagewiseAdmmQP.solve`'s ``dual_scale``). State (in/out): y, z (N+1, m), dx (N+1, ndx),
     du (N, nu); outputs: k (N, nu) the last feed-forward, w (N+1, m) the last ``g + G d``, out (6,):
     primal and dual residuals, their scales, and the primal and dual residuals over the ``near``
     rows (for the ρ update), all of the last iteration. The dual residual and its scale (``Gᵀ dz``,
@@ -181,7 +182,7 @@ def admm_iterations(Fx, Fu, gaps, K, L, Vxx, mu, lx, lu, lxN, Gx, Gu, g, lower, 
         r_prim = 0.0
         scale_p = 0.0
         r_dual = 0.0
-        scale_d = 0.0
+        scale_d = scale_q
         rp_near = 0.0
         rd_near = 0.0
         last = it == n_iter

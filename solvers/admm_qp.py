@@ -7,7 +7,8 @@ Model-Predictive Control"). On the splitting ``g + G d = z``, z in [lower, upper
     w  = α (g + G d⁺) + (1 − α) z                (over-relaxation α)
     z⁺ = Π_[lower, upper](w + y/ρ),   y⁺ = y + ρ (w − z⁺)
 
-until ``‖g + G d − z‖∞`` and ``‖ρ Gᵀ(z⁺ − z)‖∞`` are below ``eps_abs + eps_rel·scale``. The per-row
+until ``‖g + G d − z‖∞`` and ``‖ρ Gᵀ(z⁺ − z)‖∞`` are below ``eps_abs + eps_rel·scale`` (the primal
+scale ``max(‖g + G d‖∞, ‖z‖∞)``, the dual scale ``max(‖Gᵀy‖∞, the SQP's dual residual)``). The per-row
 penalty and its update: docs/solvers.md ("Hard constraints and the constrained solver"); the SQP
 around it: :mod:`solvers.csqp`."""
 
@@ -76,11 +77,15 @@ class StagewiseAdmmQP:
 
     def solve(self, d: ProblemDerivatives, g: np.ndarray, Gx: np.ndarray, Gu: np.ndarray, lower: np.ndarray,
               upper: np.ndarray, gaps: np.ndarray, us: np.ndarray, reg: Regularization,
-              costates: np.ndarray | None = None) -> int:
+              costates: np.ndarray | None = None, dual_scale: float = 0.0) -> int:
         """ADMM on the QP at an iterate: constraint values g (N+1, m), Jacobians Gx (N+1, m, ndx),
         Gu (N+1, m, nu), bounds lower/upper (N+1, m), gaps (N+1, ndx), controls us (N, nu); reg: the
         Riccati pass's μ schedule (raised on failure). costates (N+1, ndx): add ``λ_{t+1} · F2_t``
-        to the Hessian. Leaves the step in (dx, du), y and z updated; returns the iterations."""
+        to the Hessian. dual_scale: the SQP's own dual (stationarity) residual at the iterate, a
+        floor of the dual residual's relative scale (an inexact SQP: the QP is solved to a fraction
+        eps_rel of the residual the step is to remove — Dembo, Eisenstat, Steihaug 1982, "Inexact
+        Newton methods" — not further while that residual is large, as tightly as before near the
+        optimum). Leaves the step in (dx, du), y and z updated; returns the iterations."""
         N = len(us)
         self._curvature = None
         if costates is not None and d.dynamics.has_second_order:
@@ -100,9 +105,10 @@ class StagewiseAdmmQP:
             self._augmented_hessians(d, Gx, Gu, rho)
         lqr = ProblemDerivatives(a, at, d.dynamics)
         if self.backward.compiled:
-            return self._solve_compiled(d, lqr, g, Gx, Gu, lo, hi, gaps, us, reg, rho)
+            return self._solve_compiled(d, lqr, g, Gx, Gu, lo, hi, gaps, us, reg, rho, float(dual_scale))
         Fx, Fu = d.dynamics.Fx, d.dynamics.Fu
         alpha, s = self.relaxation, self.sigma
+        scale_q = float(dual_scale)
         Cd = np.zeros_like(g)
         self._closed_loop = None            # new Fx, Fu: the closed-loop matrices are rebuilt
         it = 0
@@ -133,7 +139,7 @@ class StagewiseAdmmQP:
                              float(np.abs(np.einsum("tmi,tm->ti", Gu[:N], dz[:N])).max(initial=0.0)))
                 scale_p = max(float(np.abs(w).max(initial=0.0)), float(np.abs(z).max(initial=0.0)))
                 Gty = max(float(np.abs(np.einsum("tmi,tm->ti", Gx, y)).max(initial=0.0)),
-                          float(np.abs(np.einsum("tmi,tm->ti", Gu[:N], y[:N])).max(initial=0.0)))
+                          float(np.abs(np.einsum("tmi,tm->ti", Gu[:N], y[:N])).max(initial=0.0)), scale_q)
                 if r_prim <= self.eps_abs + self.eps_rel * scale_p and r_dual <= self.eps_abs + self.eps_rel * Gty:
                     break
                 if self.rho_update_interval and it % self.rho_update_interval == 0:
@@ -149,7 +155,7 @@ class StagewiseAdmmQP:
                     rho = self._update_rho(d, Gx, Gu, w, lo, hi, it, rp, rd, (r_prim, r_dual, scale_p, Gty), rho)
         return it
 
-    def _solve_compiled(self, d, lqr, g, Gx, Gu, lo, hi, gaps, us, reg, rho) -> int:
+    def _solve_compiled(self, d, lqr, g, Gx, Gu, lo, hi, gaps, us, reg, rho, scale_q) -> int:
         """:meth:`solve`'s iterations as compiled runs of ADMM iterations at one ρ
         (:mod:`solvers.admm_numba`): a full Riccati pass and the factors of ``Q_uu + μI`` whenever
         ρ (or μ) changes, then only vector passes."""
@@ -183,7 +189,7 @@ class StagewiseAdmmQP:
                 done, status = kern.admm_iterations(
                     Fx, Fu, gaps, bw.K, L, bw.Vxx, float(reg.mu), lx, lu, lxN, Gx, Gu, g, lo, hi,
                     rho, self._near | self.equality, self.sigma, self.relaxation, int(n), self.eps_abs, self.eps_rel,
-                    self.y, self.z, self.dx, self.du, bw.k, w, out)
+                    scale_q, self.y, self.z, self.dx, self.du, bw.k, w, out)
             it += done
             if status == kern.NON_FINITE:
                 raise SolverFailure("the QP step is non-finite (ill-conditioned constraints or dynamics); "

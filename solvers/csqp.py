@@ -30,7 +30,8 @@ exactly) and the complementarity of y — all ≤ tol.
 Knot 0's state-only rows cannot be changed (x_0 is given): they are left out of the QP, and a
 start state that violates one by more than ``x0_tolerance`` ends the solve with a diagnostic
 naming the term. The multipliers y (and the ADMM splitting variables) of the last solve warm-start
-the next one (``warm_start_multipliers``), or are given to :meth:`CSQP.solve`.
+the next one (``warm_start_multipliers``; moved with the knots when the problem's running models
+were re-phased), or are given to :meth:`CSQP.solve`.
 """
 
 from __future__ import annotations
@@ -42,9 +43,11 @@ import numpy as np
 from dynamics.inputs import sum_is_finite
 
 from .admm_qp import StagewiseAdmmQP
+from .contact_or_nan import contact_dynamics_or_nan
 from .ilqr import ILQR, SolverFailure, initial_controls, initial_states
 from .problem import ProblemDerivatives, ShootingProblem
 from .problem_constraints import ProblemConstraints
+from .problem_costs import RolloutContactForces
 from .regularization import Regularization
 from .result import ConstrainedResult
 
@@ -86,6 +89,8 @@ class CSQP(ILQR):
         self.warm_start_multipliers = bool(warm_start_multipliers)
         self.constraints = ProblemConstraints(problem, box)
         self._y_prev = self._z_prev = None
+        self._force_models = None       # (problem revision, per-knot models, contact groups, λ buffer)
+        self._models_seen = None        # the running models of the last solve (_follow_rephased_knots)
         self._allocate()
 
     def _allocate(self) -> None:
@@ -110,6 +115,7 @@ class CSQP(ILQR):
         if pc.m != self._m:
             self._allocate()
             self._y_prev = self._z_prev = None
+        self._follow_rephased_knots()
         self._start_multipliers(multipliers)
         self.backward.reset()
         if self.uses_second_order:
@@ -215,6 +221,24 @@ class CSQP(ILQR):
             qp.y.fill(0.0)
             qp.rho = qp.rho0
 
+    def _follow_rephased_knots(self) -> None:
+        """When the problem's running models moved n knots earlier since the last solve (a
+        receding-horizon controller re-phasing a gait: new knot t is old knot t+n's action model
+        object), move the warm start — multipliers and splitting variables — with them, so that
+        each knot's rows start from the multipliers of the same constraint terms (the last running
+        knot's rows repeated, the terminal rows kept). Otherwise the rows stay on their knots: on a
+        problem whose knots keep their models (e.g. standing) a solve starts from the previous
+        solve's rows of the same knot."""
+        models = self.problem.running_models
+        prev, self._models_seen = self._models_seen, models
+        if prev is None or self._y_prev is None or all(a is b for a, b in zip(models, prev)):
+            return
+        N = len(models)
+        for n in range(1, N):
+            if all(models[t] is prev[t + n] for t in range(N - n)):
+                self._y_prev, self._z_prev = _shift_knots(self._y_prev, n), _shift_knots(self._z_prev, n)
+                return
+
     def _initial_guess(self, xs_init, us_init):
         p = self.problem
         us = initial_controls(p, us_init, self.box)
@@ -296,7 +320,8 @@ class CSQP(ILQR):
         in ``qp.y``); curvature: with ``λ_{t+1} · F2_t`` of the last KKT evaluation's costates."""
         cd = self.cdata
         return self.qp.solve(d, cd.g, cd.Gx, cd.Gu, self._lo, self._hi, self.gaps, self.us, self.reg,
-                             self.costates if curvature else None)
+                             self.costates if curvature else None,
+                             dual_scale=self.kkt[1] if np.isfinite(self.kkt[1]) else 0.0)
 
     def _infeasibility(self, gaps: np.ndarray, g: np.ndarray) -> float:
         viol = np.maximum(np.maximum(self._lo - g, g - self._hi), 0.0)
@@ -312,11 +337,41 @@ class CSQP(ILQR):
         if not (sum_is_finite(gaps) and sum_is_finite(xs)):
             return None
         with self._timed("cost"), np.errstate(all="ignore"):
-            cost = float(p.cost(xs, us))
-            g = self.constraints.values(xs, us)
+            forces = self._contact_forces(xs, us)       # one contact solve for the costs and the constraints
+            cost = float(p.costs.total(xs, us, forces))
+            g = self.constraints.values(xs, us, forces)
         if not (np.isfinite(cost) and sum_is_finite(g)):
             return None
         return xs, us, cost, self._infeasibility(gaps, g)
+
+    def _contact_forces(self, xs: np.ndarray, us: np.ndarray) -> RolloutContactForces | None:
+        """The contact forces ``λ(x_t, u_t)`` of every contact knot (rigid contact, not impulse) of a
+        trial trajectory, one contact-dynamics call per dynamics group, for its cost and constraint
+        terms to share (each would otherwise solve its knots' contact dynamics again); NaN where the
+        contact Jacobian lost rank. None when the problem has no such knot."""
+        p = self.problem
+        if self._force_models is None or self._force_models[0] != p.revision:
+            models = [None] * p.horizon
+            groups = []
+            for g in p.dynamics_groups:
+                d = g.item
+                if d.contacts is not None and d.integrator != "impulse":
+                    groups.append(g)
+                    for t in g.knots:
+                        models[t] = d
+            nc = max((g.item.contacts.nc for g in groups), default=0)
+            self._force_models = (p.revision, tuple(models), groups, np.empty((1, p.horizon, nc)))
+        _, models, groups, lam = self._force_models
+        if not groups:
+            return None
+        nq = p.model.nq
+        for g in groups:
+            d = g.item
+            x, u = xs[g.rows], us[g.rows]
+            q, v = x[:, :nq], np.ascontiguousarray(x[:, nq:])
+            lam[0, g.rows, :d.contacts.nc] = contact_dynamics_or_nan(p.backend, p.model, q, v, d.torques(q, v, u),
+                                                                     d.contacts)[1]
+        return RolloutContactForces(lam, models)
 
     def _filter_line_search(self) -> float:
         """Backtracking over ``alphas``: the first step that lowers the cost or the infeasibility
@@ -340,3 +395,12 @@ class CSQP(ILQR):
         self._take(xs, us)
         self.cost = cost
         return alpha
+
+
+def _shift_knots(a: np.ndarray, n: int) -> np.ndarray:
+    """Per-knot rows a (N+1, ...) moved n knots earlier: the last running knot's rows repeated,
+    the terminal knot's kept."""
+    N = a.shape[0] - 1
+    m = min(n, N)
+    run = np.concatenate([a[m:N], np.repeat(a[N - 1:N], m, axis=0)]) if N > 0 else a[:0]
+    return np.concatenate([run, a[N:]])

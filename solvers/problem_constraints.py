@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .constraints import ControlBounds
-from .problem_costs import contact_solves_for
+from .problem_costs import RolloutContactForces, candidate_contact_solves, contact_solves_for
 
 
 @dataclass
@@ -137,9 +137,11 @@ class ProblemConstraints:
             if term:
                 yield g, g.knots[-1:], True
 
-    def values(self, xs: np.ndarray, us: np.ndarray) -> np.ndarray:
+    def values(self, xs: np.ndarray, us: np.ndarray, forces: RolloutContactForces | None = None) -> np.ndarray:
         """``g`` (..., N+1, m) for trajectories xs (..., N+1, nx), us (..., N, nu) (batched over the
-        leading dims: the line search's candidates)."""
+        leading dims: the line search's candidates). forces: the contact forces of these S =
+        prod(...) trajectories' contact knots (contact-force terms read them instead of solving the
+        contact dynamics again; :meth:`ProblemCosts.total` takes the same)."""
         p = self.problem
         N, nx, nu = p.horizon, p.nx, p.nu
         lead = xs.shape[:-2]
@@ -149,7 +151,9 @@ class ProblemConstraints:
         for g, knots, terminal in self._knot_sets():
             x = X[:, knots].reshape(-1, nx)
             u = None if terminal else U[:, knots].reshape(-1, nu)
-            ctx = self._ctx(g, x, u, np.tile(knots, S))
+            solves = None if terminal or forces is None else candidate_contact_solves(
+                forces, knots, S, bool(knots[-1] - knots[0] + 1 == knots.size))
+            ctx = self._ctx(g, x, u, np.tile(knots, S), contact_solves=solves)
             for c, o in zip(g.terms, g.offsets):
                 out[:, knots, o:o + c.nc] = c.residual(ctx).reshape(S, knots.size, c.nc)
         return out.reshape(lead + (N + 1, self.m))

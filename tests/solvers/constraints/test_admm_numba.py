@@ -14,11 +14,12 @@ from solvers import CSQP
 from .problems import hyq_push, iiwa_wall
 
 
+@pytest.mark.parametrize("eps", [(1e-8, 0.0), (1e-6, 1e-3)], ids=["absolute", "relative"])
 @pytest.mark.parametrize("build", [lambda: iiwa_wall(8), lambda: hyq_push(6, push=2.0)[1]], ids=["iiwa-wall", "hyq-push"])
-def test_compiled_admm_matches_the_numpy_iteration(build):
+def test_compiled_admm_matches_the_numpy_iteration(build, eps):
     runs = {}
     for compiled in (False, True):
-        s = CSQP(build(), compiled=compiled, max_qp_iter=60, rho_update_interval=7, eps_abs=1e-8, eps_rel=0.0)
+        s = CSQP(build(), compiled=compiled, max_qp_iter=60, rho_update_interval=7, eps_abs=eps[0], eps_rel=eps[1])
         steps = []
         solve_qp = s.qp.solve
 
@@ -32,6 +33,8 @@ def test_compiled_admm_matches_the_numpy_iteration(build):
         runs[compiled] = (r, steps)
     (r0, s0), (r1, s1) = runs[False], runs[True]
     assert len(s0) == len(s1) >= 3
+    if eps[1] > 0:
+        assert any(a[0] < 60 for a in s0)                            # the relative tolerances stopped a QP
     for a, b in zip(s0, s1):
         assert a[0] == b[0]                                          # ADMM iterations
         for x, y in zip(a[1:5], b[1:5]):

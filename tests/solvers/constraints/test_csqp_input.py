@@ -120,6 +120,36 @@ def test_multipliers_warm_start_the_next_solve(wall):
     assert np.array_equal(shifted[6], r.multipliers[6])
 
 
+def test_warm_start_follows_rephased_knots():
+    """Re-phasing the running models by n knots (a gait's horizon sliding) moves the warm-start rows
+    with them; knots that keep their models keep their rows."""
+    import dataclasses
+
+    from solvers.csqp import _shift_knots
+    wall = iiwa_wall(6, dt=0.05, backend="numpy")
+    a = wall.running_models[0]
+    b = dataclasses.replace(a)                      # another phase: same terms, another object
+    N = wall.horizon
+    phases = [a, a, b, b, b, a]
+    assert N == len(phases)
+    wall.set_running_models(phases)
+    s = CSQP(wall, box=False, eps_abs=1e-9, eps_rel=0.0)
+    r = s.solve(max_iter=100, tol=1e-9)
+    assert r.converged and np.abs(r.multipliers).max() > 0, r.reason
+    z = s.qp.z.copy()
+    rows = ~(s.constraints.state_only[0] & s.constraints.bounded[0])    # knot 0's state-only rows: x0 is fixed
+    wall.set_running_models(phases[2:] + [b, b])    # moved 2 knots earlier
+    # max_iter=0: the solve returns the multipliers it starts from
+    start = s.solve(xs_init=r.xs, us_init=r.us, max_iter=0).multipliers
+    expected = r.shifted_multipliers(2)
+    assert np.array_equal(start[1:], expected[1:]) and np.array_equal(start[0, rows], expected[0, rows])
+    assert np.array_equal(s.qp.z[1:], _shift_knots(z, 2)[1:])
+    again = s.solve(xs_init=r.xs, us_init=r.us, max_iter=0).multipliers      # same models: rows stay
+    assert np.array_equal(again, start)
+    wall.set_running_models([a] * N)                # no shift reproduces it: rows stay on their knots
+    assert np.array_equal(s.solve(xs_init=r.xs, us_init=r.us, max_iter=0).multipliers, start)
+
+
 def test_warmup_leaves_no_multipliers_behind():
     p = iiwa_wall(4, backend="numba")
     s = CSQP(p, box=False)
