@@ -227,7 +227,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "joint's half range with the default PD set-point policy (default: 0.02)")
     g.add_argument("--rollout", choices=("model", "mujoco"), default=None,
                    help="sampling planners: roll samples out with the problem's dynamics (model, default) or "
-                        "with MuJoCo and its contacts (mujoco)")
+                        "with MuJoCo and its contacts (mujoco; no contact schedule needed, e.g. hyq-stand)")
+    g.add_argument("--rollout-threads", type=positive_int, default=None, metavar="N",
+                   help="sampling planners with --rollout mujoco: MuJoCo rollouts stepped on N threads (default: 1)")
     s = r.add_argument_group("simulation")
     s.add_argument("--mode", choices=list(MODES), default="lockstep", help="timing mode (default: lockstep)")
     s.add_argument("--no-latency-compensation", action="store_true",
@@ -559,7 +561,8 @@ def cmd_run(a: argparse.Namespace, on_result=None) -> int:
 
     out = a.out if a.out is not None else Path("runs") / str(getattr(task, "name", "task")).replace("/", "_")
     config = {**({"task_args": {k: v for k, v in task_args.items()}} if task_args else {}),
-              **({"rollout": a.rollout} if a.rollout else {}), "solver": a.solver,
+              **({"rollout": a.rollout} if a.rollout else {}),
+              **({"rollout_threads": a.rollout_threads} if a.rollout_threads else {}), "solver": a.solver,
               "backend": a.backend, "horizon": a.horizon, "dt": a.dt, "iterations": a.iterations,
               "time_budget": a.time_budget, "tol": a.tol, "mode": a.mode, "update_every": update_every,
               "duration": duration, "feedback": not a.no_feedback, "box": not a.no_box,
@@ -577,7 +580,8 @@ def cmd_run(a: argparse.Namespace, on_result=None) -> int:
                    refresh_gains=a.refresh_gains, box=not a.no_box, line_search=a.line_search,
                    integrator=a.integrator, second_order=a.second_order,
                    solver_options={k: v for k, v in (("samples", a.samples), ("noise", a.noise),
-                                                     ("rollout", a.rollout)) if v is not None},
+                                                     ("rollout", a.rollout), ("rollout_threads", a.rollout_threads))
+                                   if v is not None},
                    latency_compensation=(None if a.mode != "realtime" or a.no_latency_compensation
                                          else "auto" if a.latency is None else a.latency))
     except Exception as e:  # noqa: BLE001 — the task's build_problem, its costs or the solver set-up

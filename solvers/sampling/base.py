@@ -55,8 +55,9 @@ class SamplingPlanner:
     interpolation: ``"zero"`` or ``"linear"``. seed: of the planner's ``numpy.random.Generator``
     (the sequence of solves is reproducible from it). box: clip every sample to the control bounds.
     policy: what the sampled spline drives (:mod:`solvers.sampling.policy`) — ``"pd"``: joint
-    position set-points of a PD law around gravity compensation (or the default controls on a
-    floating base), evaluated along each rollout; the noise is then relative to each joint's half
+    position set-points of a PD law around the torques that hold the configuration still (gravity
+    compensation on a fixed base, the standing torques on the contacts of a floating base with
+    contact dynamics, else the default controls), evaluated along each rollout; the noise is then relative to each joint's half
     range and the set-points are clipped to the joint ranges (pd_stiffness: ω·dt of the PD law,
     default 0.2 on a fixed base, 1.0 on a floating base,
     pd_damping_ratio: its ζ); ``"gravity_damping"``: torque offsets on ``B⁻¹ (g(q) − D v)``

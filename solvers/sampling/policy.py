@@ -8,9 +8,10 @@ spline's default is a stable hold, as the position actuators of MuJoCo MPC's tas
 planners:
 
 * :class:`PDSetpoints` (``policy="pd"``): the knots are joint position set-points,
-  ``u = b(q) + Kp (θ − q_a) − Kd v_a`` per actuated joint, b the gravity compensation at the
-  rollout's configuration (fixed base, one actuator per dof) or the problem's default controls (a
-  floating base: the task's standing torques). Holding still is ``θ = q``.
+  ``u = b(q) + Kp (θ − q_a) − Kd v_a`` per actuated joint, b the torques that hold the rollout's
+  configuration still: gravity compensation (fixed base, one actuator per dof) or the standing
+  torques on the problem's rigid contacts (a floating base on contact dynamics), linearised at x0;
+  else the problem's default controls. Holding still is ``θ = q``.
 * :class:`GravityDampingFeedback` (``policy="gravity_damping"``): the knots are torque offsets on
   ``B⁻¹ (g(q) − D v)``.
 
@@ -22,8 +23,11 @@ applied by the MPC plan between updates).
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
+from ..action_model import ContactDynamics
 from ..problem import ShootingProblem
 
 
@@ -104,11 +108,20 @@ class GravityDampingFeedback:
 class PDSetpoints:
     """Joint position set-points θ (K, nu) [rad or m], one per actuator:
     ``u = b(q) + G⁻¹ Λ (ω² (θ − q_a) − 2 ζ ω v_a)`` with q_a, v_a the positions and velocities of
-    the joints the actuators drive, G the actuators' gears (their entries of B). b: gravity
-    compensation on a fixed-base robot with one actuator per dof, linearised at the problem's
-    current x0, ``B⁻¹ (g(q0) + ∂g/∂q (q − q0))`` (a rollout then costs no RNEA per knot: half as much
-    dynamics as exact compensation, and the PD absorbs the remainder), else the problem's default
-    controls (constant).
+    the joints the actuators drive, G the actuators' gears (their entries of B). b: the torques
+    that hold the configuration q still, linearised at the problem's current x0,
+    ``b(q) = b0 + ∂b/∂q (q ⊖ q0)`` (a rollout then costs no dynamics per knot for it, and the PD
+    absorbs the remainder):
+
+    * fixed base, one actuator per dof: gravity compensation ``B⁻¹ g(q)``;
+    * floating base whose first knot has :class:`~solvers.ContactDynamics`: the standing torques
+      on those contacts, :func:`standing_torques` (the static solution closest to the problem's
+      default controls, and its derivative). Without it the sag of a loaded leg raises the torque
+      it needs faster than a PD of flight-inertia gains raises its torque (the knee of HyQ:
+      gravity through the feet acts as a negative stiffness), and the robot folds: in MuJoCo at
+      1 kHz with a constant ``b``, HyQ holding ``θ = q0`` at ``stiffness`` 0.5–1.0 sinks from 0.63
+      m to 0.11–0.17 m under a 150 N × 0.2 s lateral push, and with this ``b`` it keeps 0.57–0.62 m;
+    * else the problem's default controls (constant).
 
     Λ = ``((M⁻¹)_aa)⁻¹`` is the actuated joints' effective inertia at the problem's current x0
     (M itself on a fixed base), refreshed at every solve (:meth:`prepare`): with it every joint
@@ -144,7 +157,10 @@ class PDSetpoints:
         self.omega = self.stiffness / float(np.min(problem.dts[problem.dts > 0]))     # [rad/s]
         self.gravity = _fixed_base_square(problem)
         self.Binv = np.linalg.inv(B) if self.gravity else None
-        self.u_bias = None if self.gravity else np.asarray(problem.default_controls(), float).copy()
+        self.contacts = None if self.gravity else _stance_contacts(problem)
+        #: b(q) is affine in q ⊖ q0 (gravity or standing torques), else the constant default controls
+        self.affine_bias = self.gravity or self.contacts is not None
+        self.u_bias = np.asarray(problem.default_controls(), float).copy()
         self.prepare()
 
     def prepare(self) -> None:
@@ -153,11 +169,13 @@ class PDSetpoints:
         p = self.problem
         m = p.model
         q0 = p.x0[:m.nq]
+        self._q0 = q0.copy()
         if self.gravity:
             zero = np.zeros(m.nv)
-            self._q0 = q0.copy()
             self._b0 = self.Binv @ p.backend.gravity_torques(m, q0)
             self._dbdq = self.Binv @ p.backend.rnea_derivatives(m, q0, zero, zero)[0]      # (nu, nv)
+        elif self.contacts is not None:
+            self._b0, self._dbdq = standing_torques(p, self.contacts, q0, self.u_bias)
         Minv = p.backend.minv(m, q0)
         lam = np.linalg.inv(Minv[np.ix_(self.dof, self.dof)])
         lam = 0.5 * (lam + lam.T) / self.gear[:, None]
@@ -175,8 +193,8 @@ class PDSetpoints:
         nv = m.nv
         xref = np.concatenate([p.x0[:m.nq], np.zeros(nv)])
         G = np.zeros((p.nu, 2 * nv))
-        if self.gravity:
-            b_ref = self._b0 + (xref[:m.nq] - self._q0) @ self._dbdq.T
+        if self.affine_bias:
+            b_ref = self.bias(xref[:m.nq])
             G[:, :nv] = self._dbdq
         else:
             b_ref = self.u_bias
@@ -186,10 +204,13 @@ class PDSetpoints:
         return offsets, G, xref
 
     def bias(self, q: np.ndarray) -> np.ndarray:
-        """b(q) (K, nu): linearised gravity compensation at q, or the constant default controls."""
+        """b(q) (K, nu): the linearised holding torques (gravity or standing) at q, or the constant
+        default controls."""
         p = self.problem
-        if self.gravity:
-            return self._b0 + (q - self._q0) @ self._dbdq.T
+        if self.affine_bias:
+            m = p.model
+            dq = q - self._q0 if m.is_euclidean else m.difference(self._q0, q)
+            return self._b0 + dq @ self._dbdq.T
         return np.broadcast_to(self.u_bias, q.shape[:-1] + (p.nu,))
 
     def controls(self, s: np.ndarray, q: np.ndarray, v: np.ndarray) -> np.ndarray:
@@ -220,16 +241,50 @@ class PDSetpoints:
 
     def gains(self, xs: np.ndarray) -> np.ndarray:
         """``∂u/∂x`` (N, nu, 2 nv) at xs[:-1]: ``−Kp`` / ``−Kd`` on the actuated joints, plus
-        ``B⁻¹ ∂g/∂q`` at x0 with gravity compensation (∂RNEA/∂q at v = a = 0)."""
+        ``∂b/∂q`` at x0 (gravity compensation: ``B⁻¹`` ∂RNEA/∂q at v = a = 0; standing torques)."""
         p = self.problem
         nv = p.model.nv
         n = xs.shape[0] - 1
         K = np.zeros((n, p.nu, 2 * nv))
-        if self.gravity:
+        if self.affine_bias:
             K[:, :, :nv] = self._dbdq
         K[:, :, self.dof] -= self.Kp     # the tangent index of a hinge/slide joint's position is its dof index
         K[:, :, nv + self.dof] -= self.Kd
         return K
+
+
+def _stance_contacts(problem: ShootingProblem):
+    """The contact set of the problem's first knot when it is a floating base on
+    :class:`~solvers.ContactDynamics` (without Baumgarte terms, which are not statics), else None."""
+    dyn = problem.running_models[0].dynamics
+    if not (problem.model.has_floating_base and isinstance(dyn, ContactDynamics)):
+        return None
+    c = dyn.contacts
+    if tuple(c.baumgarte) != (0.0, 0.0):
+        c = dataclasses.replace(c, baumgarte=(0.0, 0.0), reference=None)
+    return c
+
+
+def standing_torques(problem: ShootingProblem, contacts, q: np.ndarray, u_guess: np.ndarray,
+                     rcond: float = 1e-9) -> tuple[np.ndarray, np.ndarray]:
+    """Controls ``u`` (nu,) that hold configuration q (nq,) still on the rigid ``contacts`` — the
+    constrained acceleration ``a(q, 0, B u)`` (:meth:`dynamics.Backend.contact_dynamics`) is zero
+    — closest to ``u_guess`` (the contact forces are then whatever the contacts transmit), and
+    ``∂u/∂q`` (nu, nv) in tangent coordinates, by the implicit function theorem at that solution:
+    ``∂u/∂q = −A⁺ ∂a/∂q``, ``A = ∂a/∂τ B``. a is affine in u, so one least-squares step is exact;
+    when no u holds q still (A's range misses a), the least-squares residual is left. Actuated
+    torques only: the action model's passive forces (springs) are not part of this balance.
+    rcond: of the pseudo-inverse (A has rank ≤ nv − constrained directions)."""
+    p = problem
+    m, be = p.model, p.backend
+    zero = np.zeros(m.nv)
+    B = np.asarray(m.actuation_matrix, float)
+    u = np.asarray(u_guess, float)
+    (a, _), d = be.contact_dynamics_derivatives(m, q, zero, B @ u, contacts, return_values=True)
+    Apinv = np.linalg.pinv(d[2] @ B, rcond=rcond)                                          # (nu, nv)
+    u = u - Apinv @ a
+    da_dq = be.contact_dynamics_derivatives(m, q, zero, B @ u, contacts)[0]
+    return u, -Apinv @ da_dq
 
 
 def control_scale(problem: ShootingProblem) -> np.ndarray:

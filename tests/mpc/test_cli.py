@@ -170,6 +170,27 @@ def test_solver_settings_from_the_command_line(tmp_path):
     assert np.all(traj["u_cmd"] <= traj["u_upper"]) and np.all(traj["u_cmd"] >= traj["u_lower"])
 
 
+
+def test_rollout_flags_reach_the_sampling_planner(tmp_path, monkeypatch):
+    """--rollout mujoco and --rollout-threads build the planner's MuJoCo rollouts on that many
+    threads (hyq-stand: no contact schedule), and the summary's config records them."""
+    import solvers.sampling.base as sampling_base
+    made = []
+    real = sampling_base.MujocoRollout
+
+    def recording(problem, threads=1):
+        made.append(threads)
+        return real(problem, threads)
+    monkeypatch.setattr(sampling_base, "MujocoRollout", recording)
+    out = tmp_path / "o"
+    code = main(["run", "hyq-stand", "--backend", "numpy", "--solver", "sampling", "--samples", "4", "--horizon", "3",
+                 "--dt", "0.02", "--duration", "0.04", "--initial-iterations", "1", "--rollout", "mujoco",
+                 "--rollout-threads", "2", "--out", str(out), "--json"])
+    assert code == 0
+    assert made == [2]
+    c = json.loads((out / "summary.json").read_text())["config"]
+    assert (c["rollout"], c["rollout_threads"]) == ("mujoco", 2)
+
 BROKEN_COST_TASK = '''
 import numpy as np
 from tasks.iiwa_reach import IiwaReach

@@ -90,7 +90,7 @@ def test_hyq_stands_with_mujoco_rollouts():
     """Closed loop in MuJoCo: predictive sampling (8 samples, 10 knots of 20 ms) through MuJoCo
     rollouts, with no contact schedule, keeps HyQ's trunk within 5 mm of its start height for 1 s
     (MuJoCo's own free-joint position): a smoke test of the planner on a floating base with
-    MuJoCo's contacts (the 150 N push of the issue's target is not survived yet, docs/solvers.md)."""
+    MuJoCo's contacts (the 150 N push is measured in docs/solvers.md: too long for a test)."""
     from mpc import MPC
     from sim.runner import simulate
     task = tasks.get_task("hyq-stand")
