@@ -441,7 +441,7 @@ class CompiledRollout:
                              f"U {U.shape} do not fit nu={self.nu}, ndx={self.ndx}, nx={self.nx}")
         dts = self._dts if self._dts.shape[0] == N else read_only(self._dts[:N])
         ok = np.empty(S, dtype=np.bool_)
-        if self._lane_rows is not None:
+        if self._lane_rows is not None and S >= LANES // 4:     # fewer: a lane group costs more than S samples
             nt = max(1, min((S + LANES - 1) // LANES, self.fd.threads()))
             rows = self._lane_rows
             if self._lane_ws.shape[0] < nt:      # per worker thread: the ABA's rows, u, x⁺, a flag
