@@ -332,23 +332,43 @@ class CSQP(ILQR):
         xs = p.state.integrate(self.xs, alpha * self.qp.dx)
         us = self.us + alpha * self.qp.du
         with self._timed("forward"), np.errstate(all="ignore"):
-            xn = p.next_states(xs[:-1], us)
+            xn, forces = self._next_states_and_forces(xs, us)   # one contact solve per knot, shared
             gaps = np.concatenate([p.state.difference(xs[:1], p.x0[None]), p.state.difference(xs[1:], xn)])
         if not (sum_is_finite(gaps) and sum_is_finite(xs)):
             return None
         with self._timed("cost"), np.errstate(all="ignore"):
-            forces = self._contact_forces(xs, us)       # one contact solve for the costs and the constraints
             cost = float(p.costs.total(xs, us, forces))
             g = self.constraints.values(xs, us, forces)
         if not (np.isfinite(cost) and sum_is_finite(g)):
             return None
         return xs, us, cost, self._infeasibility(gaps, g)
 
-    def _contact_forces(self, xs: np.ndarray, us: np.ndarray) -> RolloutContactForces | None:
+    def _next_states_and_forces(self, xs: np.ndarray, us: np.ndarray) -> tuple:
+        """``(f_t(xs[t], us[t]) (N, nx), forces)``: the trial's next states, one batched step per
+        dynamics group, and the contact forces ``λ(x_t, u_t)`` of every contact knot (rigid contact,
+        not impulse) for its cost and constraint terms to share (:meth:`_contact_forces`); a
+        semi-implicit Euler contact group writes the forces of its own step's contact solve, so each
+        knot's contact dynamics is solved once per trial."""
+        p = self.problem
+        forces = self._contact_forces(xs, us, stepped=True)
+        lam = forces.lam if forces is not None else None
+        out = np.empty((p.horizon, p.nx))
+        for g in p.dynamics_groups:
+            d = g.item
+            if lam is not None and d.contacts is not None and d.integrator == "euler":
+                buf = np.empty((len(g.knots), d.contacts.nc))
+                out[g.rows] = d.step(xs[:-1][g.rows], us[g.rows], forces=buf)
+                lam[0, g.rows, :d.contacts.nc] = buf
+            else:
+                out[g.rows] = d.step(xs[:-1][g.rows], us[g.rows])
+        return out, forces
+
+    def _contact_forces(self, xs: np.ndarray, us: np.ndarray, stepped: bool = False) -> RolloutContactForces | None:
         """The contact forces ``λ(x_t, u_t)`` of every contact knot (rigid contact, not impulse) of a
         trial trajectory, one contact-dynamics call per dynamics group, for its cost and constraint
         terms to share (each would otherwise solve its knots' contact dynamics again); NaN where the
-        contact Jacobian lost rank. None when the problem has no such knot."""
+        contact Jacobian lost rank. None when the problem has no such knot. ``stepped``: the
+        semi-implicit Euler groups' forces are left to their step (:meth:`_next_states_and_forces`)."""
         p = self.problem
         if self._force_models is None or self._force_models[0] != p.revision:
             models = [None] * p.horizon
@@ -367,6 +387,8 @@ class CSQP(ILQR):
         nq = p.model.nq
         for g in groups:
             d = g.item
+            if stepped and d.integrator == "euler":
+                continue
             x, u = xs[g.rows], us[g.rows]
             q, v = x[:, :nq], np.ascontiguousarray(x[:, nq:])
             lam[0, g.rows, :d.contacts.nc] = contact_dynamics_or_nan(p.backend, p.model, q, v, d.torques(q, v, u),

@@ -75,7 +75,8 @@ class FreeAcceleration:
                 "fd": "central differences of the analytical first-order ABA derivatives",
                 "complex": "complex step of the analytical first-order ABA derivatives"}[self.mode]
 
-    def value(self, q: np.ndarray, v: np.ndarray, tau: np.ndarray) -> np.ndarray:
+    def value(self, q: np.ndarray, v: np.ndarray, tau: np.ndarray, forces: np.ndarray | None = None) -> np.ndarray:
+        """``a`` (n, nv); ``forces`` is for the contact model's signature (free dynamics has none)."""
         return self.backend.aba(self.model, q, v, tau)
 
     def create_buffers(self, q: np.ndarray, v: np.ndarray, tau: np.ndarray) -> AccelerationBuffers:
@@ -110,8 +111,13 @@ class ContactAcceleration:
                              f"differences of the analytical first-order ones)")
         self.model, self.backend, self.contacts = model, backend, contacts
 
-    def value(self, q: np.ndarray, v: np.ndarray, tau: np.ndarray) -> np.ndarray:
-        return contact_dynamics_or_nan(self.backend, self.model, q, v, tau, self.contacts)[0]
+    def value(self, q: np.ndarray, v: np.ndarray, tau: np.ndarray, forces: np.ndarray | None = None) -> np.ndarray:
+        """``a`` (n, nv); the contact forces λ of the same solve into ``forces`` (n, nc) when given
+        (NaN where the contact Jacobian lost rank)."""
+        a, lam = contact_dynamics_or_nan(self.backend, self.model, q, v, tau, self.contacts)
+        if forces is not None:
+            forces[...] = lam
+        return a
 
     def create_buffers(self, q: np.ndarray, v: np.ndarray, tau: np.ndarray) -> AccelerationBuffers:
         from dynamics.contact import ContactDynamicsBuffers

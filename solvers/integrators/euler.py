@@ -118,9 +118,12 @@ class EulerModel(ActuatedModel):
         return data.states.acc.contact
 
     # ------------------------------------------------------------ f(x, u)
-    def step(self, x: np.ndarray, u: np.ndarray) -> np.ndarray:
+    def step(self, x: np.ndarray, u: np.ndarray, forces: np.ndarray | None = None) -> np.ndarray:
+        """:meth:`IntegratedModel.step`; on a contact model the contact forces of the step's own
+        solve go into ``forces`` (..., nc) when given (what a line search's costs and constraints
+        read instead of solving again)."""
         q, v = self._split(np.asarray(x, float))
-        vn = v + self.dt * self.acc.value(q, v, self.torques(q, v, np.asarray(u, float)))
+        vn = v + self.dt * self.acc.value(q, v, self.torques(q, v, np.asarray(u, float)), forces)
         return integrate_state(self.model, q, self.dt * vn, vn, self._euclidean)
 
     # ------------------------------------------------------------ derivatives

@@ -1,5 +1,5 @@
-"""CSQP's line search on a contact problem: one contact solve of a trial trajectory serves its
-contact-force costs and its friction-cone constraints; the forces are the backend's contact
+"""CSQP's line search on a contact problem: one contact solve of a trial trajectory (its own Euler
+step's) serves its next states, contact-force costs and friction-cone constraints; the forces are the backend's contact
 dynamics at each knot, and the cost and constraint values are those computed without sharing."""
 
 from __future__ import annotations
@@ -36,6 +36,10 @@ def test_shared_trial_forces_are_the_contact_dynamics_and_give_the_same_values(b
         q, v = xs[t, :m.nq], xs[t, m.nq:]
         _, lam = p.backend.contact_dynamics(m, q, v, d.torques(q, v, us[t]), d.contacts)
         np.testing.assert_allclose(forces.lam[0, t, :d.contacts.nc], lam, rtol=1e-12, atol=1e-9)
+    # the forces the trial's own Euler step hands out are the same
+    xn, stepped = solver._next_states_and_forces(xs, us)
+    np.testing.assert_allclose(stepped.lam, forces.lam, rtol=1e-12, atol=1e-9)
+    np.testing.assert_allclose(xn, p.next_states(xs[:-1], us), rtol=1e-12, atol=1e-12)
     pc = ProblemConstraints(p, box=False)
     np.testing.assert_allclose(pc.values(xs, us, forces), pc.values(xs, us), rtol=1e-12, atol=1e-9)
     assert abs(p.costs.total(xs, us, forces) - p.cost(xs, us)) <= 1e-12 * abs(p.cost(xs, us))
@@ -56,8 +60,8 @@ def test_a_line_search_trial_solves_the_contact_dynamics_once_for_costs_and_cons
     monkeypatch.setattr(be, "contact_dynamics", counted)
     trial = solver._trial(1.0)
     assert trial is not None
-    # the next states (the dynamics' own solve) and one solve shared by the force cost and the cones
-    assert len(calls) == 2, len(calls)
+    # one solve per knot: the dynamics' own step hands its forces to the force cost and the cones
+    assert len(calls) == 1, len(calls)
     _, _, cost, _ = trial
     monkeypatch.setattr(be, "contact_dynamics", real)
     xs = p.state.integrate(solver.xs, solver.qp.dx)
