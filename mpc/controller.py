@@ -3,7 +3,8 @@
 At every update the controller (1) moves the task's references to the current time
 (``task.update_problem``), (2) sets the measured state as the initial state, (3) warm-starts the
 solver with the previous plan shifted to the current time (:meth:`mpc.plan.Plan.resample`: an exact
-shift by ``n`` knots when the elapsed time is ``n·dt``, interpolated otherwise), (4) runs a few
+shift by ``n`` knots when the elapsed time is ``n·dt``, interpolated otherwise; the knots past its
+end take the task's :meth:`tasks.Task.nominal_controls` when it gives them), (4) runs a few
 solver iterations and (5) returns a :class:`mpc.plan.Plan`: feed-forward controls, state
 trajectory and the Riccati feedback gains, which the simulator applies between updates. The plan
 saturates its command at the problem's control bounds (the policy respects the box).
@@ -179,9 +180,35 @@ class MPC:
 
     def start(self, t: float, x) -> Plan:
         """First plan from state ``x`` at time ``t``: ``initial_iterations`` iterations from the
-        solver's default guess (gravity-compensating controls rolled out from ``x``). Not added
-        to :attr:`records`; its record is :attr:`initial_record`."""
+        solver's default guess (gravity-compensating controls rolled out from ``x``). When that
+        solve cannot take a single step or returns non-finite values, it is retried from ``x``
+        held at every knot with the default controls (the record's ``reason`` says so); if that
+        fails too, a RuntimeError names both failures. Not added to :attr:`records`; its record
+        is :attr:`initial_record`."""
+        x = np.asarray(x, float)
         plan, rec = self._solve(t, x, None, None, self.initial_iterations, budget=None)
+        if plan is None:
+            # the default guess failed (e.g. a legged robot's standing torques rolled out open loop
+            # from a perturbed state: the posture is unstable under constant torques and the rollout
+            # diverges): retry from the measured state held at every knot, which a multiple-shooting
+            # solver takes with gaps and a single-shooting one rolls out with feedback around
+            first = rec.reason or "it returned non-finite values"
+            p = self.problem
+            xs_hold = np.repeat(x[None], p.horizon + 1, axis=0)
+            us_hold = np.repeat(p.default_controls()[None], p.horizon, axis=0)
+            try:
+                plan, rec = self._solve(t, x, xs_hold, us_hold, self.initial_iterations, budget=None)
+                second = None if plan is not None else rec.reason or "it returned non-finite values"
+            except ValueError as e:     # non-finite values or a rank-deficient contact inside the solver
+                plan, second, cause = None, f"{type(e).__name__}: {e}", e
+            else:
+                cause = None
+            if plan is None:
+                raise RuntimeError(f"MPC: the first solve failed from the solver's initial guess ({first}) and "
+                                   f"from the measured state held over the horizon ({second}); start from a "
+                                   f"state closer to the task's initial state") from cause
+            rec.reason = f"{rec.reason} (retried from the held state: the solver's own guess failed: {first})"
+            plan.info["reason"] = rec.reason
         self.initial_record = rec
         self.plan = plan
         return plan
@@ -255,6 +282,8 @@ class MPC:
             if xs_init is not self._warm[0]:        # the controller's own buffer is written in place
                 xs_init = np.array(xs_init, float)
             xs_init[0] = x
+            if self.plan is not None:
+                us_init = self._nominal_tail(float(t), us_init)
         timings = {s: 0.0 for s in (*STAGES, "total")}
         iterations = 0
         if budget is None:
@@ -282,6 +311,8 @@ class MPC:
             rec.simulated_s = be.simulated_s_total - sim0[0]
             rec.emulation_wall_s = be.emulation_wall_s_total - sim0[1]
         plan = None
+        if self.plan is None and failed:
+            return None, rec        # a first solve that could not take one step: start() retries it
         if not rec.fallback:
             xs, us, K = np.asarray(res.xs, float), np.asarray(res.us, float), np.asarray(res.K, float)
             timed = self.problem.dts > 0
@@ -296,8 +327,10 @@ class MPC:
                     plan = Plan(self.model, float(t), self.dt, xs, us, K if self.feedback else None,
                                 info=rec.as_info(), u_lower=self.problem.u_lower, u_upper=self.problem.u_upper)
                 except ValueError as e:
-                    if self.plan is None or "non-finite" not in str(e):
+                    if "non-finite" not in str(e):
                         raise
+                    if self.plan is None:
+                        return None, rec    # start() retries it
                     rec.fallback = True
         if rec.fallback:
             # the solver could not even start (or produced non-finite values): its gains are not
@@ -306,6 +339,22 @@ class MPC:
             plan = Plan(self.model, old.t0, old.dt, old.xs, old.us, old.K, info=rec.as_info(),
                         u_lower=old.u_lower, u_upper=old.u_upper)
         return plan, rec
+
+    def _nominal_tail(self, t: float, us_init: np.ndarray) -> np.ndarray:
+        """``us_init`` with the knots past the previous plan's end set to the task's nominal controls
+        (:meth:`tasks.Task.nominal_controls`), when the task gives them."""
+        nominal = getattr(self.task, "nominal_controls", None)
+        nominal = None if nominal is None else nominal(self.problem)
+        if nominal is None:
+            return us_init
+        p, old = self.problem, self.plan
+        ts = t + np.concatenate([[0.0], np.cumsum(p.dts[:-1])])
+        new = ts >= old.t_end - 1e-9
+        if new.any():
+            if us_init is not self._warm[1]:
+                us_init = np.array(us_init, float)
+            us_init[new] = np.asarray(nominal, float)[new]
+        return us_init
 
     def _warm_start_on_knots(self, t: float) -> tuple[np.ndarray, np.ndarray]:
         """The current plan evaluated at the problem's knot times ``t + Σ dts`` (an impulse knot's

@@ -31,6 +31,7 @@ from typing import Callable
 
 import numpy as np
 
+from dynamics.contact import RankDeficientContactError
 from dynamics.inputs import sum_is_finite
 
 from .backward_pass import BackwardPass, non_finite_derivatives
@@ -305,6 +306,9 @@ class ILQR:
         if self.feasible:
             self.gaps[:] = 0.0
             return
+        if not sum_is_finite(d.dynamics.xnext):
+            raise SolverFailure("the dynamics of the current iterate are non-finite (a diverged warm start); "
+                                "give a better xs_init/us_init")
         ss = self.problem.state
         ss.difference(self.xs[0], self.problem.x0, out=self.gaps[0])
         ss.difference(self.xs[1:], d.dynamics.xnext, out=self.gaps[1:])
@@ -340,7 +344,10 @@ class ILQR:
 
     def _derivatives(self) -> ProblemDerivatives:
         with self._timed("derivatives"):
-            d = self.problem.derivatives(self.xs, self.us, second_order=self.uses_second_order, data=self.data)
+            try:
+                d = self.problem.derivatives(self.xs, self.us, second_order=self.uses_second_order, data=self.data)
+            except RankDeficientContactError as e:      # an iterate at which a contact Jacobian lost rank
+                raise SolverFailure(f"the derivatives cannot be evaluated at the current iterate: {e}") from e
         # the derivatives' finiteness is checked where it matters, by the backward pass: a
         # non-finite entry makes Q_uu or the value function non-finite, which it reports; only
         # then are they searched (non_finite_derivatives), to name what went non-finite and where

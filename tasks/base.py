@@ -208,6 +208,13 @@ class Task:
         """Move the time-varying references so that knot k of ``problem`` is at time
         ``t + k · problem.dt`` [s]."""
 
+    def nominal_controls(self, problem: ShootingProblem) -> np.ndarray | None:
+        """Controls (N, nu) that suit each knot of ``problem`` as :meth:`update_problem` last set it
+        up (e.g. each contact phase's standing torques), or None (the default). The MPC warm-starts
+        the knots its previous plan did not reach with them instead of repeating that plan's last
+        control (which, for a knot with another contact set, can be far from feasible)."""
+        return None
+
     def metrics(self, t: float, x) -> dict[str, float]:
         """Scalar metrics of state x at time t [s] (e.g. ``"ee_error"`` [m]), traced over a run:
         the report summarises and plots each one."""

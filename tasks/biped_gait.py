@@ -73,14 +73,16 @@ class BipedGait:
     def knot_schedule(self, t: float, horizon: int, dt: float) -> list:
         """The horizon's knots from time t: ``horizon`` entries (time [s], kind), kind a contact
         mask (2 bools, the soles down over that knot, judged at its middle) or ``("impulse", j)``
-        for the touchdown of sole j (a knot that takes no time)."""
+        for the touchdown of sole j (a knot that takes no time). A sole the schedule has in the air at
+        t and down at the first knot's middle lands inside that knot: its impulse is the first knot
+        (else the first knot would hold the still-falling sole as a rigid contact at its velocity)."""
         knots: list = []
         tk = float(t)
-        prev = None
+        prev = tuple(bool(c) for c in self.contact_state(tk))
         while len(knots) < horizon:
             mask = tuple(bool(c) for c in self.contact_state(tk + 0.5 * dt))
-            landing = [j for j in range(2) if prev is not None and mask[j] and not prev[j]]
-            if landing and knots[-1][1][0] != "impulse":
+            landing = [j for j in range(2) if mask[j] and not prev[j]]
+            if landing and not (knots and knots[-1][1][0] == "impulse"):
                 knots.append((tk, ("impulse", landing[0])))
                 continue
             knots.append((tk, mask))

@@ -64,3 +64,16 @@ def test_fddp_partial_steps_shrink_the_gaps(setup):
 def gap_of(p, xs, us):
     return max(np.abs(p.state.difference(xs[1:], p.step(xs[:-1], us))).max(),
                np.abs(p.state.difference(xs[0], p.x0)).max())
+
+
+def test_fddp_stops_with_a_diagnostic_on_a_diverged_warm_start(setup):
+    """A warm start whose own dynamics overflow (velocities of 1e200: finite states, non-finite next
+    states) stops the solver with a reason instead of a traceback or a NaN plan."""
+    task, p, _ = setup
+    xs = np.tile(task.initial_state(), (N + 1, 1))
+    xs[5, 7:] = 1e200
+    us = np.tile(task.u_gravity, (N, 1))
+    with np.errstate(all="ignore"):
+        r = FDDP(p).solve(xs_init=xs, us_init=us, max_iter=3)
+    assert not r.converged and r.iterations == 0
+    assert "non-finite" in r.reason and "warm start" in r.reason

@@ -286,3 +286,29 @@ def test_hyq_turns_in_mujoco(velocity, yaw_rate, duration, tol):
     assert np.all(R[:, 2, 2] > np.cos(0.2))                      # upright: tilt below 0.2 rad
     if velocity == 0.0:
         assert np.abs(r.x[:, :2] - r.x[0, :2]).max() < 0.1       # turning on the spot
+
+
+def test_knots_entering_the_horizon_are_warm_started_with_their_own_stance_torques():
+    """Why the one-iteration trot fell from ``--seed 3/4/5`` (and from seed 0 with the fresh state
+    read by update_problem): a knot entering the end of the horizon took the previous plan's last
+    control, the four-foot standing torques; on a knot where a diagonal pair swings, those torques
+    whip the free legs (a one-knot gap of ~50 rad/s at 1.06 s with seed 3) and one FDDP iteration
+    per update never closed it. The task's nominal controls are each knot's own phase torques,
+    which keep the free legs still over a knot (model step from the standing state, numpy)."""
+    from tasks import get_task
+    task = get_task("hyq-trot")
+    m, dt = task.model, 0.02
+    p = task.build_problem(task.x_stand, 16, dt, backend="numpy")
+    t = task.start_time + 0.2                       # pair A swings, its touchdown impulse in the horizon
+    task.update_problem(p, t)
+    kinds = [k for _, k in task.knot_schedule(t, 16, dt)]
+    u = task.nominal_controls(p)
+    assert u.shape == (16, m.nu)
+    swing = next(k for k, kind in enumerate(kinds) if kind[0] != "impulse" and not all(kind))
+    four = next(k for k, kind in enumerate(kinds) if kind[0] != "impulse" and all(kind))
+    np.testing.assert_allclose(u[four], task.u_stand)
+    assert np.abs(u[swing] - task.u_stand).max() > 1.0             # another stance: other torques
+    step = p.running_models[swing].dynamics.integrated(m, dynamics.get_backend("numpy"), dt).step
+    v_own = step(task.x_stand, u[swing])[m.nq + 6:]
+    v_held = step(task.x_stand, task.u_stand)[m.nq + 6:]
+    assert np.abs(v_own).max() < 1.0 and np.abs(v_held).max() > 20.0, (np.abs(v_own).max(), np.abs(v_held).max())
