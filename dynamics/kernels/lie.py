@@ -208,6 +208,33 @@ def _so3_jr_inv(w0, w1, w2, W, WW, out):
 
 
 @jit
+def so3_right_jacobian_inverse(w0, w1, w2, W, WW, out):
+    """``Jr⁻¹(φ)`` (3, 3) into out (lie.so3_right_jacobian_inverse); W, WW scratch (3, 3)."""
+    _so3_jr_inv(w0, w1, w2, W, WW, out)
+
+
+@jit
+def so3_log_matrix(R):
+    """``log(R)`` (3 floats) of a rotation matrix R (3, 3) (lie.so3_log): its unit quaternion by the
+    largest of the four pivots (Shepperd 1978: no cancellation near 0 or π), then :func:`_quat_log`."""
+    r00, r11, r22 = R[0, 0], R[1, 1], R[2, 2]
+    tr = r00 + r11 + r22
+    if tr >= r00 and tr >= r11 and tr >= r22:
+        s = 2.0 * np.sqrt(1.0 + tr)
+        w, x, y, z = 0.25 * s, (R[2, 1] - R[1, 2]) / s, (R[0, 2] - R[2, 0]) / s, (R[1, 0] - R[0, 1]) / s
+    elif r00 >= r11 and r00 >= r22:
+        s = 2.0 * np.sqrt(1.0 + r00 - r11 - r22)
+        w, x, y, z = (R[2, 1] - R[1, 2]) / s, 0.25 * s, (R[0, 1] + R[1, 0]) / s, (R[0, 2] + R[2, 0]) / s
+    elif r11 >= r22:
+        s = 2.0 * np.sqrt(1.0 + r11 - r00 - r22)
+        w, x, y, z = (R[0, 2] - R[2, 0]) / s, (R[0, 1] + R[1, 0]) / s, 0.25 * s, (R[1, 2] + R[2, 1]) / s
+    else:
+        s = 2.0 * np.sqrt(1.0 + r22 - r00 - r11)
+        w, x, y, z = (R[1, 0] - R[0, 1]) / s, (R[0, 2] + R[2, 0]) / s, (R[1, 2] + R[2, 1]) / s, 0.25 * s
+    return _quat_log(w, x, y, z)
+
+
+@jit
 def difference_jacobian(joints, d, J, tmp):
     """``J = ∂(q1 ⊖ q0)/∂q1`` (nv, nv) (dynamics.joints.difference_jacobians' second output) from
     the difference ``d = x1 ⊖ x0`` (its first nv entries are used): identity on hinge/slide dofs,

@@ -9,8 +9,9 @@ compiled SO(3)/SE(3) difference and its Jacobian),
 :class:`~solvers.costs.ControlCost`, :class:`~solvers.costs.FramePositionCost` with the
 Gauss–Newton Hessian, :class:`~solvers.costs.FrameHeightCost` (a frame position entry whose x and
 y weights are zero: the same residual row, Jacobian row and Gauss–Newton products),
-:class:`~solvers.costs.JointLimitCost`. Every other term (orientations,
-contact forces, centre of mass, plain-Python custom costs, ...) stays on the
+:class:`~solvers.costs.FrameRotationCost` (``log(R_refᵀ R)`` through the kernel library's SO(3)
+log and ``Jr⁻¹``, Gauss–Newton), :class:`~solvers.costs.JointLimitCost`. Every other term (frame
+velocities, contact forces, centre of mass, plain-Python custom costs, ...) stays on the
 Python path, term by term, and is added to what the kernel computes; a problem's cost is the same
 either way (to rounding: the kernel scales each term by its weight and dt in another order).
 
@@ -39,12 +40,13 @@ from dynamics.worker_threads import use_threads
 
 from .base import CostSum, _plain, per_knot
 from .foot import FrameHeightCost
-from .frame import FramePositionCost
+from .frame import FramePositionCost, FrameRotationCost
 from .limits import JointLimitCost
 from .state import ControlCost, StateCost
 
 STATE, CONTROL, FRAME_POSITION, JOINT_LIMIT, STATE_LIE = 0, 1, 2, 3, 4
 FRAME_HEIGHT = 5            # packed as a FRAME_POSITION entry (the kernel never sees this kind)
+FRAME_ROTATION = 6
 _MATH = ("value", "derivatives", "residual", "residual_jacobian", "_accumulate")
 
 frames_knot = None                       # the kernel library's, bound on the first compilation
@@ -76,6 +78,8 @@ def _cost_kernel(margs, joints, flink, ff, nq, nv, E, KS, FK, P, IX, X, U, deriv
     Jq = np.empty((nv, nv))
     WJ = np.empty((nv, nv))
     tmp = np.empty((8, 3, 3))
+    M = np.empty((3, 3))
+    A3 = np.empty((3, nv))
     for s in range(s0, s1):
         total = 0.0
         for t in range(t0, t1):
@@ -157,6 +161,29 @@ def _cost_kernel(margs, joints, flink, ff, nq, nv, E, KS, FK, P, IX, X, U, deriv
                             ja0, ja1, ja2 = sc * w0 * Jp[0, a], sc * w1 * Jp[1, a], sc * w2 * Jp[2, a]
                             for b in range(nv):
                                 lxx[a, b] += ja0 * Jp[0, b] + ja1 * Jp[1, b] + ja2 * Jp[2, b]
+                elif kind == FRAME_ROTATION:
+                    # r = log(R_refᵀ R_f); Gauss–Newton with ∂r/∂v = Jr⁻¹(r) R_fᵀ J_angular (world-aligned)
+                    f = E[e, 2]
+                    for i in range(3):
+                        for j in range(3):
+                            M[i, j] = (P[e, 1 + i] * oRf[f, 0, j] + P[e, 4 + i] * oRf[f, 1, j]
+                                       + P[e, 7 + i] * oRf[f, 2, j])
+                    r0, r1, r2 = so3_log_matrix(M)
+                    w0, w1, w2 = P[e, 10], P[e, 11], P[e, 12]
+                    val += w0 * r0 * r0 + w1 * r1 * r1 + w2 * r2 * r2
+                    if deriv:
+                        so3_right_jacobian_inverse(r0, r1, r2, tmp[1], tmp[2], M)
+                        for a in range(nv):
+                            j0 = oRf[f, 0, 0] * Jf[f, 3, a] + oRf[f, 1, 0] * Jf[f, 4, a] + oRf[f, 2, 0] * Jf[f, 5, a]
+                            j1 = oRf[f, 0, 1] * Jf[f, 3, a] + oRf[f, 1, 1] * Jf[f, 4, a] + oRf[f, 2, 1] * Jf[f, 5, a]
+                            j2 = oRf[f, 0, 2] * Jf[f, 3, a] + oRf[f, 1, 2] * Jf[f, 4, a] + oRf[f, 2, 2] * Jf[f, 5, a]
+                            for i in range(3):
+                                A3[i, a] = M[i, 0] * j0 + M[i, 1] * j1 + M[i, 2] * j2
+                        for a in range(nv):
+                            lx[a] += sc * (A3[0, a] * (w0 * r0) + A3[1, a] * (w1 * r1) + A3[2, a] * (w2 * r2))
+                            ja0, ja1, ja2 = sc * w0 * A3[0, a], sc * w1 * A3[1, a], sc * w2 * A3[2, a]
+                            for b in range(nv):
+                                lxx[a, b] += ja0 * A3[0, b] + ja1 * A3[1, b] + ja2 * A3[2, b]
                 else:   # JOINT_LIMIT: r = min(q - lo, 0) + max(q - hi, 0) on the limited coordinates
                     o = E[e, 3]
                     n = IX[o]
@@ -219,6 +246,7 @@ def _kernel():
     backend whose :meth:`~dynamics.Backend.compiled_kinematics` runs the kernel library shares it;
     compiled with the project's options and cache stamp (:mod:`dynamics.kernels.jit`)."""
     global _compiled, frames_knot, frames_workspace, difference_x, difference_jacobian, run_threaded_parts
+    global so3_log_matrix, so3_right_jacobian_inverse
     if _compiled is not None:
         return _compiled
     from dynamics.kernels import kinematics, lie, threaded_batch
@@ -226,6 +254,7 @@ def _kernel():
     run_threaded_parts = threaded_batch.run_threaded_parts
     frames_knot, frames_workspace = kinematics.frames_knot, kinematics.frames_workspace
     difference_x, difference_jacobian = lie.difference_x, lie.difference_jacobian
+    so3_log_matrix, so3_right_jacobian_inverse = lie.so3_log_matrix, lie.so3_right_jacobian_inverse
     # the kernel body is inlined into the part function, the one function compiled (a callee compiled
     # on its own would be compiled, then linked and optimised again inside its caller)
     g = globals()
@@ -248,6 +277,8 @@ def _kind(cost, model) -> int | None:
         return JOINT_LIMIT
     if t is FrameHeightCost or (isinstance(cost, FrameHeightCost) and _plain(cost, FrameHeightCost, _MATH)):
         return FRAME_HEIGHT
+    if t is FrameRotationCost or (isinstance(cost, FrameRotationCost) and _plain(cost, FrameRotationCost, _MATH)):
+        return FRAME_ROTATION
     return None
 
 
@@ -321,7 +352,7 @@ class _Layout:
                 if kind is None:
                     continue
                 slot, off = 0, 0
-                if kind == FRAME_POSITION or kind == FRAME_HEIGHT:
+                if kind == FRAME_POSITION or kind == FRAME_HEIGHT or kind == FRAME_ROTATION:
                     if c.frame not in frames:
                         frames.append(c.frame)
                     slot = frames.index(c.frame)
@@ -330,7 +361,7 @@ class _Layout:
                     ints += [c.nr, *map(int, c.q_index), *map(int, c.v_index)]
                 specs.append((gi, name, c, kind, np.asarray(knots, np.int64), slot, off))
         nx, ndx, nu = problem.nx, problem.ndx, problem.nu
-        widths = {STATE: 1 + nx + ndx, STATE_LIE: 1 + nx + ndx, CONTROL: 1 + 2 * nu, FRAME_POSITION: 7, FRAME_HEIGHT: 7,
+        widths = {STATE: 1 + nx + ndx, STATE_LIE: 1 + nx + ndx, CONTROL: 1 + 2 * nu, FRAME_POSITION: 7, FRAME_HEIGHT: 7, FRAME_ROTATION: 13,
                   JOINT_LIMIT: 1 + 3 * max([c.nr for _, _, c, k, *_ in specs if k == JOINT_LIMIT] or [0])}
         W = max([widths[k] for _, _, _, k, *_ in specs] or [1])
         n_e = sum(s[4].size for s in specs)
@@ -350,7 +381,7 @@ class _Layout:
         N = problem.horizon
         KS = np.searchsorted(E[:, 0], np.arange(N + 2)).astype(np.int64)
         FK = np.zeros(N + 1, np.int64)
-        FK[E[E[:, 1] == FRAME_POSITION, 0]] = 1
+        FK[E[(E[:, 1] == FRAME_POSITION) | (E[:, 1] == FRAME_ROTATION), 0]] = 1
         IX = np.array(ints or [0], np.int64)
         flink, ff = kin.frame_table(frames)
         terms = []
@@ -440,7 +471,8 @@ class CompiledCosts:
                 tw = p.cost_groups[tm.group].item.terms[tm.name][1] if tm.name is not None else None
             else:
                 tw = p.terminal_cost.terms[tm.name][1] if tm.name is not None else None
-            ref = getattr(c, "_target" if tm.kind == FRAME_POSITION or tm.kind == FRAME_HEIGHT else "_reference", None)
+            ref = getattr(c, "_target" if tm.kind in (FRAME_POSITION, FRAME_HEIGHT, FRAME_ROTATION) else "_reference",
+                          None)
             sc = scales if tm.group >= 0 else None
             pf = tm.packed_from
             # identity of what the rows were packed from (explicit: this runs for every term twice
@@ -468,6 +500,9 @@ class CompiledCosts:
             elif tm.kind == FRAME_POSITION:
                 put(f"{c.name} target", ref, knots, (3,), 1, 4)
                 put(wname, c._weights, knots, (c.nr,), 4, 7)
+            elif tm.kind == FRAME_ROTATION:
+                P[rows, 1:10] = per_knot(f"{c.name} target", ref, knots, (3, 3)).reshape(-1, 9)   # row-major
+                put(wname, c._weights, knots, (c.nr,), 10, 13)
             elif tm.kind == FRAME_HEIGHT:
                 # target (0, 0, h), weights (0, 0, w): only the z row of the frame position counts
                 P[rows, 1:3] = 0.0
