@@ -220,14 +220,16 @@ def _sample_rollout_lanes_part(margs, passive, dts, x0, xref, offsets, G, lo, hi
     and the Euler step are the Euclidean forms of :func:`feedback_control`,
     :func:`~dynamics.kernels.passive.joint_torques` and :func:`~dynamics.kernels.integrators.euler_step`
     written over the lanes (a call per sample would cost as much as the lanes' ABA saves); a short
-    last group repeats its last sample in the spare lanes."""
+    last group repeats its last sample in the spare lanes. Finiteness is checked as ``Σ 0·x`` per
+    lane (NaN where some x is not), a loop over the lanes rather than a branch per entry."""
     li, lf, gv, bl, bf = margs
     B, b_identity, damping, damped, springs, stiffness, qspring = passive
     S, N, nu = offsets.shape
     Q, V, T, A = rows[0], rows[1], rows[2], rows[3]
-    UC = rows[-1]                 # controls (nu rows), next state (nq + nv), finite flag (1)
+    UC = rows[-1]                 # controls (nu rows), next state (nq + nv), finite flag (1), check (1)
     NX = UC + nu
     FL = NX + 2 * (V - Q)
+    CK = FL + 1
     nv = V - Q
     nx = 2 * nv
     w = ws[c]
@@ -239,6 +241,7 @@ def _sample_rollout_lanes_part(margs, passive, dts, x0, xref, offsets, G, lo, hi
     ul = w[UC * LANES:(UC + nu) * LANES]
     nl = w[NX * LANES:(NX + nx) * LANES]
     fl = w[FL * LANES:(FL + 1) * LANES]
+    ck = w[CK * LANES:(CK + 1) * LANES]          # Σ 0·x: NaN in a lane where some x is not finite
     groups = (S + W - 1) // W
     for g in range(c * groups // nt, (c + 1) * groups // nt):
         base = g * W
@@ -271,10 +274,12 @@ def _sample_rollout_lanes_part(margs, passive, dts, x0, xref, offsets, G, lo, hi
                         x = a if x < a else x
                         ul[i * LANES + l] = b if x > b else x
             for l in range(LANES):
-                finite = True
-                for i in range(nu):
-                    finite = finite and np.isfinite(ul[i * LANES + l])
-                if not finite:
+                ck[l] = 0.0
+            for i in range(nu):
+                for l in range(LANES):
+                    ck[l] += 0.0 * ul[i * LANES + l]
+            for l in range(LANES):
+                if ck[l] != 0.0:                 # NaN: a non-finite control
                     fl[l] = 0.0
                     for i in range(nu):
                         ul[i * LANES + l] = offsets[base + min(l, last - 1), t, i]
@@ -308,13 +313,15 @@ def _sample_rollout_lanes_part(margs, passive, dts, x0, xref, offsets, G, lo, hi
                     nl[(nv + i) * LANES + l] = vn
                     nl[i * LANES + l] = xl[i * LANES + l] + dt * vn
             for l in range(LANES):
-                finite = True
-                for k in range(nx):
-                    finite = finite and np.isfinite(nl[k * LANES + l])
-                if finite:
-                    for k in range(nx):
-                        xl[k * LANES + l] = nl[k * LANES + l]
-                else:
+                ck[l] = 0.0
+            for k in range(nx):
+                for l in range(LANES):
+                    ck[l] += 0.0 * nl[k * LANES + l]
+            for k in range(nx):
+                for l in range(LANES):
+                    xl[k * LANES + l] = nl[k * LANES + l] if ck[l] == 0.0 else xl[k * LANES + l]
+            for l in range(LANES):
+                if ck[l] != 0.0:
                     fl[l] = 0.0
             for l in range(last):
                 s = base + l
@@ -444,8 +451,8 @@ class CompiledRollout:
         if self._lane_rows is not None and S >= LANES // 4:     # fewer: a lane group costs more than S samples
             nt = max(1, min((S + LANES - 1) // LANES, self.fd.threads()))
             rows = self._lane_rows
-            if self._lane_ws.shape[0] < nt:      # per worker thread: the ABA's rows, u, x⁺, a flag
-                self._lane_ws = np.empty((nt, (rows[-1] + self.nu + 2 * self.nv + 1) * LANES))
+            if self._lane_ws.shape[0] < nt:      # per worker thread: the ABA's rows, u, x⁺, a flag, a check
+                self._lane_ws = np.empty((nt, (rows[-1] + self.nu + 2 * self.nv + 2) * LANES))
             use_threads(nt)
             run_threaded_parts(_sample_rollout_lanes_part, nt, self.fd.model_args, self._dyn_args[1], dts,
                                read_only(x0), read_only(xref), read_only(offsets), read_only(G), read_only(u_lower),

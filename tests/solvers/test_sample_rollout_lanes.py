@@ -86,3 +86,24 @@ def test_non_finite_control_fails_only_its_sample(problems):
     okb = cr.run_samples(p.x0, bad, G, p.x0, p.u_lower, p.u_upper, True, Xb, Ub)
     assert ok.all() and not okb[LANES + 2] and np.delete(okb, LANES + 2).all()
     np.testing.assert_array_equal(np.delete(Xb, LANES + 2, axis=0), np.delete(X, LANES + 2, axis=0))
+
+
+def test_diverging_state_fails_only_its_sample(problems):
+    """A sample whose step overflows (an unclipped control of 1e308) keeps its last finite state and
+    is marked failed; the others (same lane group included) are unchanged."""
+    p, _ = problems
+    cr = CompiledRollout(p)
+    rng = np.random.default_rng(8)
+    offsets = rng.uniform(-2, 2, (K, N, p.nu))
+    G = np.zeros((p.nu, 2 * p.model.nv))
+    X, U = np.empty((K, N + 1, p.nx)), np.empty((K, N, p.nu))
+    assert cr.run_samples(p.x0, offsets, G, p.x0, p.u_lower, p.u_upper, False, X, U).all()
+    bad = offsets.copy()
+    bad[5, 2, :] = 1e308
+    Xb, Ub = np.empty_like(X), np.empty_like(U)
+    with np.errstate(all="ignore"):
+        okb = cr.run_samples(p.x0, bad, G, p.x0, p.u_lower, p.u_upper, False, Xb, Ub)
+    assert not okb[5] and np.delete(okb, 5).all()
+    assert np.isfinite(Xb[5]).all()                                  # the state was kept, not propagated
+    np.testing.assert_array_equal(Xb[5, 3], Xb[5, 2])
+    np.testing.assert_array_equal(np.delete(Xb, 5, axis=0), np.delete(X, 5, axis=0))
