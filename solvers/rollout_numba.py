@@ -213,6 +213,17 @@ def _sample_rollout_part(margs, fext, joints, passive, dts, x0, xref, offsets, G
 
 
 @jit
+def _lanes_finite_check(rows, n, ck):
+    """``ck[l] = Σ_k 0·rows[k * LANES + l]`` over the first n rows: 0 in a lane where all n entries
+    are finite, NaN where one is not (a loop over the lanes, not a branch per entry)."""
+    for l in range(LANES):
+        ck[l] = 0.0
+    for k in range(n):
+        for l in range(LANES):
+            ck[l] += 0.0 * rows[k * LANES + l]
+
+
+@jit
 def _sample_rollout_lanes_part(margs, passive, dts, x0, xref, offsets, G, lo, hi, clip, X, U, ok, ws, rows, c, nt):
     """:func:`_sample_rollout_part` for a model of hinge and slide joints only (``nq = nv``, x ⊖ xref =
     x - xref), ``LANES`` samples at a time in the lanes of ``ws[c]`` (R * LANES,) (:func:`~dynamics.kernels.aba_lanes.aba_lanes`):
@@ -273,11 +284,7 @@ def _sample_rollout_lanes_part(margs, passive, dts, x0, xref, offsets, G, lo, hi
                         x = ul[i * LANES + l]
                         x = a if x < a else x
                         ul[i * LANES + l] = b if x > b else x
-            for l in range(LANES):
-                ck[l] = 0.0
-            for i in range(nu):
-                for l in range(LANES):
-                    ck[l] += 0.0 * ul[i * LANES + l]
+            _lanes_finite_check(ul, nu, ck)
             for l in range(LANES):
                 if ck[l] != 0.0:                 # NaN: a non-finite control
                     fl[l] = 0.0
@@ -312,11 +319,7 @@ def _sample_rollout_lanes_part(margs, passive, dts, x0, xref, offsets, G, lo, hi
                     vn = xl[(nv + i) * LANES + l] + dt * al[i * LANES + l]
                     nl[(nv + i) * LANES + l] = vn
                     nl[i * LANES + l] = xl[i * LANES + l] + dt * vn
-            for l in range(LANES):
-                ck[l] = 0.0
-            for k in range(nx):
-                for l in range(LANES):
-                    ck[l] += 0.0 * nl[k * LANES + l]
+            _lanes_finite_check(nl, nx, ck)
             for k in range(nx):
                 for l in range(LANES):
                     xl[k * LANES + l] = nl[k * LANES + l] if ck[l] == 0.0 else xl[k * LANES + l]

@@ -22,17 +22,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from dynamics.inputs import sum_is_finite
+from dynamics.kernels.packing import as_kernel_input
 
 from .actuated import ActuatedModel, StateBuffers
 from .base import IntegratedData
 from .lie import integrate_state, lie_blocks, lie_integration_terms
-
-
-def _read_only(x: np.ndarray) -> np.ndarray:
-    """``x`` as a read-only C-contiguous view (the compiled kernels' one signature)."""
-    x = np.ascontiguousarray(x).view()
-    x.flags.writeable = False
-    return x
 
 
 @dataclass(eq=False)
@@ -172,7 +166,7 @@ class EulerModel(ActuatedModel):
             step = self._compiled_step()
             if step is not None and sum_is_finite(q) and sum_is_finite(w):
                 qn = np.empty((N, nq))
-                step[0](step[1], _read_only(q), _read_only(w), qn, Jq, Jw)
+                step[0](step[1], as_kernel_input(q), as_kernel_input(w), qn, Jq, Jw)
             else:                            # numpy: also its errors on non-finite input
                 Jq[...], Jw[...] = m.integrate_jacobians(q, w)
                 qn = m.integrate(q, w)
