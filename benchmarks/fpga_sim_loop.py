@@ -41,6 +41,7 @@ from mpc import MPC  # noqa: E402
 from mpc.study.worker import emulation_block  # noqa: E402
 from sim import report  # noqa: E402
 from sim.runner import simulate  # noqa: E402
+from tasks.legged import with_penalty_cones  # noqa: E402
 
 CONFIGS = ("numba", "fpga-sim", "fpga-sim:emulate=gradients", "fpga-sim:host=python")
 
@@ -83,7 +84,7 @@ def run(args) -> dict[str, Any]:
     specs = [s for s in args.configs.split(";") if s]
     rows = []
     for tname in [t for t in args.tasks.split(",") if t]:
-        task = tasks.get_task(tname)
+        task = tasks.get_task(tname, **with_penalty_cones(tasks.resolve_task(tname), {}))  # iLQR: no hard cones
         for N in [int(h) for h in args.horizons.split(",") if h]:
             group = [dict(task=tname, horizon=N, **one_run(task, s, N, args)) for s in specs]
             anchor = next((g for g in group if g["backend"] == "numba"), None)

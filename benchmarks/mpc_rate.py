@@ -67,6 +67,7 @@ from dynamics.worker_threads import adaptive_choices  # noqa: E402
 from benchmarks.machine import machine_info  # noqa: E402
 from benchmarks.output import add_output_arguments, run_and_emit  # noqa: E402
 from benchmarks.timing import measure  # noqa: E402
+from tasks.legged import with_penalty_cones  # noqa: E402
 from mpc import MPC  # noqa: E402
 from sim import report  # noqa: E402
 from sim.runner import simulate  # noqa: E402
@@ -283,7 +284,10 @@ def _update_targets(e: dict[str, Any], solver: str, N: int) -> None:
 def run(args) -> dict[str, Any]:
     if args.busy < 0 or args.loop_repeats < 1:
         raise SystemExit(f"--busy must be >= 0 and --loop-repeats >= 1, got {args.busy} and {args.loop_repeats}")
-    task = tasks.get_task(args.task, **dict(args.task_arg))
+    # the legged cases time FDDP against Crocoddyl's FDDP on the penalty problem (the cones as
+    # costs), not the tasks' default hard cones: cones=penalty unless asked otherwise
+    task_args = with_penalty_cones(tasks.resolve_task(args.task), dict(args.task_arg))
+    task = tasks.get_task(args.task, **task_args)
     legged = bool(task.model.has_floating_base)
     solver = args.solver or ("fddp" if legged else "ddp")
     default_h = "16,40,64" if legged else "16,32,64"
@@ -349,7 +353,7 @@ def run(args) -> dict[str, Any]:
                                          "held_back_by": max(e["stage_ms"], key=lambda k: e["stage_ms"][k] or 0)}
             entries.append(e)
     return {"benchmark": "mpc_rate",
-            "setup": {"task": task.name, "task_args": dict(args.task_arg), "solver": solver, "dt": args.dt,
+            "setup": {"task": task.name, "task_args": task_args, "solver": solver, "dt": args.dt,
                       "threads": args.threads, "busy_processes": args.busy,
                       "busy_same_session": args.busy_same_session, "loop_repeats": args.loop_repeats,
                       "duration_s": duration, "mode": "lockstep", "iterations_per_update": 1,

@@ -59,7 +59,7 @@ def hyq_push(N: int = 10, dt: float = 0.01, push: float = 1.0, backend: str = "n
     """hyq-stand with a lateral base velocity ``push`` [m/s] at x0 and the friction-cone penalty
     replaced by hard cones (f_min = 0) on every running knot (constrained=False: no cones, nor the
     penalty). Returns (task, problem)."""
-    task = tasks.get_task("hyq-stand")
+    task = tasks.get_task("hyq-stand", cones="penalty")
     m = task.model
     x0 = task.initial_state().copy()
     x0[m.nq + 1] = push

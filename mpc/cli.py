@@ -37,7 +37,7 @@ from sim.viewer import PassiveViewer, ViewerUnavailable, check_display
 
 from .args import (latency_arg, nonnegative_float, nonnegative_int, positive_float, positive_int, push_arg,
                    task_arg)
-from .controller import INTEGRATORS, LINE_SEARCHES, MPC, SECOND_ORDER, SOLVERS
+from .controller import INTEGRATORS, LINE_SEARCHES, MPC, SECOND_ORDER, SOLVER_CLASSES, SOLVERS
 from .study import ConfigError, StudyConfig, build_config, load_config, plan_runs, run_study, store
 from .study.runner import write_outputs
 
@@ -517,6 +517,20 @@ def _second_order_sources(ctrl, at_start: list[str]) -> dict:
     return {"used": uses, "sources": sources}
 
 
+def _penalty_cones_for_solver(task, solver: str | None, task_args: dict) -> str | None:
+    """The note for a legged task whose hard cones come from its default (``--task-arg cones`` not
+    given) run with an explicit solver that refuses constraints (fddp, ddp, ilqr, ...): that run
+    takes the penalty cones (``cones=penalty``) instead; None when nothing changes. An explicit
+    ``cones=hard`` with such a solver stays an error (``cmd_run``)."""
+    if solver is None or getattr(task, "cones", None) != "hard" or "cones" in task_args:
+        return None
+    if getattr(SOLVER_CLASSES.get(solver), "handles_constraints", False):
+        return None
+    return (f"--solver {solver} does not enforce constraints: task '{task.name}' runs with its contact-force "
+            f"cones as penalty costs (cones=penalty) instead of its default hard cones; drop --solver or give "
+            f"--solver csqp for the hard cones")
+
+
 def cmd_run(a: argparse.Namespace, on_result=None) -> int:
     """``mpc-accel run``. on_result: optional ``f(result, summary)`` called with the
     :class:`sim.runner.SimResult` and the summary dict before the summary is written (the study's
@@ -528,6 +542,10 @@ def cmd_run(a: argparse.Namespace, on_result=None) -> int:
             if val is not None:
                 task_args[key] = val
         task = _load_task(a.task, task_args)
+        cone_note = _penalty_cones_for_solver(task, a.solver, task_args)
+        if cone_note is not None:       # the same task with the cones as costs, which that solver can take
+            task_args["cones"] = "penalty"
+            task = _load_task(a.task, task_args)
         model = task.model
         h = float(model.mj_model.opt.timestep)
         try:
@@ -539,7 +557,8 @@ def cmd_run(a: argparse.Namespace, on_result=None) -> int:
                             f"(got --solver {a.solver}); drop --solver to use the task's default (csqp)")
         if getattr(task, "cones", None) == "hard" and a.solver != "csqp":
             raise _ArgError(f"task '{a.task}': cones=hard are constraints and only --solver csqp enforces them "
-                            f"(got --solver {a.solver}); drop --solver to use the task's default (csqp)")
+                            f"(got --solver {a.solver}); drop --solver to use csqp, or give --task-arg "
+                            f"cones=penalty (the cones as costs) to run --solver {a.solver}")
         duration = a.duration if a.duration is not None else float(getattr(task, "duration", 0) or 0)
         if duration <= 0:
             raise _ArgError(f"task '{a.task}' has no duration; give --duration SECONDS")
@@ -572,6 +591,8 @@ def cmd_run(a: argparse.Namespace, on_result=None) -> int:
               "latency_compensation": a.mode == "realtime" and not a.no_latency_compensation,
               "seed": a.seed, "task_defaults_used": ", ".join(from_task) or None}
     say = (lambda *x: None) if a.json else (lambda *x: print(*x, file=sys.stderr))
+    if cone_note is not None:
+        say(f"mpc-accel: note: {cone_note}")
     try:
         # builds the task's problem: its costs and build_problem run here
         ctrl = MPC(task, solver=a.solver, backend=backend, horizon=a.horizon, dt=a.dt,
@@ -658,7 +679,7 @@ def cmd_run(a: argparse.Namespace, on_result=None) -> int:
         else:
             notes.append(outcome.message)
     summary["files"] = [str(f) for f in files]
-    summary["notes"] = notes
+    summary["notes"] = ([cone_note] if cone_note is not None else []) + notes
     if on_result is not None:
         on_result(result, summary)
     report.write_summary(summary, out / "summary.json")

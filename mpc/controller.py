@@ -1,7 +1,7 @@
 """Receding-horizon controller: a shooting problem re-solved from each measured state.
 
-At every update the controller (1) moves the task's references to the current time
-(``task.update_problem``), (2) sets the measured state as the initial state, (3) warm-starts the
+At every update the controller (1) sets the measured state as the initial state, (2) moves the
+task's references to the current time (``task.update_problem``, which may read that state), (3) warm-starts the
 solver with the previous plan shifted to the current time (:meth:`mpc.plan.Plan.resample`: an exact
 shift by ``n`` knots when the elapsed time is ``n·dt``, interpolated otherwise; the knots past its
 end take the task's :meth:`tasks.Task.nominal_controls` when it gives them), (4) runs a few
@@ -273,8 +273,10 @@ class MPC:
         sim0 = (be.simulated_s_total, be.emulation_wall_s_total) if be.simulated_time else None
         w0 = time.perf_counter()
         x = np.asarray(x, float)
-        self.task.update_problem(self.problem, float(t))
+        # the measured state first: a task's update_problem may read it (problem.x0), e.g. a gait
+        # re-phasing its horizon from where the robot is now
         self.problem.set_initial_state(x)
+        self.task.update_problem(self.problem, float(t))
         if xs_init is not None and self.plan is not None and (self.problem.dts != self.dt).any():
             # knots not dt apart (impulse knots): the warm start is laid on the problem's knot times
             xs_init, us_init = self._warm_start_on_knots(float(t))

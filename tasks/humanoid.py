@@ -60,8 +60,8 @@ class HumanoidBalance(StandingTask):
     half-extents (X along the frame's x, Y along y) [m], None to read them from a box geom whose
     bottom face holds the frame; waypoints: ``(t, dz, lean)`` rows (see ``DEFAULT_WAYPOINTS``);
     pushes: ``(t [s], body, (fx, fy, fz) [N], duration [s])`` applied in the simulator; cones: the
-    soles' wrench cone as a cost (``"penalty"``, ``w_cone``) or as constraints of every running
-    knot (``"hard"``, solved by csqp)."""
+    soles' wrench cone as constraints of every running knot (``"hard"``, the default, solved by
+    csqp) or as a cost (``"penalty"``, ``w_cone``, fddp)."""
 
     robot: str = "atlas"
     feet: tuple | str | None = None
@@ -83,7 +83,7 @@ class HumanoidBalance(StandingTask):
     w_force: float = 1e-4               # sole wrenches around the standing distribution
     w_cone: float = 10.0                # wrench-cone penalty
     mu: float = 0.7                     # friction coefficient of the cone (inscribed pyramid)
-    cones: str = "penalty"              # "penalty" (w_cone) or "hard" (constraints, csqp): tasks.legged.CONE_MODES
+    cones: str = "hard"                 # "hard" (constraints, csqp) or "penalty" (w_cone, fddp): tasks.legged.CONE_MODES
     cop_margin: float = 0.8             # the cost's sole rectangle: this fraction of the real one
     terminal_factor: float = 10.0       # terminal weights = running weights × this
     fall_height: float = 0.6            # a fall: the pelvis below this fraction of its standing height
@@ -95,7 +95,7 @@ class HumanoidBalance(StandingTask):
     name: str = "humanoid-balance"
     description: str = "humanoid: both soles flat, CoM squat and lateral lean, pushes"
     model: RobotModel = field(init=False, repr=False)
-    defaults = RunDefaults(solver="fddp", horizon=16, dt=0.025)  # docs/tasks.md: rates measured
+    defaults = RunDefaults(solver="csqp", horizon=16, dt=0.025)  # cones=hard; docs/tasks.md: rates measured
 
     def __post_init__(self):
         self.model, self.feet, self.floor_note = floating_robot_and_frames(

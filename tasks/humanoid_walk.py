@@ -110,6 +110,7 @@ class HumanoidWalk(HumanoidBalance):
     velocity_tolerance: float = 0.2     # mean forward speed within this fraction of the command
     settle_cycles: float = 1.0          # gait cycles after the ramp before the speed is judged
     touchdown_tilt_tolerance: float = 5.0   # deg, largest sole tilt at a MuJoCo touchdown
+    cones: str = "penalty"              # its own problem has the soles' wrench cone as a cost only (no "hard")
     name: str = "humanoid-walk"
     description: str = "humanoid: walking with 6-D sole contacts and touchdown impulses at a commanded speed"
     model: RobotModel = field(init=False, repr=False)

@@ -11,7 +11,7 @@ Used by :mod:`tasks.quadruped` (stand) and :mod:`tasks.quadruped_trot`; a task c
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import mujoco
 import numpy as np
@@ -21,15 +21,29 @@ from dynamics.mujoco_frames import mujoco_frame
 from dynamics.mujoco_state import ActuatorMap, read_state, write_state
 from solvers import ActionModel, ShootingProblem
 
-from .base import Criterion, Disturbance, RunDefaults, Task
+from .base import Criterion, Disturbance, Task
 from .legged_scene import (check_feet_collide, check_feet_exist, check_feet_lowest, check_ground, check_torques,
                            load_legged_scene)
 
 BUNDLED_FEET = {"hyq": ("lf_foot", "rf_foot", "lh_foot", "rh_foot")}
 #: values of the legged tasks' ``cones`` option: the contact-force cones (friction cone and unilateral
-#: normal force of point feet, wrench cone of 6-D soles) as penalty costs, or as hard constraints of
-#: the contact knots (solved by csqp, which then becomes the task's default solver)
+#: normal force of point feet, wrench cone of 6-D soles) as hard constraints of the contact knots
+#: (the default of the tasks whose problem supports them) or as penalty costs
 CONE_MODES = ("penalty", "hard")
+#: the default solver that goes with each ``cones`` mode: hard constraints need csqp (the other
+#: solvers refuse constraints); the penalty problem is unconstrained (FDDP: the contact gaps)
+CONE_SOLVERS = {"hard": "csqp", "penalty": "fddp"}
+
+
+def with_penalty_cones(task_class: type, task_args: dict) -> dict:
+    """``task_args`` with ``cones="penalty"`` added when ``task_class`` has the ``cones`` option
+    and it is not given: the task's problem without hard constraints, which the unconstrained
+    solvers (fddp, ilqr, ddp) and Crocoddyl's FDDP anchor take."""
+    if hasattr(task_class, "cones") and "cones" not in task_args:
+        return {**task_args, "cones": "penalty"}
+    return dict(task_args)
+
+
 #: the closed-loop criterion: share of simulated steps with every foot-ground contact force of MuJoCo
 #: inside the task's friction cone
 CONE_SHARE_TARGET = 0.99
@@ -200,8 +214,11 @@ class StandingTask(Task):
     @classmethod
     def solver_switches(cls) -> tuple[tuple[str, str], ...]:
         """Task options that change the default solver, as ``(option, solver)`` rows (shown by
-        ``mpc-accel tasks``)."""
-        return (("cones=hard", "csqp"),) if cls.supports_hard_cones() else ()
+        ``mpc-accel tasks``): the ``cones`` mode other than the class's default."""
+        if not cls.supports_hard_cones():
+            return ()
+        other = "penalty" if getattr(cls, "cones", "penalty") == "hard" else "hard"
+        return ((f"cones={other}", CONE_SOLVERS[other]),)
 
     def _gait_problem_inputs(self, x0, dt: float, solver_opts: dict, passive_default: bool) -> tuple:
         """``(x0, integrator, passive_forces)`` for a gait's ``build_problem``: x0 checked, a swing
@@ -214,17 +231,19 @@ class StandingTask(Task):
         return x0, solver_opts.pop("integrator", "euler"), solver_opts.pop("passive_forces", passive_default)
 
     def _setup_cones(self) -> None:
-        """Checks the ``cones`` field (:data:`CONE_MODES`); ``hard`` makes csqp the default solver
-        (the other solvers refuse hard constraints)."""
+        """Checks the ``cones`` field (:data:`CONE_MODES`) and sets the instance's default solver to
+        the mode's (:data:`CONE_SOLVERS`: csqp for ``hard``, whose constraints the other solvers
+        refuse; fddp for ``penalty``), the class's other defaults kept."""
         if self.cones not in CONE_MODES:
             raise ValueError(f"{self.name}: cones must be one of {', '.join(CONE_MODES)}, got {self.cones!r}; "
                              f"give --task-arg cones=hard (constraints, solved by csqp) or cones=penalty (costs)")
         if self.cones == "hard" and not self.supports_hard_cones():
             raise ValueError(f"{self.name}: cones=hard is not available for this task (its problem has the cones as "
-                             f"penalty costs only); use cones=penalty")
-        if self.cones == "hard":
-            d = type(self).defaults
-            self.defaults = RunDefaults(solver="csqp", horizon=d.horizon, dt=d.dt, update_period=d.update_period)
+                             f"penalty costs only); use cones=penalty (a subclass with its own build_problem: "
+                             f"declare the field as cones: str = \"penalty\")")
+        solver = CONE_SOLVERS[self.cones]
+        if self.defaults.solver != solver:
+            self.defaults = replace(self.defaults, solver=solver)
 
     def _contact_bodies(self) -> np.ndarray:
         """MuJoCo ids of the bodies whose contacts with the ground the cone criterion judges: those

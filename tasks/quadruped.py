@@ -44,8 +44,9 @@ class QuadrupedStand(LeggedTask, Task):
     actuators and a free-floating trunk; feet: the four contact frames (sites or bodies; defaults
     for the bundled robots); poses: ``(t_start, dz, roll, pitch, yaw)`` rows, each active from its
     start time; pushes: ``(t [s], body, (fx, fy, fz) [N], duration [s])`` applied in the simulator;
-    cones: ``"penalty"`` (friction cone and unilateral normal force as a cost, ``w_cone``) or
-    ``"hard"`` (the same as constraints of every running knot, solved by csqp)."""
+    cones: ``"hard"`` (the default: friction cone and unilateral normal force as constraints of
+    every running knot, solved by csqp) or ``"penalty"`` (the same as a cost, ``w_cone``, solved by
+    fddp)."""
 
     robot: str = "hyq"
     feet: tuple | str | None = None
@@ -62,7 +63,7 @@ class QuadrupedStand(LeggedTask, Task):
     w_force: float = 1e-3               # contact forces around the standing distribution [1/(N² s)]
     w_cone: float = 10.0                # friction-cone and unilateral-force penalty [1/(N² s)]
     mu: float = 0.7                     # friction coefficient of the cone (inscribed pyramid)
-    cones: str = "penalty"              # "penalty" (w_cone) or "hard" (constraints, csqp): tasks.legged.CONE_MODES
+    cones: str = "hard"                 # "hard" (constraints, csqp) or "penalty" (w_cone, fddp): tasks.legged.CONE_MODES
     terminal_factor: float = 10.0       # terminal weights = running weights × this
     fall_height: float = 0.5            # a fall: the trunk below this fraction of its standing height
     height_tolerance: float = 0.02      # m, median height error after settling
@@ -72,7 +73,7 @@ class QuadrupedStand(LeggedTask, Task):
     name: str = "quadruped-stand"
     description: str = "quadruped: four feet down, trunk height/orientation targets, pushes"
     model: RobotModel = field(init=False, repr=False)
-    defaults = RunDefaults(solver="fddp", horizon=20, dt=0.02)   # docs/tasks.md: rates measured
+    defaults = RunDefaults(solver="csqp", horizon=20, dt=0.02)   # cones=hard; docs/tasks.md: rates measured
 
     def __post_init__(self):
         poses = np.array(self.poses, dtype=float).reshape(-1, 5)

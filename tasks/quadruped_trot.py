@@ -62,8 +62,8 @@ class QuadrupedTrot(LeggedTask, Task):
     double_support_time [s]; step_height [m] (None: 0.15 leg lengths); start_time: standing
     before the first step [s] (raised to one horizon by :meth:`build_problem`); ramp_time: the command ramps up from 0 over this [s]; pushes:
     ``(t, body, (fx, fy, fz), duration)`` applied in the simulator; cones: the stance feet's friction
-    cone and unilateral normal force as a cost (``"penalty"``, ``w_cone``) or as constraints of the
-    stance knots (``"hard"``, solved by csqp; the impulse knots have none)."""
+    cone and unilateral normal force as constraints of the stance knots (``"hard"``, the default,
+    solved by csqp; the impulse knots have none) or as a cost (``"penalty"``, ``w_cone``, fddp)."""
 
     robot: str = "hyq"
     feet: tuple | str | None = None
@@ -87,7 +87,7 @@ class QuadrupedTrot(LeggedTask, Task):
     w_force: float = 1e-4               # contact forces around the phase's standing distribution [1/(N² s)]
     w_cone: float = 10.0                # friction-cone and unilateral-force penalty [1/(N² s)]
     mu: float = 0.7                     # friction coefficient of the cone (inscribed pyramid)
-    cones: str = "penalty"              # stance feet's cones: "penalty" (w_cone) or "hard" (constraints, csqp)
+    cones: str = "hard"                 # stance feet's cones: "hard" (constraints, csqp) or "penalty" (w_cone, fddp)
     w_swing_z: float = 1e4              # swing-foot height profile [1/(m² s)]
     w_swing_xy: float = 1e3             # swing-foot horizontal path to the foothold
     w_touchdown_vel: float = 1e2        # foot velocity on the knot before touchdown [1/((m/s)² s)]
@@ -104,7 +104,7 @@ class QuadrupedTrot(LeggedTask, Task):
     name: str = "quadruped-trot"
     description: str = "quadruped: diagonal-pair trot at a commanded forward velocity and yaw rate"
     model: RobotModel = field(init=False, repr=False)
-    defaults = RunDefaults(solver="fddp", horizon=16, dt=0.02)   # docs/tasks.md: rates measured
+    defaults = RunDefaults(solver="csqp", horizon=16, dt=0.02)   # cones=hard; docs/tasks.md: rates measured
 
     def __post_init__(self):
         for key in ("swing_time", "duration_s", "velocity_leg_fraction"):
@@ -136,8 +136,9 @@ class QuadrupedTrot(LeggedTask, Task):
         if self.yaw_rate != 0.0:
             # turning: with one solver iteration per update the plan can fail to recover from the
             # dynamics gaps of a touchdown impulse entering the horizon (tiny line-search steps, the
-            # gaps and cone violations pile up, the robot falls); a second iteration closes them
-            self.defaults = replace(type(self).defaults, iterations=max(2, type(self).defaults.iterations))
+            # gaps and cone violations pile up, the robot falls); a second iteration closes them (the
+            # solver stays the one _setup_cones chose for the cones mode)
+            self.defaults = replace(self.defaults, iterations=max(2, self.defaults.iterations))
         if self.step_height is None:
             self.step_height = 0.15 * self.leg_length
         if not (np.isfinite(self.step_height) and self.step_height > 0):

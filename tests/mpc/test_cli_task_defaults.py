@@ -9,7 +9,7 @@ import json
 import pytest
 
 import tasks
-from mpc.cli import build_parser, main, run_settings
+from mpc.cli import _penalty_cones_for_solver, build_parser, main, run_settings
 
 
 def _settings(*flags, task="hyq-stand"):
@@ -20,11 +20,11 @@ def _settings(*flags, task="hyq-stand"):
 
 def test_flags_override_the_tasks_defaults():
     d = tasks.resolve_task("hyq-stand").defaults
-    assert (d.solver, d.horizon, d.dt, d.period) == ("fddp", 20, 0.02, 0.02)
-    assert _settings() == ("fddp", 20, 0.02, 20, ["solver", "horizon", "dt", "update period", "iterations"])
+    assert (d.solver, d.horizon, d.dt, d.period) == ("csqp", 20, 0.02, 0.02)
+    assert _settings() == ("csqp", 20, 0.02, 20, ["solver", "horizon", "dt", "update period", "iterations"])
     assert _settings("--solver", "ddp", "--horizon", "8") == ("ddp", 8, 0.02, 20, ["dt", "update period", "iterations"])
     # a given --dt: one update per knot (the task's update period goes with its own dt)
-    assert _settings("--dt", "0.005") == ("fddp", 20, 0.005, 5, ["solver", "horizon", "iterations"])
+    assert _settings("--dt", "0.005") == ("csqp", 20, 0.005, 5, ["solver", "horizon", "iterations"])
     assert _settings("--update-every", "7")[3] == 7
     assert _settings("--dt", "0.005", "--update-every", "7")[3] == 7
 
@@ -59,9 +59,12 @@ def test_every_bundled_task_declares_defaults_and_they_are_listed(capsys):
         assert isinstance(d, tasks.RunDefaults)
         assert f"defaults: {d.describe()}" in listing
         assert f"{name:<17} {d.describe()}" in helptext
-    # the legged tasks are tuned for FDDP (DDP's contact second-order terms are finite differences)
+    # the legged tasks default to hard cones, which only csqp enforces; with the cones as penalty
+    # costs they are tuned for FDDP (DDP's contact second-order terms are finite differences)
     for name in ("hyq-stand", "hyq-trot", "atlas-balance"):
-        assert tasks.resolve_task(name).defaults.solver == "fddp"
+        cls = tasks.resolve_task(name)
+        assert cls.defaults.solver == "csqp" and cls.solver_switches() == (("cones=penalty", "fddp"),)
+        assert f"{name:<17} {cls.defaults.describe()} (solver fddp with cones=penalty)" in helptext
 
 
 def test_run_without_flags_uses_the_task_defaults(tmp_path, capsys):
@@ -70,10 +73,12 @@ def test_run_without_flags_uses_the_task_defaults(tmp_path, capsys):
                  "--out", str(out)]) == 0
     s = json.loads((out / "summary.json").read_text())
     cfg = s["config"]
-    assert (cfg["solver"], cfg["horizon"], cfg["dt"], cfg["update_every"]) == ("fddp", 20, 0.02, 20)
+    assert (cfg["solver"], cfg["horizon"], cfg["dt"], cfg["update_every"]) == ("csqp", 20, 0.02, 20)
     assert cfg["task_defaults_used"] == "solver, horizon, dt, update period, iterations"
+    assert "task_args" not in cfg and s["notes"] == []
+    assert s["evaluation"]["details"]["cones"]["mode"] == "hard"         # the default: hard cones, csqp
     assert s["timing"]["updates"] == 2                                   # t = 0.02, 0.04 s (0: the first solve)
-    assert s["second_order"] == {"used": False, "sources": []}          # FDDP takes no second-order terms
+    assert s["second_order"] == {"used": False, "sources": []}          # CSQP takes no second-order terms
     assert "DDP second order" not in capsys.readouterr().out
 
 
@@ -82,9 +87,40 @@ def test_ddp_on_contact_knots_says_its_second_order_terms_are_finite_differences
     assert main(["run", "hyq-stand", "--solver", "ddp", "--horizon", "4", "--duration", "0.04",
                  "--initial-iterations", "2", "--quiet", "--out", str(out)]) == 0
     s = json.loads((out / "summary.json").read_text())
+    # an explicit solver without constraints: the run takes the penalty cones and says so
+    assert s["config"]["task_args"] == {"cones": "penalty"}
+    assert s["evaluation"]["details"]["cones"]["mode"] == "penalty"
+    assert len(s["notes"]) == 1 and s["notes"][0].startswith("--solver ddp does not enforce constraints")
     assert s["second_order"]["used"] is True
     assert s["second_order"]["sources"] == ["central differences of the analytical first-order contact-dynamics "
                                             "derivatives"]
     text = capsys.readouterr().out
     assert "DDP second order  central differences of the analytical first-order contact-dynamics derivatives" in text
     assert "--solver fddp" in text
+
+
+def test_explicit_solver_with_the_default_hard_cones():
+    """The rule for an explicit ``--solver`` on a task whose hard cones are its default: a solver
+    that enforces constraints (csqp) keeps them; one that does not (fddp, ddp, ilqr, the sampling
+    planners) gets the penalty cones, with a note; an explicit ``cones=hard`` with such a solver is
+    an error naming both ways out."""
+    stand = tasks.get_task("hyq-stand")
+    note = _penalty_cones_for_solver(stand, "fddp", {})
+    assert note is not None and "cones=penalty" in note and "--solver csqp" in note
+    for solver in ("ilqr", "ddp", "sampling"):
+        assert _penalty_cones_for_solver(stand, solver, {}) is not None
+    assert _penalty_cones_for_solver(stand, "csqp", {}) is None          # csqp enforces them
+    assert _penalty_cones_for_solver(stand, None, {}) is None            # the task's default: csqp
+    assert _penalty_cones_for_solver(stand, "fddp", {"cones": "hard"}) is None   # asked for: error below
+    pen = tasks.get_task("hyq-stand", cones="penalty")
+    assert _penalty_cones_for_solver(pen, "fddp", {"cones": "penalty"}) is None
+    iiwa = tasks.get_task("iiwa-reach")                                  # no cones option
+    assert _penalty_cones_for_solver(iiwa, "ddp", {}) is None
+
+
+def test_explicit_hard_cones_with_an_unconstrained_solver_is_refused(capsys):
+    assert main(["run", "hyq-stand", "--solver", "fddp", "--task-arg", "cones=hard", "--duration", "0.04",
+                 "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "cones=hard are constraints and only --solver csqp enforces them (got --solver fddp)" in err
+    assert "--task-arg cones=penalty" in err

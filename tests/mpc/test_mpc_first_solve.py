@@ -1,7 +1,8 @@
 """The controller's first solve (:meth:`mpc.MPC.start`) when the solver's default guess fails: it is
 retried from the measured state held at every knot, and if that fails too the controller stops with
 one error naming both failures (never a plan built from non-finite values). The retry succeeding is
-checked on a perturbed humanoid start in tests/tasks/test_humanoid_walk.py."""
+checked on a perturbed humanoid start in tests/tasks/test_humanoid_walk.py. Also how an update sets
+up its solve: the warm start's tail, and the measured state set before the task's update_problem."""
 
 from __future__ import annotations
 
@@ -53,3 +54,28 @@ def test_knots_past_the_previous_plan_take_the_tasks_nominal_controls():
     us = seen[0]
     np.testing.assert_array_equal(us[:N - 2], first.us[2:])     # the shifted plan
     np.testing.assert_array_equal(us[N - 2:], 7.0)              # past its end: the nominal controls
+
+
+def test_update_problem_sees_the_measured_state_of_its_own_update():
+    """The controller sets the measured state before the task's ``update_problem`` runs, so a task
+    that reads ``problem.x0`` there (the gaits: footholds and trunk path from where the robot is)
+    gets this update's state, not the previous one's."""
+    from tasks.iiwa_reach import IiwaReach
+
+    seen = []
+
+    class Recording(IiwaReach):
+        def update_problem(self, problem, t):
+            seen.append((float(t), problem.x0.copy()))
+            super().update_problem(problem, t)
+
+    task = Recording()
+    ctrl = MPC(task, solver="ilqr", backend="numpy", horizon=4, dt=0.02, initial_iterations=2)
+    x0 = np.array(task.initial_state(), float)
+    x1 = x0.copy()
+    x1[task.model.nq:] = 0.1                                          # a measured velocity at the update
+    ctrl.start(0.0, x0)
+    n = len(seen)
+    ctrl.update(0.02, x1)
+    assert len(seen) == n + 1 and seen[-1][0] == 0.02
+    np.testing.assert_array_equal(seen[-1][1], x1)

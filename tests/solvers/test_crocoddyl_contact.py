@@ -24,7 +24,7 @@ N, DT = 10, 0.01
 
 @pytest.fixture(scope="module")
 def hyq():
-    task = tasks.get_task("hyq-stand")
+    task = tasks.get_task("hyq-stand", cones="penalty")
     p = task.build_problem(task.initial_state(), N, DT, backend="numpy", passive_forces=False)
     task.update_problem(p, 3.0)          # the pitched-trunk target: something to optimise
     return task, p
@@ -143,7 +143,7 @@ def test_mpc_rate_anchor_on_a_legged_task():
     one warm-started FDDP iteration and calcDiff are timed (values not checked: speed is never
     asserted)."""
     from benchmarks import mpc_rate
-    task = tasks.get_task("hyq-stand")
+    task = tasks.get_task("hyq-stand", cones="penalty")
     croc_t = mpc_rate.time_crocoddyl_iteration(task, 4, DT, 1)
     assert "unavailable" not in croc_t, croc_t
     assert croc_t["iteration_s"] > 0 and croc_t["calcdiff_s"] > 0

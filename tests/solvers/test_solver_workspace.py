@@ -163,7 +163,7 @@ def test_warm_mpc_update_reuses_the_workspace(solver):
 def test_contact_stage_writes_into_the_workspace():
     """A legged problem's contact-dynamics derivatives land in the workspace's contact buffers,
     the same ones update after update."""
-    task = get_task("hyq-stand")
+    task = get_task("hyq-stand", cones="penalty")
     mpc = MPC(task, solver="ilqr", backend="numba", horizon=8, dt=0.02, initial_iterations=3)
     x = task.initial_state()
     mpc.start(0.0, x)
@@ -268,7 +268,7 @@ def test_data_is_allocated_when_built_and_follows_re_phasing():
     replaces none); after re-phasing, the next evaluation gives data to the new groups and keeps
     that of groups whose integrated model and knots did not change, and the results equal fresh
     data's (including a group of non-contiguous knots)."""
-    task = get_task("hyq-trot")
+    task = get_task("hyq-trot", cones="penalty")
     x0 = task.initial_state()
     p = task.build_problem(x0, horizon=16, dt=0.02, backend="numpy")
     task.update_problem(p, 0.5)                  # stance, impact, four feet down, stance of the other pair

@@ -180,7 +180,8 @@ def test_atlas_squats_and_returns_with_both_soles_flat():
     # down 10 cm in 0.5 s, hold 0.15 s, back up in 0.5 s; a short coarse horizon (8 × 40 ms) keeps
     # the test cheap (about 15 s of CPU; the wall time grows with the machine's load)
     task = get_task("atlas-balance", waypoints=((0.0, 0.0, 0.0), (0.1, 0.0, 0.0), (0.6, -0.10, 0.0),
-                                                (0.75, -0.10, 0.0), (1.25, 0.0, 0.0)), duration_s=1.5)
+                                                (0.75, -0.10, 0.0), (1.25, 0.0, 0.0)), duration_s=1.5,
+                    cones="penalty")                       # FDDP: the wrench cone as a cost
     horizon, dt = 8, 0.04
     ctrl = MPC(task, solver="fddp", backend="numba", horizon=horizon, dt=dt)
     ctrl.warmup()

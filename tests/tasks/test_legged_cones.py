@@ -9,6 +9,8 @@ from the simulator's data after every ``mj_step``)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import mujoco
 import numpy as np
 import pytest
@@ -98,10 +100,18 @@ def test_bad_cones_option_says_what_to_give():
         get_task("hyq-stand", cones="soft")
 
 
-def test_hard_cones_are_constraints_and_make_csqp_the_default():
-    pen, hard = get_task("hyq-stand"), get_task("hyq-stand", cones="hard")
-    assert pen.defaults.solver == "fddp" and hard.defaults.solver == "csqp"
-    assert type(hard).defaults.solver == "fddp"                      # the class keeps its own
+def test_hard_cones_are_the_default_constraints_and_csqp_the_default_solver():
+    hard, pen = get_task("hyq-stand"), get_task("hyq-stand", cones="penalty")
+    assert hard.cones == "hard" and hard.defaults.solver == "csqp" and pen.defaults.solver == "fddp"
+    assert type(pen).defaults.solver == "csqp"                       # the class keeps its own
+    assert pen.defaults == replace(type(pen).defaults, solver="fddp")  # only the solver changes
+    for name in ("hyq-stand", "hyq-trot", "atlas-balance", "quadruped-stand", "quadruped-trot", "humanoid-balance"):
+        cls = tasks.resolve_task(name)
+        assert cls.cones == "hard" and cls.supports_hard_cones() and cls.defaults.solver == "csqp", name
+    # a turning trot's two iterations per update go with either mode's solver
+    for cones, solver in (("hard", "csqp"), ("penalty", "fddp")):
+        d = get_task("hyq-trot", yaw_rate=0.3, cones=cones).defaults
+        assert (d.solver, d.iterations) == (solver, 2)
     p = hard.build_problem(hard.initial_state(), 4, 0.02, backend="numpy")
     assert "cone" not in p.running_cost.terms
     assert all(isinstance(c, FrictionCone) for am in p.running_models for c in am.constraints)
@@ -153,11 +163,11 @@ def test_tasks_listing_names_the_solver_an_option_switches_to(capsys):
     assert main(["tasks"]) == 0
     out = capsys.readouterr().out.splitlines()
     line = out[out.index(next(r for r in out if r.startswith("hyq-stand "))) + 1]
-    assert line.strip() == "defaults: fddp, horizon 20 x 20 ms, update every 20 ms (solver csqp with cones=hard)"
+    assert line.strip() == "defaults: csqp, horizon 20 x 20 ms, update every 20 ms (solver fddp with cones=penalty)"
     walk = tasks.resolve_task("humanoid-walk") if "humanoid-walk" in tasks.list_tasks() else None
     if walk is not None and not walk.supports_hard_cones():   # a subclass with its own problem
         line = out[out.index(next(r for r in out if r.startswith("humanoid-walk "))) + 1]
-        assert "csqp" not in line
+        assert "csqp" not in line and walk.cones == "penalty" and walk.defaults.solver == "fddp"
         with pytest.raises(ValueError, match="cones=hard is not available"):
             get_task("humanoid-walk", cones="hard")
 

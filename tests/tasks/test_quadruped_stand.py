@@ -16,7 +16,7 @@ from tests.helpers.quadruped_mjcf import FEET, quadruped_mjcf
 
 
 def _run(task, duration, horizon=16, dt=0.02):
-    ctrl = MPC(task, solver="fddp", backend="numba", horizon=horizon, dt=dt)
+    ctrl = MPC(task, solver=task.defaults.solver, backend="numba", horizon=horizon, dt=dt)   # hard cones: csqp
     ctrl.warmup()
     h = float(task.model.mj_model.opt.timestep)
     return simulate(task.model, ctrl, task.initial_state(), duration, mode="lockstep",

@@ -164,7 +164,7 @@ def test_floating_base_state_cost_and_difference(scale):
     """HyQ (free-flyer): the compiled x ⊖ x_ref, its Jacobian (SE(3) right-Jacobian inverse) and
     the solver's compiled batched difference against the numpy Lie algebra, and l_x against
     central differences along tangent perturbations x ⊕ h e_i."""
-    task = tasks.get_task("hyq-stand")
+    task = tasks.get_task("hyq-stand", cones="penalty")
     p = task.build_problem(task.initial_state(), 6, 0.02, backend="numba")
     m, n = p.model, p.horizon
     assert any(t.name == "state" and t.group == 0 for t in p._compiled_costs().terms)
@@ -298,7 +298,7 @@ def test_trot_problem_compiled_equals_python_path():
     """A re-phased hyq-trot problem (swing height and foothold terms, touchdown velocity, contact
     force and cone terms, an impulse knot): the compiled terms plus the Python remainder give the
     Python path's values and derivatives."""
-    task = tasks.get_task("hyq-trot")
+    task = tasks.get_task("hyq-trot", cones="penalty")
     p = task.build_problem(task.initial_state(), 16, 0.01, backend="numba")
     task.update_problem(p, 0.5)
     assert any(type(t.cost).__name__ == "FrameHeightCost" for t in p._compiled_costs().terms)
@@ -310,7 +310,7 @@ def test_layout_reused_when_a_knot_structure_returns():
     """A re-phased horizon that returns to an earlier knot structure reuses that structure's layout
     (not rebuilt), re-packs the references and scales of the current update, and still equals the
     Python path; a changed term list gets a new layout."""
-    task = tasks.get_task("hyq-trot")
+    task = tasks.get_task("hyq-trot", cones="penalty")
     p = task.build_problem(task.initial_state(), 12, 0.01, backend="numba")
     xs, us = _trot_trajectory(task, p, 11)
     task.update_problem(p, 0.5)

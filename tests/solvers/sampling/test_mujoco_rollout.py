@@ -93,7 +93,7 @@ def test_hyq_stands_with_mujoco_rollouts():
     MuJoCo's contacts (the 150 N push is measured in docs/solvers.md: too long for a test)."""
     from mpc import MPC
     from sim.runner import simulate
-    task = tasks.get_task("hyq-stand")
+    task = tasks.get_task("hyq-stand", cones="penalty")
     ctrl = MPC(task, solver="sampling", backend="numpy", horizon=10, dt=0.02, initial_iterations=2, tol=0.0,
                solver_options={"samples": 8, "seed": 0, "rollout": "mujoco"})
     assert ctrl.solver.policy == "pd" and ctrl.solver.feedback.stiffness == 1.0

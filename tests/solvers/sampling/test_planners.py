@@ -138,7 +138,7 @@ def test_feedback_policy_planner(problem):
     np.testing.assert_allclose(res.K, planner.feedback.gains(res.xs), rtol=1e-12)
     warm = planner.solve(xs_init=res.xs, us_init=res.us, max_iter=1)
     assert warm.cost_history[0] == pytest.approx(res.cost, rel=1e-6)
-    hyq = tasks.get_task("hyq-stand")
+    hyq = tasks.get_task("hyq-stand", cones="penalty")
     p = hyq.build_problem(hyq.initial_state(), 4, 0.02, backend="numpy")
     with pytest.raises(ValueError, match="fixed-base"):
         PredictiveSampling(p, policy="gravity_damping")

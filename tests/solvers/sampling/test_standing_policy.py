@@ -15,7 +15,7 @@ from solvers.sampling.policy import PDSetpoints, standing_torques
 
 
 def _hyq(x0=None, horizon: int = 4):
-    task = tasks.get_task("hyq-stand")
+    task = tasks.get_task("hyq-stand", cones="penalty")
     x0 = task.initial_state() if x0 is None else x0
     return task, task.build_problem(x0, horizon, 0.02, backend="numpy")
 
