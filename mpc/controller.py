@@ -163,7 +163,8 @@ class MPC:
         control loop uses — the backend's dynamics kernels and, with the ``numba`` backend, the
         solver's compiled backward pass, rollout and cost terms, and (with latency compensation)
         the state predictor's step — so that no update pays for compilation
-        (:meth:`solvers.ILQR.warmup`, :mod:`solvers.warmup`).
+        (:meth:`solvers.ILQR.warmup`, :mod:`solvers.warmup`); also at the task's
+        :meth:`~tasks.Task.warmup_times` (a gait's swing and impulse knots).
 
         progress: optional ``progress(label, done, total)``: for a backend compiled on first use
         (numba) called with each kernel numba starts compiling (``total`` None: not known in
@@ -176,7 +177,18 @@ class MPC:
             self._predictor(self.dt).step(x0, u)
 
         extra = predict_one_step if self.latency_compensation is not None else None
-        return self.solver.warmup(progress=progress, extra=extra).seconds
+        seconds = self.solver.warmup(progress=progress, extra=extra).seconds
+        times = tuple(self.task.warmup_times())
+        if times:
+            # the knot kinds a gait's problem takes later (swing, touchdown impulse): solved once
+            # each here, then the problem is set back to t = 0
+            try:
+                for t in times:
+                    self.task.update_problem(self.problem, float(t))
+                    seconds += self.solver.warmup(progress=progress).seconds
+            finally:
+                self.task.update_problem(self.problem, 0.0)
+        return seconds
 
     def start(self, t: float, x) -> Plan:
         """First plan from state ``x`` at time ``t``: ``initial_iterations`` iterations from the

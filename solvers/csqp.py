@@ -333,6 +333,8 @@ class CSQP(ILQR):
         us = self.us + alpha * self.qp.du
         with self._timed("forward"), np.errstate(all="ignore"):
             xn, forces = self._next_states_and_forces(xs, us)   # one contact solve per knot, shared
+            if not (sum_is_finite(xs) and sum_is_finite(xn)):     # a diverging trial (the model refuses NaN)
+                return None
             gaps = np.concatenate([p.state.difference(xs[:1], p.x0[None]), p.state.difference(xs[1:], xn)])
         if not (sum_is_finite(gaps) and sum_is_finite(xs)):
             return None

@@ -96,12 +96,12 @@ def warm_up(solver: "ILQR", progress: Progress | None = None,
                     warm_kernels_on_dummy_data(solver, [c for c in calls if c not in job.calls])
                 finally:
                     job.wait()
-            solver.solve(max_iter=1)
+            _one_iteration(solver)
             if saved is not None:
                 # whether a batch is worth the thread pool depends on its size, which one iteration
                 # need not show: a second one sends every batch to the parallel variant
                 be.parallel_threshold_us = 0.0
-                solver.solve(max_iter=1)
+                _one_iteration(solver)
             if extra is not None:
                 extra()
     finally:
@@ -109,6 +109,25 @@ def warm_up(solver: "ILQR", progress: Progress | None = None,
             be.parallel_threshold_us = saved
     result.seconds = time.perf_counter() - t0
     return result
+
+
+def _one_iteration(solver: "ILQR") -> None:
+    """One throw-away solver iteration from the default guess, or, when that guess fails before its
+    first iteration or raises on non-finite values (an open-loop rollout that diverges, e.g. a
+    legged robot's torques held through a touchdown), from the initial state held at every knot with the default controls (as
+    :meth:`mpc.MPC.start` retries). tol 0: an iteration even where the guess is already optimal (a
+    robot standing still), which would otherwise end the solve before the QP's or backward pass's
+    kernels ran."""
+    try:
+        r = solver.solve(max_iter=1, tol=0.0)
+        failed = r.iterations == 0 and not r.converged
+    except ValueError:      # non-finite values met inside the solve (a wild trial step)
+        failed = True
+    if failed:
+        p = solver.problem
+        x0 = np.asarray(p.x0, float)
+        solver.solve(np.repeat(x0[None], p.horizon + 1, axis=0),
+                     np.repeat(p.default_controls()[None], p.horizon, axis=0), max_iter=1, tol=0.0)
 
 
 def _warm_up_backend_first(solver: "ILQR", progress: Progress | None) -> None:
@@ -125,7 +144,7 @@ def _warm_up_backend_first(solver: "ILQR", progress: Progress | None) -> None:
     if compiled:
         if progress is not None:
             progress("solver kernels", max(total[0] - 1, 0), max(total[0], 1))
-        solver.solve(max_iter=1)
+        _one_iteration(solver)
 
 
 def batched_derivative_calls(solver: "ILQR") -> list[tuple[str, int]]:

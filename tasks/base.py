@@ -215,6 +215,14 @@ class Task:
         control (which, for a knot with another contact set, can be far from feasible)."""
         return None
 
+    def warmup_times(self) -> tuple[float, ...]:
+        """Times [s] at which :meth:`update_problem` gives the problem knot kinds that it does not
+        have at t = 0 (e.g. a gait's swing and touchdown-impulse knots): the MPC's warm-up also
+        solves there, so the first updates that meet those knots do not compile their kernels.
+        Default: none (the problem's kinds of knots do not change over time). Valid once
+        :meth:`build_problem` has run."""
+        return ()
+
     def metrics(self, t: float, x) -> dict[str, float]:
         """Scalar metrics of state x at time t [s] (e.g. ``"ee_error"`` [m]), traced over a run:
         the report summarises and plots each one."""

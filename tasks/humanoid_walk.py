@@ -365,6 +365,10 @@ class HumanoidWalk(HumanoidBalance):
             self._impact[j].target = xy
             self._impact_rot[j].target = rot
 
+    def warmup_times(self) -> tuple[float, ...]:
+        """Halfway through the first swing: the horizon has stance, swing and touchdown-impulse knots."""
+        return (self.start_time + 0.5 * self.swing_time,)
+
     def nominal_controls(self, problem: ShootingProblem) -> np.ndarray:
         """Each knot's phase standing torques (N, nu) (:meth:`Task.nominal_controls`): a swing knot
         entering the horizon gets the single-support torques, not the double-support ones of the

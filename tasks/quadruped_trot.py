@@ -402,6 +402,10 @@ class QuadrupedTrot(LeggedTask, Task):
             self._swing_xy[j].target = xy_t[j]
             self._impact[j].target = xy_t[j]
 
+    def warmup_times(self) -> tuple[float, ...]:
+        """Halfway through the first swing: the horizon has stance, swing and touchdown-impulse knots."""
+        return (self.start_time + 0.5 * self.swing_time,)
+
     def nominal_controls(self, problem: ShootingProblem) -> np.ndarray:
         """Each knot's phase standing torques (N, nu) (:meth:`Task.nominal_controls`): a knot that
         enters the horizon with feet lifted gets the torques of its own stance, not those of the

@@ -17,12 +17,14 @@ from dynamics.spatial import motion_cross_matrix, skew
 
 
 def integrate_or_nan(integrate: Callable, a: np.ndarray, d: np.ndarray) -> np.ndarray:
-    """``integrate(a, d)`` with NaN results where ``d`` is not finite (the model rejects NaN
-    input; a diverging rollout candidate is dropped by its NaN state instead)."""
-    bad = ~np.all(np.isfinite(d), axis=-1)
-    if not bad.any():
+    """``integrate(a, d)`` with NaN results where ``a`` or ``d`` is not finite (the model rejects
+    NaN input; a diverging rollout candidate or line-search trial is dropped by its NaN state
+    instead)."""
+    if sum_is_finite(a) and sum_is_finite(d):
         return integrate(a, d)
-    out = integrate(a, np.where(bad[..., None], 0.0, d))
+    bad = ~(np.all(np.isfinite(d), axis=-1) & np.all(np.isfinite(a), axis=-1))
+    with np.errstate(invalid="ignore", divide="ignore"):     # the zeroed rows' quaternions: NaN, as wanted
+        out = integrate(np.where(bad[..., None], 0.0, a), np.where(bad[..., None], 0.0, d))
     out[bad] = np.nan
     return out
 

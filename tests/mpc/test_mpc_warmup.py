@@ -6,6 +6,8 @@ that is not warmed by use runs its own warm-up with counted steps."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 from mpc import MPC
@@ -98,7 +100,42 @@ def test_a_backend_warmed_by_its_own_warmup_counts_its_steps(monkeypatch):
     assert res.compiled == [] and res.compiled_ahead == []
     # a compiled solver on such a backend: its kernels are one more step
     ctrl.solver.compiled = True
-    monkeypatch.setattr(ctrl.solver, "solve", lambda **k: steps.append("solve"))
+    monkeypatch.setattr(ctrl.solver, "solve",
+                        lambda *a, **k: steps.append("solve") or SimpleNamespace(iterations=1, converged=False))
     steps.clear()
     ctrl.solver.warmup(progress=lambda label, done, total: steps.append((label, done, total)))
     assert steps == [("rnea", 0, 3), ("aba", 1, 3), ("solver kernels", 2, 3), "solve"]
+
+
+def _compiled_signatures() -> dict[str, int]:
+    """Number of compiled (or cache-loaded) signatures of every numba kernel of the project."""
+    import sys
+
+    from numba.core.registry import CPUDispatcher
+    out = {}
+    for name, mod in list(sys.modules.items()):
+        if mod is None or not name.startswith(("dynamics.", "solvers.")):
+            continue
+        for key, v in list(vars(mod).items()):
+            if isinstance(v, CPUDispatcher):
+                out[f"{name}.{key}"] = len(v.signatures)
+    return out
+
+
+@pytest.mark.parametrize("name, duration", [("hyq-stand", 0.1), ("hyq-trot", 0.62), ("humanoid-walk", 0.95)])
+def test_the_closed_loop_meets_no_kernel_the_warmup_left_out(name, duration):
+    """After MPC.warmup, a closed loop adds no kernel signature: hyq-stand's hard cones start at the
+    optimum (a warm-up solve that stopped at the initial KKT check would skip the QP's kernels),
+    the gaits' first swing and touchdown-impulse knots come after t = 0 (Task.warmup_times), and the
+    walk's default guess diverges there (the warm-up then holds the state)."""
+    from sim.runner import simulate
+
+    task = get_task(name)
+    d = task.defaults
+    ctrl = MPC(task, solver=d.solver, backend="numba", horizon=8, dt=d.dt, initial_iterations=2)
+    ctrl.warmup()
+    before = _compiled_signatures()
+    h = float(task.model.mj_model.opt.timestep)
+    simulate(task.model, ctrl, task.initial_state(), duration, mode="lockstep", update_every=max(1, round(d.dt / h)))
+    after = _compiled_signatures()
+    assert {k: (before.get(k, 0), n) for k, n in after.items() if n != before.get(k, 0)} == {}
