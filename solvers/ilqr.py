@@ -61,7 +61,7 @@ class _StageTimer:
         return False
 
 
-def _refuse_constraints(solver: str, problem: ShootingProblem) -> None:
+def refuse_constraints(solver: str, problem: ShootingProblem) -> None:
     """ValueError when a knot of ``problem`` carries hard constraints (a solver without them would
     silently ignore them)."""
     knots = sum(1 for am in problem.running_models if am.constraints)
@@ -132,7 +132,7 @@ class ILQR:
         if line_search not in LINE_SEARCHES:
             raise ValueError(f"unknown line_search '{line_search}'; use one of {', '.join(LINE_SEARCHES)}")
         if not self.handles_constraints:
-            _refuse_constraints(type(self).__name__, problem)
+            refuse_constraints(type(self).__name__, problem)
         self.problem = problem
         self.box = bool(box)
         self.line_search = line_search

@@ -17,6 +17,7 @@ import numpy as np
 
 from dynamics.inputs import sum_is_finite
 
+from ..ilqr import refuse_constraints
 from ..problem import ShootingProblem
 from ..result import TIMING_KEYS, SolverResult
 from ..warmup import WarmupResult
@@ -84,6 +85,7 @@ class SamplingPlanner:
                  rollout: str = "model", rollout_threads: int = 1):
         if not isinstance(problem, ShootingProblem):
             raise TypeError(f"{type(self).__name__}: expected a ShootingProblem, got {type(problem).__name__}")
+        refuse_constraints(type(self).__name__, problem)     # the rollouts' costs would ignore them
         self.problem = problem
         self.samples = _positive_int("samples", samples, 2)
         if isinstance(noise, bool) or not isinstance(noise, (int, float, np.number)) or not (0 < noise < math.inf):

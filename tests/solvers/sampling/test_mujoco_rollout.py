@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import tasks
+from tasks.legged import with_penalty_cones
 from dynamics.mujoco_state import ActuatorMap, read_state, write_state
 from solvers.sampling import MPPI, PredictiveSampling
 from solvers.sampling.mujoco_rollout import MujocoRollout
@@ -17,7 +18,7 @@ from solvers.sampling.policy import PDSetpoints
 
 
 def _problem(name: str, horizon: int = 4, dt: float = 0.02):
-    task = tasks.get_task(name)
+    task = tasks.get_task(name, **with_penalty_cones(tasks.resolve_task(name), {}))   # planners refuse hard cones
     return task.build_problem(task.initial_state(), horizon, dt, backend="numpy")
 
 

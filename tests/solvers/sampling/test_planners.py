@@ -342,3 +342,13 @@ def test_pd_planner_reaches_and_holds_in_mujoco(solver, noise, median, worst):
     assert d[0] > 0.3, d[0]
     assert np.median(late) < median and late.max() < worst, \
         f"distance over [0.6, 1] s: median {np.median(late):.3f} m, max {late.max():.3f} m"
+
+
+@pytest.mark.parametrize("planner", [PredictiveSampling, MPPI, CEM])
+def test_a_planner_refuses_hard_constraints(planner):
+    """A problem with hard constraints (hyq-stand's default friction cones) is refused by name, not
+    sampled with the constraints silently dropped."""
+    hyq = tasks.get_task("hyq-stand")
+    p = hyq.build_problem(hyq.initial_state(), 4, 0.02, backend="numpy")
+    with pytest.raises(ValueError, match="does not handle hard constraints.*CSQP"):
+        planner(p, samples=4)
