@@ -350,20 +350,58 @@ class QuadrupedTrot(LeggedTask, Task):
         probe[-1] = probe[-2]
         return probe
 
+    def _phase_pattern(self, t: float, N: int, dt: float) -> tuple:
+        """What the horizon from t owes only to the gait's phase, with times relative to t:
+        ``(running models, knot controls (N, nu), knot times - t (N+1,), per pair (lift-off - t
+        (N+1,), unique touchdowns - t, their index per knot (N+1,), lift profile ½(1 - cos 2πs),
+        stride profile s - sin(2πs)/2π (N+1,)) with s the knots' swing fraction (1 on impulse
+        knots))``. Once every probe of the horizon is past start_time the pattern repeats every gait
+        cycle, so it is kept per phase (rounded to 1 ns, as :meth:`contact_state`), for the phase
+        models of the last :meth:`build_problem`."""
+        owner, cache = getattr(self, "_pattern_cache", (None, None))
+        if owner is not self._phase_models:
+            cache = {}
+            self._pattern_cache = (self._phase_models, cache)
+        key = None
+        if t >= self.start_time + dt:   # every probe (down to t - dt/2) inside the periodic gait
+            key = (N, dt, self.start_time, self.cycle, round(float(np.mod(t - self.start_time, self.cycle)), 9))
+            hit = cache.get(key)
+            if hit is not None:
+                return hit
+        sched = self.knot_schedule(t, N, dt)
+        # running models: a swing knot followed by a touchdown takes the "last" variant
+        models = [self._phase_models[kind if kind[0] == "impulse" else (kind, self.touchdown_next(sched, k))]
+                  for k, (_, kind) in enumerate(sched)]
+        controls = np.stack([self.u_stand if kind[0] == "impulse" else self._phase_controls[kind]
+                             for _, kind in sched])
+        controls.setflags(write=False)
+        times = self.knot_times(sched, dt)
+        probe = self.swing_probes(sched, dt)
+        impulse = np.array([kind[0] == "impulse" for _, kind in sched] + [False])
+        pairs = []
+        for p in (0, 1):
+            lo, td = np.array([self.swing_window(float(pk), self.pairs[p][0]) for pk in probe]).T
+            s = np.clip((times - lo) / (td - lo), 0.0, 1.0)
+            s[impulse] = 1.0            # the impulse knot is the touchdown: on the foothold
+            tds, which = np.unique(td - t, return_inverse=True)
+            pairs.append((lo - t, tds, which, 0.5 * (1.0 - np.cos(2.0 * np.pi * s)),
+                          s - np.sin(2 * np.pi * s) / (2 * np.pi)))
+        out = (models, controls, times - t, pairs)
+        if key is not None:
+            if len(cache) > 512:        # a few cycles' phases at most in practice
+                cache.clear()
+            cache[key] = out
+        return out
+
     def update_problem(self, problem: ShootingProblem, t: float) -> None:
         m = self.model
         N = problem.horizon
         dt = self.dt
         t = float(t)
         x_now = problem.x0
-        sched = self.knot_schedule(t, N, dt)
-        # running models: a swing knot followed by a touchdown takes the "last" variant
-        problem.set_running_models([self._phase_models[kind if kind[0] == "impulse" else
-                                                        (kind, self.touchdown_next(sched, k))]
-                                    for k, (_, kind) in enumerate(sched)])
-        self._knot_controls = np.stack([self.u_stand if kind[0] == "impulse" else self._phase_controls[kind]
-                                        for _, kind in sched])
-        times = self.knot_times(sched, dt)
+        models, self._knot_controls, rel_times, pairs = self._phase_pattern(t, N, dt)
+        problem.set_running_models(models)
+        times = t + rel_times
         # trunk references: forward from where the trunk is, height/attitude/legs of the standing posture
         refs = np.repeat(self.x_stand[None], N + 1, axis=0)
         refs[:, m.nq] = self.command(times)                   # body-frame forward velocity
@@ -385,18 +423,15 @@ class QuadrupedTrot(LeggedTask, Task):
                 self._liftoff[j] = feet_now[j]
         z_t = np.zeros((4, N + 1))
         xy_t = np.zeros((4, N + 1, 3))
-        probe = self.swing_probes(sched, dt)
-        impulse = np.array([kind[0] == "impulse" for _, kind in sched] + [False])
-        windows = [np.array([self.swing_window(float(pk), self.pairs[p][0]) for pk in probe]) for p in (0, 1)]
         for j in range(4):
-            lo, td = windows[0 if j in self.pairs[0] else 1].T          # (N+1,) each: the swing of each knot
-            start = np.where((lo <= t)[:, None], self._liftoff[j][None, :2], feet_now[j][None, :2])
-            holds = {d: self._foothold(j, x_now, t, d) for d in np.unique(td)}   # a few per horizon
-            hold = np.stack([holds[d][:2] for d in td])
-            s = np.clip((times - lo) / (td - lo), 0.0, 1.0)
-            s[impulse] = 1.0            # the impulse knot is the touchdown: on the foothold
-            z_t[j] = self._ground[j] + self.step_height * 0.5 * (1.0 - np.cos(2.0 * np.pi * s))
-            xy_t[j, :, :2] = start + (hold - start) * (s - np.sin(2 * np.pi * s) / (2 * np.pi))[:, None]
+            # (N+1,) each: the swing of each knot (lift-off, touchdown relative to t) and its profiles
+            lo, tds, which, lift, stride = pairs[0 if j in self.pairs[0] else 1]
+            # lifted off by now (lift-off at or before t, to the schedule's 1 ns): from the lift-off point
+            start = np.where((lo <= 1e-9)[:, None], self._liftoff[j][None, :2], feet_now[j][None, :2])
+            holds = np.stack([self._foothold(j, x_now, t, t + d)[:2] for d in tds])   # a few per horizon
+            hold = holds[which]
+            z_t[j] = self._ground[j] + self.step_height * lift
+            xy_t[j, :, :2] = start + (hold - start) * stride[:, None]
             xy_t[j, :, 2] = self._ground[j]
             self._swing_z[j].target = z_t[j]
             self._swing_xy[j].target = xy_t[j]

@@ -32,7 +32,7 @@ from .constrained_dynamics import _Unpack
 from .constraint_rows import contact_rows, velocity_derivative_q
 from .contact_set import ContactSet
 from .forces import contact_fext, world_force_rotation_dq
-from .schur import SchurSolver
+from .schur import SchurSolver, check_pivots
 
 
 @dataclass(frozen=True)
@@ -83,12 +83,30 @@ def impulse_dynamics(backend, model, q, v_minus, contacts: ContactSet, restituti
     return ImpulseDynamicsResult(unflatten(batch, v_plus), unflatten(batch, imp))
 
 
+def _fused_derivatives(backend, model, q, vm, contacts, e, func):
+    """``(dvp_dq, dvp_dv, dimp_dq, dimp_dv)`` (flat batch) from the compiled kernel of
+    :mod:`.numba_kernels` when the backend's compiled impulse dynamics is that module's (the numba
+    backend: same packed model) and covers this call, else None."""
+    cd = backend.compiled_contact_dynamics(model, contacts)
+    if cd is None:
+        return None
+    from . import numba_kernels as ck
+    if cd.impulse_range is not ck.impulse_range or not ck.supports_fused_impulse(contacts, q, vm):
+        return None
+    _, _, flag, dvp, dimp = ck.impulse_dynamics_derivatives_fused(model, q, vm, contacts, e)
+    check_pivots(contacts, func, flag)
+    return dvp[0], dvp[1], dimp[0], dimp[1]
+
+
 def impulse_dynamics_derivatives(backend, model, q, v_minus, contacts: ContactSet,
                                  restitution: float = 0.0) -> ImpulseDynamicsDerivatives:
     """``(dvp_dq, dvp_dvminus, dimp_dq, dimp_dvminus)`` of :func:`impulse_dynamics`."""
     func = "impulse_dynamics_derivatives"
     e = check_restitution(restitution, func)
     batch, (q, vm) = flat_args(func, model, contacts, q=(q, "nq"), v_minus=(v_minus, "nv"))
+    fused = _fused_derivatives(backend, model, q, vm, contacts, e, func)
+    if fused is not None:
+        return ImpulseDynamicsDerivatives(*(unflatten(batch, x) for x in fused))
     v_plus, imp, J, R, Mi, MiJt, solver = _solve(backend, model, q, vm, contacts, e, func)
     z = np.zeros_like(vm)
     fext = contact_fext(model, contacts, imp, R)

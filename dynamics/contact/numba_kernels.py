@@ -340,6 +340,66 @@ def _schur(Jc, Mb, JMi, K, idx):
 
 
 @_jit
+def _forces_as_fext(point, oRf, lam, fbody, fbR, fbp, fext):
+    """Contact forces ``lam`` (nc,) (point: world-aligned, turned to the frame axes by ``oRf``; 6-D:
+    frame axes) as external forces ``fext`` (nbody, 6) in body frames at body origins (zeroed here)."""
+    k = oRf.shape[0]
+    for bb in range(fext.shape[0]):
+        for r in range(6):
+            fext[bb, r] = 0.0
+    fl = np.zeros(3)
+    tl = np.zeros(3)
+    fb = np.empty(3)
+    tb = np.empty(3)
+    for f in range(k):
+        if point:
+            for r in range(3):
+                fl[r] = oRf[f, 0, r] * lam[3 * f] + oRf[f, 1, r] * lam[3 * f + 1] + oRf[f, 2, r] * lam[3 * f + 2]
+        else:
+            for r in range(3):
+                fl[r] = lam[6 * f + r]
+                tl[r] = lam[6 * f + 3 + r]
+        for r in range(3):
+            fb[r] = 0.0
+            tb[r] = 0.0
+            for c in range(3):
+                fb[r] += fbR[f, 3 * r + c] * fl[c]
+                tb[r] += fbR[f, 3 * r + c] * tl[c]
+        bp0, bp1, bp2 = fbp[f, 0], fbp[f, 1], fbp[f, 2]
+        tb[0] += bp1 * fb[2] - bp2 * fb[1]
+        tb[1] += bp2 * fb[0] - bp0 * fb[2]
+        tb[2] += bp0 * fb[1] - bp1 * fb[0]
+        body = fbody[f]
+        for r in range(3):
+            fext[body, r] += fb[r]
+            fext[body, 3 + r] += tb[r]
+
+
+@_jit
+def _turning_force_dq(f, oRf, F, lam, Jc, Jw, Z, dq):
+    """Point contact frame ``f``: its world-aligned force ``lam[3f:3f+3]`` turns with the frame while
+    ∂RNEA holds ``fext`` fixed in body axes, which adds ``-J_linᵀ [λ]× J_ω,world`` to ``dq`` (nv, nv)
+    (:func:`.forces.world_force_rotation_dq`); ``F[1, f, 3:]`` is the frame's local angular Jacobian,
+    ``Jw``, ``Z`` (3, nv) scratch."""
+    nv = dq.shape[0]
+    for c in range(nv):
+        ja0, ja1, ja2 = F[1, f, 3, c], F[1, f, 4, c], F[1, f, 5, c]
+        for r in range(3):
+            Jw[r, c] = oRf[f, r, 0] * ja0 + oRf[f, r, 1] * ja1 + oRf[f, r, 2] * ja2
+    la0, la1, la2 = lam[3 * f], lam[3 * f + 1], lam[3 * f + 2]
+    for c in range(nv):
+        Z[0, c] = la1 * Jw[2, c] - la2 * Jw[1, c]
+        Z[1, c] = la2 * Jw[0, c] - la0 * Jw[2, c]
+        Z[2, c] = la0 * Jw[1, c] - la1 * Jw[0, c]
+    for i in range(nv):
+        j0, j1, j2 = Jc[3 * f, i], Jc[3 * f + 1, i], Jc[3 * f + 2, i]
+        if j0 == 0.0 and j1 == 0.0 and j2 == 0.0:
+            continue
+        for c in range(nv):
+            dq[i, c] -= j0 * Z[0, c] + j1 * Z[1, c] + j2 * Z[2, c]
+
+
+@_jit
 def contact_range(li, lf, gv, bl, bf, q, v, tau, flink, ff, fbody, fbR, fbp, point, kp, kd, pref, derivs,
                   Mi, bias, zero, no_fext, fext, rd, a_out, lam_out, flag, da, dl, start, stop):
     """States ``start`` to ``stop - 1``: ``a_out`` (B, nv), ``lam_out`` (B, nc), ``flag[b]`` = smallest
@@ -400,35 +460,7 @@ def contact_range(li, lf, gv, bl, bf, q, v, tau, flink, ff, fbody, fbR, fbp, poi
                 a_out[b, i] += JMi[r, i] * lr
         if not derivs:
             continue
-        # contact forces as external forces (body frames, body origins)
-        for bb in range(fext.shape[1]):
-            for r in range(6):
-                fext[b, bb, r] = 0.0
-        for f in range(k):
-            fl = np.zeros(3)
-            tl = np.zeros(3)
-            if point:
-                for r in range(3):
-                    fl[r] = (oRf[f, 0, r] * lam_out[b, 3 * f] + oRf[f, 1, r] * lam_out[b, 3 * f + 1]
-                             + oRf[f, 2, r] * lam_out[b, 3 * f + 2])
-            else:
-                for r in range(3):
-                    fl[r] = lam_out[b, 6 * f + r]
-                    tl[r] = lam_out[b, 6 * f + 3 + r]
-            fb = np.zeros(3)
-            tb = np.zeros(3)
-            for r in range(3):
-                for c in range(3):
-                    fb[r] += fbR[f, 3 * r + c] * fl[c]
-                    tb[r] += fbR[f, 3 * r + c] * tl[c]
-            bp0, bp1, bp2 = fbp[f, 0], fbp[f, 1], fbp[f, 2]
-            tb[0] += bp1 * fb[2] - bp2 * fb[1]
-            tb[1] += bp2 * fb[0] - bp0 * fb[2]
-            tb[2] += bp0 * fb[1] - bp1 * fb[0]
-            body = fbody[f]
-            for r in range(3):
-                fext[b, body, r] += fb[r]
-                fext[b, body, 3 + r] += tb[r]
+        _forces_as_fext(point, oRf, lam_out[b], fbody, fbR, fbp, fext[b])
         rnea_derivatives_range(li, lf, gv, bl, bf, q, v, a_out, fext, rd, b, b + 1)
         dq = rd[0, b]
         dv = rd[1, b]
@@ -463,19 +495,7 @@ def contact_range(li, lf, gv, bl, bf, q, v, tau, flink, ff, fbody, fbR, fbp, poi
                         Rq[3 * f + r, c] = (oRf[f, r, 0] * x0 + oRf[f, r, 1] * x1 + oRf[f, r, 2] * x2
                                             + kp * Jc[3 * f + r, c])
                         Rv[3 * f + r, c] = oRf[f, r, 0] * y0 + oRf[f, r, 1] * y1 + oRf[f, r, 2] * y2
-                        Jw[r, c] = oRf[f, r, 0] * ja0 + oRf[f, r, 1] * ja1 + oRf[f, r, 2] * ja2
-                # world-aligned force turning with the frame: dID/dq -= J_linᵀ [λ]× J_ω,world
-                la0, la1, la2 = lam_out[b, 3 * f], lam_out[b, 3 * f + 1], lam_out[b, 3 * f + 2]
-                for c in range(nv):
-                    Z[0, c] = la1 * Jw[2, c] - la2 * Jw[1, c]
-                    Z[1, c] = la2 * Jw[0, c] - la0 * Jw[2, c]
-                    Z[2, c] = la0 * Jw[1, c] - la1 * Jw[0, c]
-                for i in range(nv):
-                    j0, j1, j2 = Jc[3 * f, i], Jc[3 * f + 1, i], Jc[3 * f + 2, i]
-                    if j0 == 0.0 and j1 == 0.0 and j2 == 0.0:
-                        continue
-                    for c in range(nv):
-                        dq[i, c] -= j0 * Z[0, c] + j1 * Z[1, c] + j2 * Z[2, c]
+                _turning_force_dq(f, oRf, F, lam_out[b], Jc, Jw, Z, dq)
             else:
                 for r in range(6):
                     for c in range(nv):
@@ -551,6 +571,75 @@ def impulse_range(li, lf, gv, bl, bf, q, v, flink, ff, fbody, fbR, fbp, point, k
             vp_out[b, i] = vb[i] + acc_
 
 
+@_jit
+def impulse_derivatives_range(li, lf, gv0, bl, bf, q, v, flink, ff, fbody, fbR, fbp, point, pref, restitution,
+                              Mi, zero, fext, dvel, rd, vp_out, imp_out, flag, dvp, dimp, start, stop):
+    """:func:`impulse_range` (v⁺, Λ, rank flags) and the first-order derivatives of states ``start``
+    to ``stop - 1`` (:func:`.impulse.impulse_dynamics_derivatives`, same math): ``dvp`` (2, B, nv,
+    nv) = ∂v⁺/∂q, ∂v⁺/∂v⁻ and ``dimp`` (2, B, nc, nv) = ∂Λ/∂q, ∂Λ/∂v⁻. ``∂ID₀/∂q`` is the RNEA
+    derivative at zero velocity and gravity (``gv0``: the packed gravity row with the gravity
+    zeroed) with acceleration v⁺ − v⁻ and the impulses as external forces; the velocity-constraint
+    term is the contact frames' velocity derivative at ``v⁺ + e v⁻``. Scratch: ``Mi`` (B, nv, nv),
+    ``fext`` (B, nbody, 6), ``dvel`` (B, nv), ``rd`` (2, B, nv, nv); ``zero`` (B, nv) zeros."""
+    impulse_range(li, lf, gv0, bl, bf, q, v, flink, ff, fbody, fbR, fbp, point, 0.0, 0.0, pref, restitution,
+                  Mi, zero, vp_out, imp_out, flag, start, stop)
+    nv = v.shape[1]
+    k = flink.shape[0]
+    nc = imp_out.shape[1]
+    rw = rows_workspace(li.shape[0], nv, k, nc)
+    _, R, p, oR, op, chain, W, t, xv, xa, vel, acc, vJ, S, Rf, ov, oa, F, oRf, opf, Jc, _ = rw
+    JMi, MiJt, K = np.empty((nc, nv)), np.empty((nv, nc)), np.empty((nc, nc))
+    w, Rq, R2 = np.empty(nv), np.empty((nc, nv)), np.empty((nc, 2 * nv))
+    Jw, Z = np.empty((3, nv)), np.empty((3, nv))
+    e1 = 1.0 + restitution
+    for b in range(start, stop):
+        if not flag[b] > PIVOT_RTOL:
+            continue
+        vb = v[b]
+        Mb = Mi[b]
+        # the rows and the factor of K again (impulse_range keeps neither): what the derivatives use
+        constraint_rows(li, lf, q[b], vb, zero[b], flink, ff, point, 0.0, 0.0, pref, rw)
+        _schur(Jc, Mb, JMi, K, np.arange(nc))
+        MiJt[:, :] = JMi.T
+        for i in range(nv):
+            dvel[b, i] = vp_out[b, i] - vb[i]
+            w[i] = vp_out[b, i] + restitution * vb[i]
+        # ∂ID₀/∂q: M(q) Δv − J(q)ᵀ Λ at zero velocity and gravity
+        _forces_as_fext(point, oRf, imp_out[b], fbody, fbR, fbp, fext[b])
+        rnea_derivatives_range(li, lf, gv0, bl, bf, q, zero, dvel, fext, rd, b, b + 1)
+        dq = rd[0, b]
+        # ∂(J(q) w)/∂q at fixed w = v⁺ + e v⁻ (point: R (∂v_lin/∂q − [v_lin]× J_ω))
+        for f in range(k):
+            _frame_sweep(li, lf, R, p, oR, op, flink[f], ff, f, w, zero[b], True, chain, W, t, xv, xa, vel, acc,
+                         vJ, S, Rf, ov[f], oa[f], F[0, f], F[1, f], F[2, f], F[3, f], oRf[f], opf[f])
+            if point:
+                l0, l1, l2 = ov[f, 0], ov[f, 1], ov[f, 2]
+                for c in range(nv):
+                    ja0, ja1, ja2 = F[1, f, 3, c], F[1, f, 4, c], F[1, f, 5, c]
+                    x0 = F[0, f, 0, c] - (l1 * ja2 - l2 * ja1)
+                    x1 = F[0, f, 1, c] - (l2 * ja0 - l0 * ja2)
+                    x2 = F[0, f, 2, c] - (l0 * ja1 - l1 * ja0)
+                    for r in range(3):
+                        Rq[3 * f + r, c] = oRf[f, r, 0] * x0 + oRf[f, r, 1] * x1 + oRf[f, r, 2] * x2
+                _turning_force_dq(f, oRf, F, imp_out[b], Jc, Jw, Z, dq)
+            else:
+                for r in range(6):
+                    for c in range(nv):
+                        Rq[6 * f + r, c] = F[0, f, r, c]
+        # both right-hand sides side by side: [∂Λ/∂q | ∂Λ/∂v⁻] = K⁻¹ [J M⁻¹ ∂ID₀/∂q − ∂(J w)/∂q | −(1 + e) J]
+        R2[:, :nv] = np.dot(JMi, dq) - Rq
+        R2[:, nv:] = -e1 * Jc
+        cholesky_solve(K, nc, R2)
+        dimp[0, b] = R2[:, :nv]
+        dimp[1, b] = R2[:, nv:]
+        # [∂v⁺/∂q | ∂v⁺/∂v⁻] = M⁻¹ Jᵀ [∂Λ/∂q | ∂Λ/∂v⁻] − [M⁻¹ ∂ID₀/∂q | −1]
+        Z2 = np.dot(MiJt, R2)
+        dvp[0, b] = Z2[:, :nv] - np.dot(Mb, dq)
+        dvp[1, b] = Z2[:, nv:]
+        for i in range(nv):
+            dvp[1, b, i, i] += 1.0
+
+
 def supports_fused(contacts, *arrays) -> bool:
     """Whether the fused kernel covers this call: float64 inputs, no damping, no 6-D kp term."""
     return (contacts.damping == 0.0 and not (contacts.kind == "6d" and contacts.baumgarte[0] != 0.0)
@@ -616,6 +705,27 @@ def impulse_dynamics_fused(model, q, v_minus, contacts, restitution: float):
                   contacts.kind == "point", 0.0, 0.0, pref, float(restitution), np.empty((B, nv, nv)),
                   _zero(B, nv), vp, imp, flag, 0, B)
     return vp, imp, flag
+
+
+def impulse_dynamics_derivatives_fused(model, q, v_minus, contacts, restitution: float):
+    """``(v_plus (B, nv), impulse (B, nc), flag (B,), dvp (2, B, nv, nv), dimp (2, B, nc, nv))`` of
+    :func:`impulse_derivatives_range` on flat float64 inputs, serially (impact knots are few);
+    ``flag`` holds the smallest relative pivot of K (the caller raises if too small)."""
+    pm = packed(model)
+    flink, ff, fbody, fbR, fbp, pref = _static(contacts)
+    B, nv, nc = q.shape[0], model.nv, contacts.nc
+    gv0 = pm.gv.copy()                  # writeable like pm.gv: contact_range's RNEA-derivative types
+    gv0[:3] = 0.0
+    vp = np.zeros((B, nv))
+    imp = np.zeros((B, nc))
+    flag = np.empty(B)
+    dvp = np.zeros((2, B, nv, nv))
+    dimp = np.zeros((2, B, nc, nv))
+    impulse_derivatives_range(pm.li, pm.lf, gv0, pm.bl, pm.bf, _f64(q), _f64(v_minus), flink, ff, fbody, fbR, fbp,
+                              contacts.kind == "point", pref, float(restitution), np.empty((B, nv, nv)),
+                              _zero(B, nv), np.zeros((B, model.nbody, 6)), np.empty((B, nv)),
+                              np.empty((2, B, nv, nv)), vp, imp, flag, dvp, dimp, 0, B)
+    return vp, imp, flag, dvp, dimp
 
 
 def static_args(contacts) -> tuple:

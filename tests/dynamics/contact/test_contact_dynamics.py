@@ -223,6 +223,29 @@ def test_impulse_dynamics_and_derivatives_vs_pinocchio(backend, name, restitutio
         check(f"{name} J v_plus", Jc @ qv_p, -restitution * (Jc @ qv_m), tol)
 
 
+
+@pytest.mark.parametrize("name", CASES)
+@pytest.mark.parametrize("restitution", [0.0, 0.4])
+def test_numba_compiled_impulse_derivatives_match_the_numpy_reference(name, restitution, monkeypatch):
+    """The numba backend's impulse-dynamics derivatives come from its compiled kernel
+    (``numba_kernels.impulse_dynamics_derivatives_fused``, counted) and equal the numpy backend's
+    generic implementation to round-off; the Pinocchio and finite-difference tests check both."""
+    if "numba" not in BACKENDS:
+        pytest.skip("the numba backend is not available on this machine")
+    from dynamics.contact import numba_kernels as ck
+    calls = []
+    fused = ck.impulse_dynamics_derivatives_fused
+    monkeypatch.setattr(ck, "impulse_dynamics_derivatives_fused", lambda *a: calls.append(1) or fused(*a))
+    c = get_case(name)
+    contacts = c.contacts()
+    q, v, _ = states(c, seed=5)
+    ours = dynamics.get_backend("numba").impulse_dynamics_derivatives(c.model, q, v, contacts, restitution=restitution)
+    ref = dynamics.get_backend("numpy").impulse_dynamics_derivatives(c.model, q, v, contacts, restitution=restitution)
+    assert calls == [1], "the numba backend did not run its compiled impulse derivatives"
+    for label, o, r in zip(("dvp_dq", "dvp_dvminus", "dimp_dq", "dimp_dvminus"), ours, ref):
+        check(f"{name} {label}", o, r, 1e-12)
+
+
 # ------------------------------------------------------------------------------ MuJoCo
 def _mj_contact_jacobian(c: Case, m, d, q) -> np.ndarray:
     """Constraint Jacobian (nc, nv) w.r.t. MuJoCo qvel: point rows world-aligned linear, 6d rows
