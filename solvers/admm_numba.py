@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from dynamics.kernels.dense import cholesky, cholesky_solve
-from dynamics.kernels.jit import jit
+from dynamics.kernels.jit import jit, jit_inline
 
 # status of admm_iterations
 NOT_CONVERGED = 0     # the iterations asked for ran without meeting the tolerances
@@ -64,17 +64,24 @@ def _multiplier_row(y, rho, g, z, v):
         v[r] = y[r] + rho[r] * (g[r] - z[r])
 
 
-@jit
-def _transpose_times(G, v, out):
-    """``out = Gᵀ v`` for G (m, n), v (m,)."""
-    for i in range(out.shape[0]):
-        out[i] = 0.0
+@jit_inline
+def _add_transpose_times(G, v, out):
+    """``out += Gᵀ v`` for G (m, n), v (m,), out (n,): a sum of G's contiguous rows (vectorises);
+    inlined (a call per knot and product costs as much as the product on a small robot)."""
     for r in range(G.shape[0]):
         w = v[r]
         if w != 0.0:
             for i in range(out.shape[0]):
                 out[i] += G[r, i] * w
     return out
+
+
+@jit
+def _transpose_times(G, v, out):
+    """``out = Gᵀ v`` for G (m, n), v (m,)."""
+    for i in range(out.shape[0]):
+        out[i] = 0.0
+    return _add_transpose_times(G, v, out)
 
 
 @jit
@@ -88,8 +95,8 @@ def _max_abs(a):
 
 
 @jit
-def admm_iterations(Fx, Fu, gaps, K, L, Vxx, mu, lx, lu, lxN, Gx, Gu, g, lower, upper, rho, near, sigma, alpha,
-                    n_iter, eps_abs, eps_rel, scale_q, y, z, dx, du, k, w, out):
+def admm_iterations(Fx, Fu, FxT, FuT, gaps, K, KT, L, Vxx, mu, lx, lu, lxN, Gx, Gu, GxT, GuT, g, lower, upper, rho, near,
+                    sigma, alpha, n_iter, eps_abs, eps_rel, scale_q, y, z, dx, du, k, w, out):
     """Up to ``n_iter`` ADMM iterations at fixed ρ and μ, in place.
 
     Fx (N, ndx, ndx), Fu (N, ndx, nu), gaps (N+1, ndx): the linearised dynamics; K (N, nu, ndx),
@@ -98,13 +105,17 @@ def admm_iterations(Fx, Fu, gaps, K, L, Vxx, mu, lx, lu, lxN, Gx, Gu, g, lower, 
     g (N+1, m): the constraints' Jacobians and values, lower/upper (N+1, m) their bounds; rho
     (N+1, m) the per-row penalty; near (N+1, m) bool: the rows the ρ update measures; sigma the
     proximal weight, alpha the over-relaxation; scale_q: a floor of the dual residual's scale
-    ``max(‖Gᵀy‖∞, scale_q)`` (:meth:`solvers.admm_qp.StagewiseAdmmQP.solve`'s ``dual_scale``). State (in/out): y, z (N+1, m), dx (N+1, ndx),
-    du (N, nu); outputs: k (N, nu) the last feed-forward, w (N+1, m) the last ``g + G d``, out (6,):
-    primal and dual residuals, their scales, and the primal and dual residuals over the ``near``
-    rows (for the ρ update), all of the last iteration. The dual residual and its scale (``Gᵀ dz``,
-    ``Gᵀ y``: as costly as the Riccati pass's constraint terms) are computed only where the test
-    can pass — the primal residual within its tolerance — and at the last iteration: the same
-    iterations stop as when they are computed every time. Returns ``(iterations, status)``."""
+    ``max(‖Gᵀy‖∞, scale_q)`` (:meth:`solvers.admm_qp.StagewiseAdmmQP.solve`'s ``dual_scale``).
+    FxT, FuT, KT, GxT, GuT: the same matrices with their last two axes swapped (C-contiguous), so
+    that every matrix-vector product of the iteration is a sum of contiguous matrix rows scaled by
+    one entry of the vector (no serial reduction: the loops vectorise). State (in/out): y, z (N+1,
+    m), dx (N+1, ndx), du (N, nu); outputs: k (N, nu) the last feed-forward, w (N+1, m) the last
+    ``g + G d``, out (6,): primal and dual residuals, their scales, and the primal and dual
+    residuals over the ``near`` rows (for the ρ update), all of the last iteration. The dual
+    residual and its scale (``Gᵀ dz``, ``Gᵀ y``: as costly as the Riccati pass's constraint
+    terms) are computed only where the test can pass — the primal residual within its tolerance —
+    and at the last iteration: the same iterations stop as when they are computed every time.
+    Returns ``(iterations, status)``."""
     N, ndx, nu = Fu.shape
     M = g.shape[1]
     v = np.empty(M)
@@ -140,12 +151,8 @@ def admm_iterations(Fx, Fu, gaps, K, L, Vxx, mu, lx, lu, lxN, Gx, Gu, g, lower, 
                 Qx[i] = lx[t, i] + ax[i] - sigma * dx[t, i]
             for i in range(nu):
                 Qu[i] = lu[t, i] + au[i] - sigma * du[t, i]
-            for j in range(ndx):
-                s = Vx[j]
-                for i in range(ndx):
-                    Qx[i] += Fx[t, j, i] * s
-                for i in range(nu):
-                    Qu[i] += Fu[t, j, i] * s
+            _add_transpose_times(Fx[t], Vx, Qx)
+            _add_transpose_times(Fu[t], Vx, Qu)
             for i in range(nu):
                 kt[i] = -Qu[i]
             cholesky_solve(L[t], nu, kt)
@@ -153,29 +160,24 @@ def admm_iterations(Fx, Fu, gaps, K, L, Vxx, mu, lx, lu, lxN, Gx, Gu, g, lower, 
                 k[t, i] = kt[i]
                 Qu[i] -= mu * kt[i]
             for a in range(ndx):
-                s = Qx[a]
-                for i in range(nu):
-                    s += K[t, i, a] * Qu[i]
-                Vx[a] = s + Vf[t, a]
+                Vx[a] = Qx[a] + Vf[t, a]
+            _add_transpose_times(K[t], Qu, Vx)
         # linear rollout
         finite = 0.0
         for i in range(ndx):
             dx[0, i] = gaps[0, i]
         for t in range(N):
             for i in range(nu):
-                s = k[t, i]
-                for j in range(ndx):
-                    s += K[t, i, j] * dx[t, j]
-                du[t, i] = s
-                finite += s
+                du[t, i] = k[t, i]
+            _add_transpose_times(KT[t], dx[t], du[t])
             for i in range(ndx):
-                s = gaps[t + 1, i]
-                for j in range(ndx):
-                    s += Fx[t, i, j] * dx[t, j]
-                for j in range(nu):
-                    s += Fu[t, i, j] * du[t, j]
-                dx[t + 1, i] = s
-                finite += s
+                dx[t + 1, i] = gaps[t + 1, i]
+            _add_transpose_times(FxT[t], dx[t], dx[t + 1])
+            _add_transpose_times(FuT[t], du[t], dx[t + 1])
+            for i in range(nu):
+                finite += du[t, i]
+            for i in range(ndx):
+                finite += dx[t + 1, i]
         if not np.isfinite(finite):
             return it, NON_FINITE
         # splitting variables, multipliers and the primal residual
@@ -188,13 +190,12 @@ def admm_iterations(Fx, Fu, gaps, K, L, Vxx, mu, lx, lu, lxN, Gx, Gu, g, lower, 
         last = it == n_iter
         for t in range(N + 1):
             for r in range(M):
-                s = g[t, r]
-                for i in range(ndx):
-                    s += Gx[t, r, i] * dx[t, i]
-                if t < N:
-                    for i in range(nu):
-                        s += Gu[t, r, i] * du[t, i]
-                w[t, r] = s
+                w[t, r] = g[t, r]
+            _add_transpose_times(GxT[t], dx[t], w[t])
+            if t < N:
+                _add_transpose_times(GuT[t], du[t], w[t])
+            for r in range(M):
+                s = w[t, r]
                 zp = z[t, r]
                 wr = alpha * s + (1.0 - alpha) * zp
                 zu = wr + y[t, r] / rho[t, r]

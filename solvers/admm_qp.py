@@ -172,6 +172,7 @@ class StagewiseAdmmQP:
             self._w, self._out = np.zeros_like(g), np.zeros(6)
         L, w, out = self._L, self._w, self._out
         g, Gx, Gu, lo, hi = (np.ascontiguousarray(v, dtype=np.float64) for v in (g, Gx, Gu, lo, hi))
+        FxT, FuT, GxT, GuT = (_transposed(v) for v in (Fx, Fu, Gx, Gu))
         lx, lu = np.ascontiguousarray(d.running.lx), np.ascontiguousarray(d.running.lu)
         lxN = np.ascontiguousarray(d.terminal.lx[0])
         it, factored = 0, None
@@ -183,13 +184,14 @@ class StagewiseAdmmQP:
                     if status != kern.OK:
                         raise SolverFailure(f"Q_uu + mu I not positive definite at knot {t} in the QP's Riccati pass")
                     factored = rho
+                    KT = _transposed(bw.K)
                 n = self.max_iter - it
                 if self.rho_update_interval:
                     n = min(n, self.rho_update_interval - it % self.rho_update_interval)
                 done, status = kern.admm_iterations(
-                    Fx, Fu, gaps, bw.K, L, bw.Vxx, float(reg.mu), lx, lu, lxN, Gx, Gu, g, lo, hi,
-                    rho, self._near | self.equality, self.sigma, self.relaxation, int(n), self.eps_abs, self.eps_rel,
-                    scale_q, self.y, self.z, self.dx, self.du, bw.k, w, out)
+                    Fx, Fu, FxT, FuT, gaps, bw.K, KT, L, bw.Vxx, float(reg.mu), lx, lu, lxN, Gx, Gu, GxT, GuT, g,
+                    lo, hi, rho, self._near | self.equality, self.sigma, self.relaxation, int(n), self.eps_abs,
+                    self.eps_rel, scale_q, self.y, self.z, self.dx, self.du, bw.k, w, out)
             it += done
             if status == kern.NON_FINITE:
                 raise SolverFailure("the QP step is non-finite (ill-conditioned constraints or dynamics); "
@@ -289,6 +291,11 @@ class StagewiseAdmmQP:
             if not reg.increase():
                 raise SolverFailure(f"regularization blow-up in the QP's Riccati pass ({failure}; mu > "
                                     f"{reg.mu_max:.1e})")
+
+
+def _transposed(a: np.ndarray) -> np.ndarray:
+    """``a`` (..., r, c) with its last two axes swapped, C-contiguous (..., c, r)."""
+    return np.ascontiguousarray(np.swapaxes(a, -1, -2))
 
 
 def _slack(bound: np.ndarray) -> np.ndarray:

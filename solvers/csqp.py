@@ -49,7 +49,7 @@ from .problem import ProblemDerivatives, ShootingProblem
 from .problem_constraints import ProblemConstraints
 from .problem_costs import RolloutContactForces
 from .regularization import Regularization
-from .result import ConstrainedResult
+from .result import ConstrainedResult, shift_knots
 
 
 class CSQP(ILQR):
@@ -236,7 +236,7 @@ class CSQP(ILQR):
         N = len(models)
         for n in range(1, N):
             if all(models[t] is prev[t + n] for t in range(N - n)):
-                self._y_prev, self._z_prev = _shift_knots(self._y_prev, n), _shift_knots(self._z_prev, n)
+                self._y_prev, self._z_prev = shift_knots(self._y_prev, n), shift_knots(self._z_prev, n)
                 return
 
     def _initial_guess(self, xs_init, us_init):
@@ -420,11 +420,3 @@ class CSQP(ILQR):
         self.cost = cost
         return alpha
 
-
-def _shift_knots(a: np.ndarray, n: int) -> np.ndarray:
-    """Per-knot rows a (N+1, ...) moved n knots earlier: the last running knot's rows repeated,
-    the terminal knot's kept."""
-    N = a.shape[0] - 1
-    m = min(n, N)
-    run = np.concatenate([a[m:N], np.repeat(a[N - 1:N], m, axis=0)]) if N > 0 else a[:0]
-    return np.concatenate([run, a[N:]])

@@ -97,8 +97,13 @@ class ConstrainedResult(SolverResult):
         :meth:`shifted` for the trajectory."""
         if int(n) != n or n < 0:
             raise ValueError(f"shift n must be a non-negative integer, got {n}")
-        y = self.multipliers
-        N = y.shape[0] - 1
-        m = min(int(n), N)
-        run = np.concatenate([y[m:N], np.repeat(y[N - 1:N], m, axis=0)]) if N > 0 else y[:0]
-        return np.concatenate([run, y[N:]])
+        return shift_knots(self.multipliers, int(n))
+
+
+def shift_knots(a: np.ndarray, n: int) -> np.ndarray:
+    """Per-knot rows a (N+1, ...) moved n >= 0 knots earlier: the last running knot's rows
+    repeated, the terminal knot's kept."""
+    N = a.shape[0] - 1
+    m = min(n, N)
+    run = np.concatenate([a[m:N], np.repeat(a[N - 1:N], m, axis=0)]) if N > 0 else a[:0]
+    return np.concatenate([run, a[N:]])

@@ -118,7 +118,16 @@ class EulerModel(ActuatedModel):
         read instead of solving again)."""
         q, v = self._split(np.asarray(x, float))
         vn = v + self.dt * self.acc.value(q, v, self.torques(q, v, np.asarray(u, float)), forces)
-        return integrate_state(self.model, q, self.dt * vn, vn, self._euclidean)
+        w = self.dt * vn
+        step = None if self._euclidean or q.ndim != 2 else self._compiled_step()
+        if step is not None and sum_is_finite(q) and sum_is_finite(w):
+            # the derivative stage's compiled q ⊕ w (its Jacobians are computed too and dropped:
+            # still cheaper than the numpy Lie step on a floating base)
+            n, nv = q.shape[0], vn.shape[-1]
+            qn = np.empty(q.shape)
+            step[0](step[1], as_kernel_input(q), as_kernel_input(w), qn, np.empty((n, nv, nv)), np.empty((n, nv, nv)))
+            return np.concatenate([qn, vn], axis=-1)
+        return integrate_state(self.model, q, w, vn, self._euclidean)
 
     # ------------------------------------------------------------ derivatives
     def _calc_first_order(self, data: EulerData, x: np.ndarray, u: np.ndarray) -> None:

@@ -125,7 +125,7 @@ def test_warm_start_follows_rephased_knots():
     with them; knots that keep their models keep their rows."""
     import dataclasses
 
-    from solvers.csqp import _shift_knots
+    from solvers.result import shift_knots
     wall = iiwa_wall(6, dt=0.05, backend="numpy")
     a = wall.running_models[0]
     b = dataclasses.replace(a)                      # another phase: same terms, another object
@@ -143,7 +143,7 @@ def test_warm_start_follows_rephased_knots():
     start = s.solve(xs_init=r.xs, us_init=r.us, max_iter=0).multipliers
     expected = r.shifted_multipliers(2)
     assert np.array_equal(start[1:], expected[1:]) and np.array_equal(start[0, rows], expected[0, rows])
-    assert np.array_equal(s.qp.z[1:], _shift_knots(z, 2)[1:])
+    assert np.array_equal(s.qp.z[1:], shift_knots(z, 2)[1:])
     again = s.solve(xs_init=r.xs, us_init=r.us, max_iter=0).multipliers      # same models: rows stay
     assert np.array_equal(again, start)
     wall.set_running_models([a] * N)                # no shift reproduces it: rows stay on their knots
