@@ -156,6 +156,8 @@ class ILQR:
         self._xs_buf, self._us_buf = np.empty((N + 1, nx)), np.empty((N, nu))
         self.gaps = np.zeros((N + 1, ndx))
         self.verbose = verbose
+        self._sources_of = None             # (knot structure, its second-order sources)
+        self._read_bounds()
 
     # the backward pass's results (views of its workspace)
     K = property(lambda self: self.backward.K, doc="feedback gains (N, nu, ndx) of the last backward pass")
@@ -175,14 +177,23 @@ class ILQR:
         return warm_up(self, progress, extra)
 
     def _start_solve(self, max_iter, tol) -> float:
-        """Check ``max_iter`` (a non-negative integer) and ``tol`` (>= 0), zero the stage timings;
-        returns the solve's start time (time.perf_counter)."""
+        """Check ``max_iter`` (a non-negative integer) and ``tol`` (>= 0), zero the stage timings,
+        read the control bounds the solve respects (``_box``, ``_lower``, ``_upper``: fixed during a
+        solve); returns the solve's start time (time.perf_counter)."""
         if int(max_iter) != max_iter or max_iter < 0:
             raise ValueError(f"max_iter must be a non-negative integer, got {max_iter}")
         if not (tol >= 0):
             raise ValueError(f"tol must be >= 0, got {tol}")
         self.timings = dict.fromkeys(TIMING_KEYS, 0.0)
+        self._read_bounds()
         return time.perf_counter()
+
+    def _read_bounds(self) -> None:
+        """``_box`` (the bounds are respected), ``_lower`` / ``_upper`` (nu,) (None without): read
+        once per solve, not at every stage."""
+        p = self.problem
+        self._box = self.box and p.has_bounds
+        self._lower, self._upper = (p.u_lower, p.u_upper) if self._box else (None, None)
 
     def solve(self, xs_init=None, us_init=None, max_iter: int = 50, tol: float = 1e-6) -> SolverResult:
         """Optimise from an initial guess (default: gravity-compensation controls rolled out from
@@ -278,9 +289,15 @@ class ILQR:
         self.xs, self.us = self._xs_buf, self._us_buf
 
     def _second_order_sources(self) -> tuple:
+        """The distinct second-order sources of the problem's dynamics groups (once per knot structure)."""
         if not self.uses_second_order:
             return ()
-        return tuple(dict.fromkeys(g.item.second_order_source for g in self.problem.dynamics_groups))
+        structure = self.problem.structure
+        cached = self._sources_of
+        if cached is None or cached[0] is not structure:
+            cached = self._sources_of = (structure, tuple(dict.fromkeys(g.item.second_order_source
+                                                                        for g in structure.dynamics_groups)))
+        return cached[1]
 
     # ------------------------------------------------------------ hooks (FDDP / DDP override)
     def _initial_trajectory(self, xs_init, us_init):
@@ -310,8 +327,14 @@ class ILQR:
             raise SolverFailure("the dynamics of the current iterate are non-finite (a diverged warm start); "
                                 "give a better xs_init/us_init")
         ss = self.problem.state
-        ss.difference(self.xs[0], self.problem.x0, out=self.gaps[0])
-        ss.difference(self.xs[1:], d.dynamics.xnext, out=self.gaps[1:])
+        if ss.euclidean:
+            # x1 ⊖ x0 = x1 - x0, every operand finite (xnext just checked, the iterate and x0 when set):
+            # the subtraction without StateSpace.difference's re-checks
+            np.subtract(self.problem.x0, self.xs[0], out=self.gaps[0])
+            np.subtract(d.dynamics.xnext, self.xs[1:], out=self.gaps[1:])
+        else:
+            ss.difference(self.xs[0], self.problem.x0, out=self.gaps[0])
+            ss.difference(self.xs[1:], d.dynamics.xnext, out=self.gaps[1:])
         if max(self.gaps.max(), -self.gaps.min()) <= self.gap_tol:
             self.feasible = True
             self.gaps[:] = 0.0
@@ -345,7 +368,10 @@ class ILQR:
     def _derivatives(self) -> ProblemDerivatives:
         with self._timed("derivatives"):
             try:
-                d = self.problem.derivatives(self.xs, self.us, second_order=self.uses_second_order, data=self.data)
+                # the iterate is the solver's own, checked when the solve started (initial_states,
+                # initial_controls) or rolled out finite since (Candidates.ok)
+                d = self.problem.derivatives(self.xs, self.us, second_order=self.uses_second_order, data=self.data,
+                                             checked=True)
             except RankDeficientContactError as e:      # an iterate at which a contact Jacobian lost rank
                 raise SolverFailure(f"the derivatives cannot be evaluated at the current iterate: {e}") from e
         # the derivatives' finiteness is checked where it matters, by the backward pass: a
@@ -355,10 +381,7 @@ class ILQR:
         return d
 
     def _gradient_norm(self, d: ProblemDerivatives) -> float:
-        p = self.problem
-        box = self.box and p.has_bounds
-        return projected_gradient_norm(d, self.us, p.u_lower if box else None, p.u_upper if box else None,
-                                       self.compiled)
+        return projected_gradient_norm(d, self.us, self._lower, self._upper, self.compiled)
 
     def _backward_pass_with_regularization(self, d: ProblemDerivatives) -> None:
         """Backward pass, raising μ until ``Q_uu + μI`` is positive definite at every knot. With
@@ -389,10 +412,7 @@ class ILQR:
 
     def _backward_pass(self, d: ProblemDerivatives, mu: float) -> str | None:
         """One Riccati pass (:class:`solvers.backward_pass.BackwardPass`); None on success."""
-        p = self.problem
-        box = self.box and p.has_bounds
-        return self.backward.run(d, mu, self.us, p.u_lower if box else None, p.u_upper if box else None,
-                                 None if self.feasible else self.gaps,
+        return self.backward.run(d, mu, self.us, self._lower, self._upper, None if self.feasible else self.gaps,
                                  self._with_curvature and self.uses_second_order)
 
     # ------------------------------------------------------------ forward pass
@@ -402,11 +422,17 @@ class ILQR:
         return line_search(self._rollout, self._accept_candidate, self.alphas, self.line_search)
 
     def _accept_candidate(self, alpha: float, cost_try: float) -> bool:
-        return self._accept(alpha, cost_try, self._last_candidates_xs.get(alpha))
+        return self._accept(alpha, cost_try, self._candidate_xs(alpha))
+
+    def _candidate_xs(self, alpha: float) -> np.ndarray | None:
+        """The states (N+1, nx) the last rollout produced for step size ``alpha``; None if it had none."""
+        alphas, c = self._last_rollout
+        hit = np.flatnonzero(alphas == alpha)
+        return c.xs[hit[0]] if hit.size else None
 
     def _rollout(self, alphas: np.ndarray) -> Candidates:
         c = self._simulate(alphas, self.xs, self.us, self.k, self.K)
-        self._last_candidates_xs = {float(a): c.xs[s] for s, a in enumerate(alphas)}
+        self._last_rollout = (alphas, c)
         return c
 
     def _rollout_gaps(self) -> np.ndarray | None:
@@ -415,20 +441,18 @@ class ILQR:
 
     def _simulate(self, alphas, xs, us, k, K, with_cost: bool = True) -> Candidates:
         """Batched closed-loop rollout of ``u = us + α k + K (x̂ ⊖ xs)`` for all step sizes α."""
-        p = self.problem
         out = self.data.rollout(alphas.shape[0])
         with self._timed("forward"):
-            X, U, ok = self.forward.run(alphas, xs, us, k, K, self.box and p.has_bounds, self._rollout_gaps(), out=out)
+            X, U, ok = self.forward.run(alphas, xs, us, k, K, self._box, self._rollout_gaps(), out=out)
         return self._score(X, U, ok, with_cost, self.forward.contact_forces(out))
 
     def _score(self, X, U, ok, with_cost: bool, forces=None) -> Candidates:
         """Total cost of each rolled-out candidate (inf where not requested); non-finite ones fail.
         forces: the contact forces the rollout computed (:meth:`ForwardPass.contact_forces`)."""
-        p = self.problem
         S = X.shape[0]
-        cost = np.full(S, np.inf)
-        if with_cost:
-            with self._timed("cost"), np.errstate(all="ignore"):
-                cost = np.asarray(p.costs.total(X, U, forces), float).reshape(S)
-            ok &= np.isfinite(cost)
+        if not with_cost:
+            return Candidates(X, U, np.full(S, np.inf), ok)
+        with self._timed("cost"), np.errstate(all="ignore"):
+            cost = np.asarray(self.problem.costs.total(X, U, forces), float).reshape(S)
+        ok &= np.isfinite(cost)
         return Candidates(X, U, cost, ok)

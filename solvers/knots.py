@@ -69,7 +69,8 @@ def check_running_models(running_models, func: str, model=None) -> tuple[ActionM
 class KnotStructure:
     """The running models of N knots and their groups (first-appearance order). ``dts`` (N,) [s];
     ``cost_scales`` (N,): what each knot's running cost is multiplied by (its dt, or 1 on an
-    impulse knot); ``knot_dynamics`` (N,): each knot's integrated model."""
+    impulse knot); ``knot_dynamics`` (N,): each knot's integrated model; ``common_dt`` [s]: the
+    knots' dt when they all share it, else None (read every MPC update: computed once here)."""
 
     running_models: tuple
     dts: np.ndarray
@@ -77,6 +78,7 @@ class KnotStructure:
     dynamics_groups: tuple[KnotGroup, ...]
     cost_groups: tuple[KnotGroup, ...]
     knot_dynamics: np.ndarray
+    common_dt: float | None = None
 
     @classmethod
     def build(cls, running_models: tuple, integrated: Callable) -> "KnotStructure":
@@ -92,5 +94,7 @@ class KnotStructure:
         knot_dynamics = np.empty(len(running_models), dtype=object)
         for g in dynamics_groups:
             knot_dynamics[g.knots] = g.item
-        return cls(running_models, _read_only([am.dt for am in running_models]),
-                   _read_only([am.cost_scale for am in running_models]), dynamics_groups, cost_groups, knot_dynamics)
+        dts = _read_only([am.dt for am in running_models])
+        common = float(dts[0]) if dts.size and np.all(dts == dts[0]) else None
+        return cls(running_models, dts, _read_only([am.cost_scale for am in running_models]), dynamics_groups,
+                   cost_groups, knot_dynamics, common)

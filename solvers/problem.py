@@ -139,8 +139,9 @@ class ShootingProblem(StateSizes):
     @property
     def dt(self) -> float:
         """The knots' common dt [s]; a problem with per-knot dt raises (use :attr:`dts`)."""
-        if np.all(self.dts == self.dts[0]):
-            return float(self.dts[0])
+        dt = self.structure.common_dt
+        if dt is not None:
+            return dt
         raise ValueError("this problem has per-knot time steps; use problem.dts (N,) instead of problem.dt")
 
     @property
@@ -288,12 +289,16 @@ class ShootingProblem(StateSizes):
         factors); max_candidates: the most step sizes a forward pass rolls out at once."""
         return ProblemData(self, second_order, max_candidates)
 
-    def derivatives(self, xs, us, second_order: bool = False, data: ProblemData | None = None) -> ProblemDerivatives:
+    def derivatives(self, xs, us, second_order: bool = False, data: ProblemData | None = None,
+                    checked: bool = False) -> ProblemDerivatives:
         """Cost and dynamics derivatives along a trajectory, written into ``data`` (from
         :meth:`create_data`; the returned arrays are its buffers, overwritten by the next call);
         None: into a data object made for this call. The dynamics derivatives of each dynamics
-        group come from one batched backend call (plus one for the second-order terms)."""
-        xs, us = self.check_trajectory(xs, us, "derivatives")
+        group come from one batched backend call (plus one for the second-order terms).
+        checked: xs (N+1, nx) and us (N, nu) are known to be finite float64 arrays of those shapes
+        (a solver's own iterate, checked when the solve started): no re-check."""
+        if not checked:
+            xs, us = self.check_trajectory(xs, us, "derivatives")
         if data is None:
             data = self.create_data(second_order=second_order)
         elif data.problem is not self:

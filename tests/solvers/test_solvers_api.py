@@ -4,6 +4,8 @@ in ``result.reason`` rather than returned silently."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -35,6 +37,35 @@ def test_problem_attributes(problem, task):
     assert np.array_equal(problem.x0, x1)
     xs, us = problem.initial_guess()
     assert np.allclose(us, gravity_compensation(m, problem.backend, x1[:7])) and np.allclose(xs[0], x1)
+
+
+def test_common_dt_follows_the_knots(problem):
+    """problem.dt is the knots' shared dt after a re-phasing too, and raises once they differ."""
+    models = list(problem.running_models)
+    problem.set_running_models([dataclasses.replace(am, dt=0.02) for am in models])
+    assert problem.dt == 0.02 and np.all(problem.dts == 0.02)
+    problem.set_running_models([models[0]] * (N - 1) + [dataclasses.replace(models[0], dt=0.05)])
+    with pytest.raises(ValueError, match="per-knot time steps"):
+        _ = problem.dt
+    problem.set_running_models(models)
+    assert problem.dt == DT
+
+
+@pytest.mark.parametrize("Solver", [ILQR, FDDP])
+def test_bounds_are_read_at_every_solve(problem, Solver):
+    """Control bounds set or lifted between two solves of the same solver hold in the next one (the
+    solver reads them once per solve, not once per construction)."""
+    problem.u_lower, problem.u_upper = np.full(7, -np.inf), np.full(7, np.inf)
+    solver = Solver(problem, box=True)
+    free = solver.solve(max_iter=5)
+    limit = 0.5 * np.abs(free.us).max(axis=0)
+    problem.u_lower, problem.u_upper = -limit, limit
+    r = solver.solve(max_iter=5)
+    assert np.isfinite(r.cost) and np.all(np.abs(r.us) <= limit + 1e-12)
+    assert np.any(np.isclose(np.abs(r.us), limit)) and np.any(np.abs(r.K) > 0)
+    problem.u_lower, problem.u_upper = np.full(7, -np.inf), np.full(7, np.inf)
+    r = solver.solve(max_iter=5)
+    assert np.any(np.abs(r.us) > limit)
 
 
 @pytest.mark.parametrize("Solver", [ILQR, DDP, FDDP])
