@@ -23,6 +23,8 @@ Usage::
 from __future__ import annotations
 
 import importlib.util
+import math
+import weakref
 from functools import partial
 from types import SimpleNamespace
 
@@ -34,11 +36,10 @@ from ..contact.constrained_dynamics import ContactDynamicsDerivatives, ContactDy
 from ..contact.impulse import ImpulseDynamicsResult, check_restitution
 from ..contact.kinematics_derivatives import unflatten_motion
 from ..contact.schur import check_pivots
-from ..inputs import sum_is_finite, unflatten
+from ..inputs import finiteness_weights, sum_is_finite, unflatten
 from ..model import RobotModel
 from ..worker_threads import default_threads, use_threads
 from ..worker_wait import configure_before_workers_start
-from ..kernels.packing import _cache as _packed_cache
 from ..kernels.packing import as_kernel_input as _f64
 from ..kernels.packing import frame_arrays, packed
 
@@ -88,6 +89,65 @@ _COST_PER_LINK_US = {"rnea": 0.2, "crba": 0.2, "minv": 0.5, "aba": 0.35, "rnea_d
                      "aba_derivatives": 0.75, "kinematics": 0.15, "second_order": 2.0}
 
 
+class _OneState:
+    """A model's constants for :class:`NumbaBackend`'s single-state fast path: the kernels' model
+    arguments, output shapes and the weights of the finiteness sums, found by one dict lookup on
+    ``id(model)`` (the entry removes itself when the model is garbage-collected)."""
+
+    __slots__ = ("__weakref__", "flat", "head", "no_acc", "no_fext", "no_minv", "nq", "nv", "ones2", "ones3",
+                 "ref", "row", "rows", "shape2", "shape3", "size2", "size3")
+
+    def __init__(self, model: RobotModel, pm, table: dict):
+        key = id(model)
+
+        def forget(ref, key=key, table=table):
+            if getattr(table.get(key), "ref", None) is ref:
+                del table[key]
+
+        self.ref = weakref.ref(model, forget)
+        nq, nv = self.nq, self.nv = pm.nq, pm.nv
+        self.flat = ((nq,), (nv,), (nv,))           # input shapes of one state ...
+        self.rows = ((1, nq), (1, nv), (1, nv))     # ... and of a batch of one
+        self.head = (pm.li, pm.lf, pm.gv, pm.bl, pm.bf)
+        self.no_fext, self.no_minv = pm.no_fext, pm.no_minv
+        self.no_acc = np.empty((0, nv))             # aba_derivatives without the acceleration (never written)
+        self.row = (1, nv)
+        self.shape2, self.size2 = (2, 1, nv, nv), 2 * nv * nv
+        self.shape3, self.size3 = (3, 1, nv, nv), 3 * nv * nv
+        # weights of the matrix outputs' finiteness sums (dynamics.inputs.sum_is_finite's, one dot
+        # product each); None for outputs too long for one dot product (sum_is_finite splits them)
+        self.ones2, self.ones3 = finiteness_weights(2 * nv * nv), finiteness_weights(3 * nv * nv)
+        table[key] = self
+
+
+def _inputs(table: dict, model, q, v, w):
+    """``(rec, flat, q1, v1, w1)`` when q, v, w are one float64 C-contiguous state of ``model``'s
+    size each ((nq,), (nv,), (nv,): ``flat``, or with a leading 1), with ``rec`` the model's
+    :class:`_OneState` and q1, v1, w1 as (1, n) arrays; else None. Finiteness is not checked here
+    (the caller checks the kernel's output instead)."""
+    if type(q) is not _ndarray or type(v) is not _ndarray or type(w) is not _ndarray:
+        return None
+    if q.dtype is not _F64 or v.dtype is not _F64 or w.dtype is not _F64:
+        return None
+    if not (q.flags.c_contiguous and v.flags.c_contiguous and w.flags.c_contiguous):
+        return None
+    rec = table.get(id(model))
+    if rec is None or rec.ref() is not model:
+        if type(model) is not RobotModel:
+            return None
+        rec = _OneState(model, packed(model), table)
+    shapes = (q.shape, v.shape, w.shape)
+    if shapes == rec.rows:
+        return rec, False, q, v, w
+    if shapes == rec.flat:
+        return rec, True, q[None], v[None], w[None]
+    return None
+
+
+_ndarray = np.ndarray
+_isfinite = math.isfinite
+
+
 class NumbaBackend(CombinedComKernel, Backend):
     """Compiled CPU backend.
 
@@ -101,7 +161,8 @@ class NumbaBackend(CombinedComKernel, Backend):
 
     def __init__(self, threads: int | None = None, parallel_threshold_us: float = 20.0):
         self._threads: int | None = None
-        self._entries: dict = {}   # kernel -> compiled entry point of the single-state fast path
+        self._entries: dict = {}      # kernel name -> compiled entry point of the single-state fast path
+        self._one_states: dict = {}   # id(model) -> _OneState, the single-state fast path's constants
         self.parallel_threshold_us = float(parallel_threshold_us)
         if threads is not None:
             self.set_threads(threads)
@@ -316,107 +377,101 @@ class NumbaBackend(CombinedComKernel, Backend):
     # ------------------------------------------------------------ single-state fast path
     # One state without f_ext / M^-1 (the common call from Python, e.g. per knot or in a custom
     # loop): the generic path (argument broadcasting, read-only views, numba's dispatch resolving
-    # the types of 15-17 arguments) costs several times the kernel on small robots. Here the
-    # inputs are checked in place (float64, contiguous, right length) and the kernel's compiled
-    # entry point for exactly these argument types is called directly, skipping numba's type
-    # dispatch; a non-finite input makes the output non-finite (NaN/inf propagate through every
-    # recursion), which sends the call to the generic path, as does anything else: it words every
-    # error.
+    # the types of 12-14 arguments) costs several times the kernel on small robots. Here the
+    # per-model constants come from one dict lookup (_OneState), the inputs are checked in place
+    # (float64, C-contiguous, right length) and the kernel's compiled entry point for exactly these
+    # argument types is called directly, skipping numba's type dispatch. Finiteness is checked on
+    # the output, by one sum (a vector: Python's sum of its entries, cheaper than a BLAS call at
+    # this size; a matrix: one dot product): a non-finite input makes the output non-finite
+    # (NaN/inf propagate through every recursion), which sends the call to the generic path, as
+    # does anything else: it words every error (a finite output whose plain sum overflows only
+    # takes the generic path too, which returns it).
 
-    def _entry(self, kernel, args: tuple):
-        """numba's compiled entry point of ``kernel`` for the types of ``args`` (compiled or loaded
-        from the cache on the first use through the normal dispatcher), cached per kernel."""
-        ep = self._entries.get(kernel)
-        if ep is None:
-            # through the dispatcher with the generic path's argument types (inputs read-only), so
-            # that both paths share one compiled specialisation; numba's unboxing does not look at
-            # the writeable flag, so the entry point then also takes the caller's writeable arrays
-            # (args[5:8]: the state inputs q, v, tau / a of every fast-path kernel)
-            args = args[:5] + tuple(_f64(a) for a in args[5:8]) + args[8:]
-            kernel(*args)   # compile / load, and a correct result for this first call
-            sig = tuple(kernel.typeof_pyval(a) for a in args)
-            ep = kernel.overloads[sig].entry_point
-            self._entries[kernel] = ep
-            return None
-        return ep
+    def _entry(self, name: str, kernel, args: tuple) -> None:
+        """Run ``kernel(*args)`` through numba's dispatcher (compiling or loading it from the cache)
+        and keep, under ``name``, its compiled entry point for the types of ``args``."""
+        # through the dispatcher with the generic path's argument types (inputs read-only), so
+        # that both paths share one compiled specialisation; numba's unboxing does not look at
+        # the writeable flag, so the entry point then also takes the caller's writeable arrays
+        # (args[5:8]: the state inputs q, v, tau / a of every fast-path kernel)
+        args = args[:5] + tuple(_f64(a) for a in args[5:8]) + args[8:]
+        kernel(*args)
+        sig = tuple(kernel.typeof_pyval(a) for a in args)
+        self._entries[name] = kernel.overloads[sig].entry_point
 
-    def _single(self, model, q, v, w):
-        """``(pm, shape, q1, v1, w1)`` when q, v, w are one float64 C-contiguous state of the
-        model's size each ((nq,), (nv,), (nv,), or with a leading 1), as (1, n) views; else None.
-        Finiteness is not checked here (three checks cost a third of the call on a small robot):
-        the caller checks the kernel's output instead and, when it is not finite, re-runs the call
-        on the generic path, which names a non-finite input."""
-        if type(model) is not RobotModel:
-            return None
-        pm = _packed_cache.get(model)
-        if pm is None:
-            pm = packed(model)
-        nq, nv = pm.nq, pm.nv
-        if type(q) is not np.ndarray or type(v) is not np.ndarray or type(w) is not np.ndarray:
-            return None
-        if q.dtype is not _F64 or v.dtype is not _F64 or w.dtype is not _F64:
-            return None
-        shape = q.shape
-        if shape == (nq,):
-            if v.shape != (nv,) or w.shape != (nv,):
-                return None
-        elif shape != (1, nq) or v.shape != (1, nv) or w.shape != (1, nv):
-            return None
-        if not (q.flags.c_contiguous and v.flags.c_contiguous and w.flags.c_contiguous):
-            return None
-        if len(shape) == 1:
-            return pm, shape, q[None], v[None], w[None]
-        return pm, shape, q, v, w
+    def rnea(self, model: RobotModel, q, v, a, fext=None, algorithm: str = "recursive") -> np.ndarray:
+        if fext is None and algorithm == "recursive":
+            hit = _inputs(self._one_states, model, q, v, a)
+            if hit is not None:
+                rec, flat, q1, v1, w1 = hit
+                tau = np.empty(rec.row)
+                args = rec.head + (q1, v1, w1, rec.no_fext, tau, 0, 1)
+                ep = self._entries.get("rnea")
+                if ep is None:
+                    self._entry("rnea", _k().rnea.rnea_range, args)
+                else:
+                    ep(*args)
+                row = tau[0]
+                if _isfinite(sum(row.tolist())):
+                    return row if flat else tau
+        return super().rnea(model, q, v, a, fext, algorithm)
 
     def aba(self, model: RobotModel, q, v, tau, fext=None) -> np.ndarray:
         if fext is None:
-            hit = self._single(model, q, v, tau)
+            hit = _inputs(self._one_states, model, q, v, tau)
             if hit is not None:
-                pm, shape, q1, v1, t1 = hit
-                qdd = np.empty((1, pm.nv))
-                kern = _k().aba.aba_range
-                args = (pm.li, pm.lf, pm.gv, pm.bl, pm.bf, q1, v1, t1, pm.no_fext, qdd, 0, 1)
-                ep = self._entry(kern, args)
-                if ep is not None:
+                rec, flat, q1, v1, w1 = hit
+                qdd = np.empty(rec.row)
+                args = rec.head + (q1, v1, w1, rec.no_fext, qdd, 0, 1)
+                ep = self._entries.get("aba")
+                if ep is None:
+                    self._entry("aba", _k().aba.aba_range, args)
+                else:
                     ep(*args)
-                if sum_is_finite(qdd):
-                    return qdd if len(shape) == 2 else qdd[0]
+                row = qdd[0]
+                if _isfinite(sum(row.tolist())):
+                    return row if flat else qdd
         return super().aba(model, q, v, tau, fext)
 
     def rnea_derivatives(self, model: RobotModel, q, v, a, fext=None):
         if fext is None:
-            hit = self._single(model, q, v, a)
+            hit = _inputs(self._one_states, model, q, v, a)
             if hit is not None:
-                pm, shape, q1, v1, a1 = hit
-                nv = pm.nv
-                out = np.empty((2, 1, nv, nv))
-                kern = _k().rnea_derivatives.rnea_derivatives_range
-                args = (pm.li, pm.lf, pm.gv, pm.bl, pm.bf, q1, v1, a1, pm.no_fext, out, 0, 1)
-                ep = self._entry(kern, args)
-                if ep is not None:
+                rec, flat, q1, v1, w1 = hit
+                buf = np.empty(rec.size2)
+                out = buf.reshape(rec.shape2)
+                args = rec.head + (q1, v1, w1, rec.no_fext, out, 0, 1)
+                ep = self._entries.get("rnea_derivatives")
+                if ep is None:
+                    self._entry("rnea_derivatives", _k().rnea_derivatives.rnea_derivatives_range, args)
+                else:
                     ep(*args)
-                if sum_is_finite(out):
-                    return (out[0], out[1]) if len(shape) == 2 else (out[0, 0], out[1, 0])
+                w = rec.ones2
+                if _isfinite(buf.dot(w)) if w is not None else sum_is_finite(buf):
+                    return (out[0, 0], out[1, 0]) if flat else (out[0], out[1])
         return super().rnea_derivatives(model, q, v, a, fext)
 
     def aba_derivatives(self, model: RobotModel, q, v, tau, fext=None, minv=None, return_acceleration: bool = False,
                         out=None, acceleration_out=None):
         if fext is None and minv is None and out is None and acceleration_out is None:
-            hit = self._single(model, q, v, tau)
+            hit = _inputs(self._one_states, model, q, v, tau)
             if hit is not None:
-                pm, shape, q1, v1, t1 = hit
-                nv = pm.nv
-                res = np.empty((3, 1, nv, nv))
-                acc = np.empty((1 if return_acceleration else 0, nv))
-                kern = _k().aba_derivatives.aba_derivatives_range
-                args = (pm.li, pm.lf, pm.gv, pm.bl, pm.bf, q1, v1, t1, pm.no_fext, pm.no_minv, res, acc, 0, 1)
-                ep = self._entry(kern, args)
-                if ep is not None:
+                rec, flat, q1, v1, w1 = hit
+                buf = np.empty(rec.size3)
+                res = buf.reshape(rec.shape3)
+                acc = np.empty(rec.row) if return_acceleration else rec.no_acc
+                args = rec.head + (q1, v1, w1, rec.no_fext, rec.no_minv, res, acc, 0, 1)
+                ep = self._entries.get("aba_derivatives")
+                if ep is None:
+                    self._entry("aba_derivatives", _k().aba_derivatives.aba_derivatives_range, args)
+                else:
                     ep(*args)
-                if sum_is_finite(res) and (not return_acceleration or sum_is_finite(acc)):
-                    d = (res[0], res[1], res[2]) if len(shape) == 2 else (res[0, 0], res[1, 0], res[2, 0])
+                w = rec.ones3
+                if (_isfinite(buf.dot(w)) if w is not None else sum_is_finite(buf)) and \
+                        (not return_acceleration or _isfinite(sum(acc[0].tolist()))):
+                    d = (res[0, 0], res[1, 0], res[2, 0]) if flat else (res[0], res[1], res[2])
                     if return_acceleration:
-                        return (acc if len(shape) == 2 else acc[0], *d)
+                        return (acc[0] if flat else acc, *d)
                     return d
         return super().aba_derivatives(model, q, v, tau, fext, minv, return_acceleration, out, acceleration_out)
 

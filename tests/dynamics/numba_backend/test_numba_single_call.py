@@ -1,4 +1,4 @@
-"""The numba backend's single-state fast path (``aba``, ``rnea_derivatives``, ``aba_derivatives`` on one
+"""The numba backend's single-state fast path (``rnea``, ``aba``, ``rnea_derivatives``, ``aba_derivatives`` on one
 finite float64 contiguous state, no f_ext / M⁻¹): the numpy reference's results for every input form
 that takes it, one compiled specialisation shared with the general path, and every other input still
 going the general way with its usual errors."""
@@ -34,6 +34,7 @@ def test_single_state_forms_match_reference(bundled, robot):
     forms = {"(n,)": (q, v, u), "(1, n)": (q[None], v[None], u[None]), "read-only": tuple(ro),
              "strided (general path)": tuple(np.stack([x, x], axis=-1)[..., 0] for x in (q, v, u))}
     for name, (qq, vv, uu) in forms.items():
+        _close(NB.rnea(m, qq, vv, uu), REF.rnea(m, qq, vv, uu))
         _close(NB.aba(m, qq, vv, uu), REF.aba(m, qq, vv, uu))
         for a, b in zip(NB.rnea_derivatives(m, qq, vv, uu), REF.rnea_derivatives(m, qq, vv, uu)):
             _close(a, b)
@@ -48,19 +49,41 @@ def test_single_state_forms_match_reference(bundled, robot):
     a1 = NB.aba(m, q, v, u)
     NB.aba(m, q, v + 1.0, u)
     _close(a1, REF.aba(m, q, v, u))
+    d1 = NB.aba_derivatives(m, q, v, u)
+    NB.aba_derivatives(m, q, v + 1.0, u)
+    for a, b in zip(d1, REF.aba_derivatives(m, q, v, u)):
+        _close(a, b)
 
 
-def test_fast_and_general_path_share_one_specialisation(bundled):
+@pytest.mark.parametrize("function", ["rnea", "aba", "rnea_derivatives", "aba_derivatives"])
+def test_fast_and_general_path_share_one_specialisation(bundled, function):
     from dynamics.numba_backend import _k
     m = bundled["iiwa"]
     rng = np.random.default_rng(6)
     q, v, u = m.random_configuration(rng), rng.normal(size=m.nv), rng.normal(size=m.nv)
     fext = rng.normal(size=(m.nbody, 6))
-    NB.aba(m, q, v, u, fext)           # general path (read-only views, serial kernel)
-    before = set(_k().aba.aba_range.signatures)
-    NB.aba(m, q, v, u)                 # fast path: writeable inputs, (n,) and (1, n)
-    NB.aba(m, q[None], v[None], u[None])
-    assert set(_k().aba.aba_range.signatures) == before
+    f = getattr(NB, function)
+    kernel = getattr(getattr(_k(), function), function + "_range")
+    f(m, q, v, u, fext)                # general path (read-only views, serial kernel)
+    before = set(kernel.signatures)
+    f(m, q, v, u)                      # fast path: writeable inputs, (n,) and (1, n)
+    f(m, q[None], v[None], u[None])
+    if function == "aba_derivatives":
+        f(m, q, v, u, return_acceleration=True)
+    assert set(kernel.signatures) == before
+
+
+def test_model_constants_are_dropped_with_the_model(bundled):
+    import copy
+    import gc
+    m = copy.copy(bundled["iiwa"])     # a model object of its own
+    q, z = m.neutral(), np.zeros(m.nv)
+    _close(NB.aba(m, q, z, z), REF.aba(bundled["iiwa"], q, z, z))
+    key = id(m)
+    assert key in NB._one_states
+    del m
+    gc.collect()
+    assert key not in NB._one_states
 
 
 def test_errors_unchanged(bundled):
@@ -70,6 +93,11 @@ def test_errors_unchanged(bundled):
     bad[2] = np.nan
     with pytest.raises(ValueError, match="aba_derivatives: v contains non-finite values"):
         NB.aba_derivatives(m, q, bad, z)
+    for f in ("rnea", "aba", "rnea_derivatives"):
+        with pytest.raises(ValueError, match=f"{f}: q contains non-finite values"):
+            getattr(NB, f)(m, np.full(m.nq, np.inf), z, z)
+    with pytest.raises(ValueError, match="aba_derivatives: tau contains non-finite values"):
+        NB.aba_derivatives(m, q, z, bad, return_acceleration=True)
     with pytest.raises(ShapeError, match=r"aba: tau has shape \(3,\), expected \(\.\.\., 7\)"):
         NB.aba(m, q, z, np.zeros(3))
     with pytest.raises(TypeError, match="expected a RobotModel"):
