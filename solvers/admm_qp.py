@@ -44,7 +44,7 @@ class StagewiseAdmmQP:
     def __init__(self, horizon: int, ndx: int, nu: int, equality: np.ndarray, backward: BackwardPass,
                  timed: Callable, max_iter: int = 1000, eps_abs: float = 1e-6, eps_rel: float = 1e-6,
                  rho: float = 1e-1, sigma: float = 1e-6, relaxation: float = 1.6, rho_update_interval: int = 10,
-                 inactive_rho: float = 1e-3, rho_update_tolerance: float = 5.0, verbose: int = 0):
+                 inactive_rho: float = 3e-4, rho_update_tolerance: float = 5.0, verbose: int = 0):
         if int(max_iter) != max_iter or max_iter < 1:
             raise ValueError(f"max_qp_iter must be a positive integer, got {max_iter}")
         for name, v in (("eps_abs", eps_abs), ("eps_rel", eps_rel), ("sigma", sigma)):

@@ -76,7 +76,7 @@ class CSQP(ILQR):
     def __init__(self, problem: ShootingProblem, box: bool = True, max_qp_iter: int = 1000, eps_abs: float = 1e-4,
                  eps_rel: float = 1e-4, rho: float = 1e-1, sigma: float = 1e-6, relaxation: float = 1.6,
                  rho_update_interval: int = 10, x0_tolerance: float = 1e-2, warm_start_multipliers: bool = True,
-                 inactive_rho: float = 1e-3, rho_update_tolerance: float = 5.0, second_order: bool = False,
+                 inactive_rho: float = 3e-4, rho_update_tolerance: float = 5.0, second_order: bool = False,
                  **options):
         super().__init__(problem, box=box, **options)
         self.uses_second_order = bool(second_order)
