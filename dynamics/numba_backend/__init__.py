@@ -399,38 +399,38 @@ class NumbaBackend(CombinedComKernel, Backend):
         sig = tuple(kernel.typeof_pyval(a) for a in args)
         self._entries[name] = kernel.overloads[sig].entry_point
 
+    def _one_vector(self, name: str, model, q, v, w):
+        """The (nv,) or (1, nv) result of the single-state kernel ``name`` (``rnea``: τ, ``aba``:
+        q̈) on the fast path, or None when the inputs or a non-finite result send the call to the
+        generic path."""
+        hit = _inputs(self._one_states, model, q, v, w)
+        if hit is None:
+            return None
+        rec, flat, q1, v1, w1 = hit
+        res = np.empty(rec.row)
+        args = rec.head + (q1, v1, w1, rec.no_fext, res, 0, 1)
+        ep = self._entries.get(name)
+        if ep is None:
+            self._entry(name, getattr(getattr(_k(), name), name + "_range"), args)
+        else:
+            ep(*args)
+        row = res[0]
+        if _isfinite(sum(row.tolist())):
+            return row if flat else res
+        return None
+
     def rnea(self, model: RobotModel, q, v, a, fext=None, algorithm: str = "recursive") -> np.ndarray:
         if fext is None and algorithm == "recursive":
-            hit = _inputs(self._one_states, model, q, v, a)
-            if hit is not None:
-                rec, flat, q1, v1, w1 = hit
-                tau = np.empty(rec.row)
-                args = rec.head + (q1, v1, w1, rec.no_fext, tau, 0, 1)
-                ep = self._entries.get("rnea")
-                if ep is None:
-                    self._entry("rnea", _k().rnea.rnea_range, args)
-                else:
-                    ep(*args)
-                row = tau[0]
-                if _isfinite(sum(row.tolist())):
-                    return row if flat else tau
+            tau = self._one_vector("rnea", model, q, v, a)
+            if tau is not None:
+                return tau
         return super().rnea(model, q, v, a, fext, algorithm)
 
     def aba(self, model: RobotModel, q, v, tau, fext=None) -> np.ndarray:
         if fext is None:
-            hit = _inputs(self._one_states, model, q, v, tau)
-            if hit is not None:
-                rec, flat, q1, v1, w1 = hit
-                qdd = np.empty(rec.row)
-                args = rec.head + (q1, v1, w1, rec.no_fext, qdd, 0, 1)
-                ep = self._entries.get("aba")
-                if ep is None:
-                    self._entry("aba", _k().aba.aba_range, args)
-                else:
-                    ep(*args)
-                row = qdd[0]
-                if _isfinite(sum(row.tolist())):
-                    return row if flat else qdd
+            qdd = self._one_vector("aba", model, q, v, tau)
+            if qdd is not None:
+                return qdd
         return super().aba(model, q, v, tau, fext)
 
     def rnea_derivatives(self, model: RobotModel, q, v, a, fext=None):
