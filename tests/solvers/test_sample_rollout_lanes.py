@@ -72,18 +72,21 @@ def test_matches_the_numpy_loop(problems, threads):
     np.testing.assert_allclose(X, X_ref, rtol=1e-10, atol=1e-10)
 
 
+def _open_loop_samples(p, offsets, clip: bool):
+    """``(ok, X)`` of ``run_samples`` with zero feedback gains around x0 (K samples of N knots)."""
+    X, U = np.empty((K, N + 1, p.nx)), np.empty((K, N, p.nu))
+    ok = CompiledRollout(p).run_samples(p.x0, offsets, np.zeros((p.nu, 2 * p.model.nv)), p.x0, p.u_lower,
+                                        p.u_upper, clip, X, U)
+    return ok, X
+
+
 def test_non_finite_control_fails_only_its_sample(problems):
     p, _ = problems
-    cr = CompiledRollout(p)
-    rng = np.random.default_rng(7)
-    offsets = rng.uniform(-2, 2, (K, N, p.nu))
-    G = np.zeros((p.nu, 2 * p.model.nv))
-    X, U = np.empty((K, N + 1, p.nx)), np.empty((K, N, p.nu))
-    ok = cr.run_samples(p.x0, offsets, G, p.x0, p.u_lower, p.u_upper, True, X, U)
+    offsets = np.random.default_rng(7).uniform(-2, 2, (K, N, p.nu))
+    ok, X = _open_loop_samples(p, offsets, True)
     bad = offsets.copy()
     bad[LANES + 2, 1, 0] = np.nan
-    Xb, Ub = np.empty_like(X), np.empty_like(U)
-    okb = cr.run_samples(p.x0, bad, G, p.x0, p.u_lower, p.u_upper, True, Xb, Ub)
+    okb, Xb = _open_loop_samples(p, bad, True)
     assert ok.all() and not okb[LANES + 2] and np.delete(okb, LANES + 2).all()
     np.testing.assert_array_equal(np.delete(Xb, LANES + 2, axis=0), np.delete(X, LANES + 2, axis=0))
 
@@ -92,17 +95,13 @@ def test_diverging_state_fails_only_its_sample(problems):
     """A sample whose step overflows (an unclipped control of 1e308) keeps its last finite state and
     is marked failed; the others (same lane group included) are unchanged."""
     p, _ = problems
-    cr = CompiledRollout(p)
-    rng = np.random.default_rng(8)
-    offsets = rng.uniform(-2, 2, (K, N, p.nu))
-    G = np.zeros((p.nu, 2 * p.model.nv))
-    X, U = np.empty((K, N + 1, p.nx)), np.empty((K, N, p.nu))
-    assert cr.run_samples(p.x0, offsets, G, p.x0, p.u_lower, p.u_upper, False, X, U).all()
+    offsets = np.random.default_rng(8).uniform(-2, 2, (K, N, p.nu))
+    ok, X = _open_loop_samples(p, offsets, False)
+    assert ok.all()
     bad = offsets.copy()
     bad[5, 2, :] = 1e308
-    Xb, Ub = np.empty_like(X), np.empty_like(U)
     with np.errstate(all="ignore"):
-        okb = cr.run_samples(p.x0, bad, G, p.x0, p.u_lower, p.u_upper, False, Xb, Ub)
+        okb, Xb = _open_loop_samples(p, bad, False)
     assert not okb[5] and np.delete(okb, 5).all()
     assert np.isfinite(Xb[5]).all()                                  # the state was kept, not propagated
     np.testing.assert_array_equal(Xb[5, 3], Xb[5, 2])
