@@ -436,18 +436,24 @@ def cmd_backends() -> int:
     return 0
 
 
-def _load_task(spec: str, kwargs: dict | None = None):
-    """Build the task. A spec that names nothing usable, or --task-arg keys the constructor does
-    not take, raise :class:`_ArgError` (one line); what the task's own code raises (importing its
-    module, its constructor) propagates as :class:`_UserCodeError` with the original traceback."""
-    kwargs = kwargs or {}
+def _task_class(spec: str) -> type:
+    """The task class a spec names. One that names nothing usable raises :class:`_ArgError` (one
+    line); an error importing the task's own module, :class:`_UserCodeError` with its traceback."""
     try:
-        cls = tasks.resolve_task(spec)
+        return tasks.resolve_task(spec)
     except tasks.TaskCodeError as e:
         raise _UserCodeError(str(e)) from e.__cause__
     except (KeyError, ValueError, FileNotFoundError, AttributeError, TypeError, ImportError) as e:
         msg = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
         raise _ArgError(msg if spec in msg else f"task '{spec}': {msg}") from e
+
+
+def _load_task(spec: str, kwargs: dict | None = None):
+    """Build the task. A spec that names nothing usable, or --task-arg keys the constructor does
+    not take, raise :class:`_ArgError` (one line); what the task's own code raises (importing its
+    module, its constructor) propagates as :class:`_UserCodeError` with the original traceback."""
+    kwargs = kwargs or {}
+    cls = _task_class(spec)
     try:
         inspect.signature(cls).bind(**kwargs)
     except TypeError as e:
@@ -521,7 +527,8 @@ def _penalty_cones_for_solver(task, solver: str | None, task_args: dict) -> str 
     """The note for a legged task whose hard cones come from its default (``--task-arg cones`` not
     given) run with an explicit solver that refuses constraints (fddp, ddp, ilqr, ...): that run
     takes the penalty cones (``cones=penalty``) instead; None when nothing changes. An explicit
-    ``cones=hard`` with such a solver stays an error (``cmd_run``)."""
+    ``cones=hard`` with such a solver stays an error (``cmd_run``). task: the task or its class
+    (the class's field default is the task's default)."""
     if solver is None or getattr(task, "cones", None) != "hard" or "cones" in task_args:
         return None
     if getattr(SOLVER_CLASSES.get(solver), "handles_constraints", False):
@@ -541,11 +548,11 @@ def cmd_run(a: argparse.Namespace, on_result=None) -> int:
         for key, val in (("robot", a.robot), ("ee", a.ee), ("feet", a.feet), ("pushes", tuple(a.push) or None)):
             if val is not None:
                 task_args[key] = val
-        task = _load_task(a.task, task_args)
-        cone_note = _penalty_cones_for_solver(task, a.solver, task_args)
-        if cone_note is not None:       # the same task with the cones as costs, which that solver can take
+        # decided on the class, so the task is built once (a computed posture costs seconds)
+        cone_note = _penalty_cones_for_solver(_task_class(a.task), a.solver, task_args)
+        if cone_note is not None:       # the task with the cones as costs, which that solver can take
             task_args["cones"] = "penalty"
-            task = _load_task(a.task, task_args)
+        task = _load_task(a.task, task_args)
         model = task.model
         h = float(model.mj_model.opt.timestep)
         try:

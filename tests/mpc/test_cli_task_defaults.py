@@ -124,3 +124,19 @@ def test_explicit_hard_cones_with_an_unconstrained_solver_is_refused(capsys):
     err = capsys.readouterr().err
     assert "cones=hard are constraints and only --solver csqp enforces them (got --solver fddp)" in err
     assert "--task-arg cones=penalty" in err
+
+
+def test_penalty_switch_builds_the_task_once(monkeypatch, capsys):
+    """An explicit unconstrained solver on a hard-cone task is decided on the task's class, so the
+    task is built once, with ``cones=penalty``."""
+    import mpc.cli as cli
+    built = []
+
+    def record(spec, kwargs=None):
+        built.append((spec, dict(kwargs or {})))
+        raise cli._ArgError("stop after building")        # the rest of the run is not this test's
+
+    monkeypatch.setattr(cli, "_load_task", record)
+    assert main(["run", "hyq-stand", "--solver", "fddp", "--duration", "0.04", "--quiet"]) == 2
+    assert built == [("hyq-stand", {"cones": "penalty"})]
+    assert _penalty_cones_for_solver(tasks.resolve_task("hyq-stand"), "fddp", {}) is not None  # class default
