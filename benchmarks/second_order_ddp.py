@@ -36,8 +36,12 @@ Ratios ``analytical / fd`` and ``analytical / complex`` of each quantity (below 
 faster) are computed from the same run. Output: JSON on stdout (``--table``: a text table on
 stderr). Speed is never asserted in tests; see benchmarks/README.md for the environment.
 
+The problems run on the numpy reference backend unless ``--backend`` names another (``numba``:
+the compiled kernels; time them on one thread, ``NUMBA_NUM_THREADS=1``, to compare per-knot cost).
+
     python benchmarks/second_order_ddp.py                 # iiwa N = 16, 32, 64 and hyq N = 16
     python benchmarks/second_order_ddp.py --quick         # smoke run: iiwa N = 16, hyq N = 4, K = 2, 1 repeat
+    NUMBA_NUM_THREADS=1 python benchmarks/second_order_ddp.py --backend numba --providers analytical
 """
 
 from __future__ import annotations
@@ -92,6 +96,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--providers", default=",".join(PROVIDERS),
                     help="comma-separated second-order providers (default analytical,fd,complex)")
     ap.add_argument("--dt", type=float, default=0.02, help="knot spacing [s] (default 0.02)")
+    ap.add_argument("--backend", default="numpy", help="dynamics backend of the problems (default numpy; the\n"
+                                                       "complex provider needs numpy)")
     add_iteration_timing_arguments(ap, iterations=4, what="DDP iterations")
     ap.add_argument("--gauss-newton-fallback", action="store_true",
                     help="DDP's default fallback: a backward pass whose Q_uu the curvature makes indefinite is\n"
@@ -103,13 +109,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # ------------------------------------------------------------------------------------------ problems
-def iiwa_problem(N: int, dt: float, second_order: str) -> ShootingProblem:
+def iiwa_problem(N: int, dt: float, second_order: str, backend: str = "numpy") -> ShootingProblem:
     """The iiwa reaching task's problem (default task options)."""
     task = tasks.get_task("iiwa-reach")
-    return task.build_problem(task.initial_state(), N, dt, backend="numpy", second_order=second_order)
+    return task.build_problem(task.initial_state(), N, dt, backend=backend, second_order=second_order)
 
 
-PROBLEMS: dict[str, Callable[[int, float, str], ShootingProblem]] = {"iiwa": iiwa_problem, "hyq": hyq_free_base}
+PROBLEMS: dict[str, Callable[..., ShootingProblem]] = {"iiwa": iiwa_problem, "hyq": hyq_free_base}
 
 
 # ------------------------------------------------------------------------------------------ timing
@@ -158,6 +164,13 @@ def run(args) -> dict[str, Any]:
     for p in providers:
         if p not in PROVIDERS:
             raise SystemExit(f"unknown provider '{p}'; choose from {', '.join(PROVIDERS)}")
+    backends = dynamics.available_backends()
+    if not backends.get(args.backend, (False,))[0]:
+        raise SystemExit(f"unknown or unavailable backend '{args.backend}'; available: "
+                         f"{', '.join(b for b, (ok, _) in backends.items() if ok)}")
+    if "complex" in providers and args.backend != "numpy":
+        raise SystemExit("the complex provider needs --backend numpy (complex-step inputs); "
+                         "drop it from --providers or use --backend numpy")
     if not (np.isfinite(args.dt) and args.dt > 0):
         raise SystemExit(f"--dt must be a positive number of seconds, got {args.dt}")
     if args.iterations < 1 or args.repeats < 1:
@@ -174,7 +187,7 @@ def run(args) -> dict[str, Any]:
             group = {}
             for prov in providers:
                 print(f"[second-order DDP benchmark] {robot} N={N} {prov}", file=sys.stderr)
-                problem = PROBLEMS[robot](N, args.dt, prov)
+                problem = PROBLEMS[robot](N, args.dt, prov, args.backend)
                 e = {"robot": robot, "horizon": N, "provider": prov, **time_provider(problem, prov, K, repeats,
                                                                       args.gauss_newton_fallback)}
                 group[prov] = e
@@ -191,7 +204,7 @@ def run(args) -> dict[str, Any]:
     return {"benchmark": "second_order_ddp",
             "problems": {"iiwa": "tasks iiwa-reach, default options", "hyq": "free base, no contacts, "
                          "state regularisation + CoM height + control cost, x0 5 cm above 'standing'"},
-            "dt": args.dt, "integrator": "euler", "backend": "numpy", "initial_guess": "gravity compensation",
+            "dt": args.dt, "integrator": "euler", "backend": args.backend, "initial_guess": "gravity compensation",
             "solver": {"class": "DDP", "refresh_gains": False, "gauss_newton_fallback": args.gauss_newton_fallback,
                        "tol": 0.0},
             "iterations_per_timed_solve": K, "repeats": repeats, "results": entries, "machine": info,

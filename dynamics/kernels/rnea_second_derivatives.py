@@ -33,7 +33,7 @@ from .state_scratch import MOTION, motion_views, placement_views
 from .world import world_accelerations, world_inertias, world_kinematics
 
 # rows of the per-dof 6x6 work matrices (``mats``)
-_IC, _BC, _SX, _PSX, _R1, _R3, _T1 = range(7)
+_IC, _BC, _WY, _BCT, _R1, _R3, _WZ = range(7)
 #: number of per-dof 6x6 work matrices (the GPU backend sizes its scratch with it)
 NMATS = 7
 # rows of the work vectors (``vecs``): per dof p of joint i, then per (p, j), then temporaries
@@ -41,59 +41,6 @@ NMATS = 7
 (_ICS, _G5, _G7, _BCS, _R0T, _T5, _T7, _R4T, _R1T, _U1, _U3, _U58, _U6, _U7, _R6T, _X, _Y, _Z) = range(18)
 #: number of work vectors
 NVECS = 18
-
-
-@jit
-def _cross_mat(x, out):
-    """Matrix of ``m -> x × m`` for the motion vector ``x`` (6,)."""
-    for r in range(6):
-        for c in range(6):
-            out[r, c] = 0.0
-    for b in range(2):
-        o = 3 * b
-        out[o, o + 1] = -x[5]
-        out[o, o + 2] = x[4]
-        out[o + 1, o] = x[5]
-        out[o + 1, o + 2] = -x[3]
-        out[o + 2, o] = -x[4]
-        out[o + 2, o + 1] = x[3]
-    out[0, 4] = -x[2]
-    out[0, 5] = x[1]
-    out[1, 3] = x[2]
-    out[1, 5] = -x[0]
-    out[2, 3] = -x[1]
-    out[2, 4] = x[0]
-
-
-@jit
-def _mul(A, B, out):
-    """``out = A B`` (6x6)."""
-    for r in range(6):
-        for c in range(6):
-            s = 0.0
-            for k in range(6):
-                s += A[r, k] * B[k, c]
-            out[r, c] = s
-
-
-@jit
-def _mvr(A, x, ix, out, io):
-    """``out[io] = A x[ix]`` (A 6x6; x, out 2-D arrays of 6-vectors, rows by index)."""
-    for r in range(6):
-        s = 0.0
-        for c in range(6):
-            s += A[r, c] * x[ix, c]
-        out[io, r] = s
-
-
-@jit
-def _tmvr(A, x, ix, out, io):
-    """``out[io] = A^T x[ix]`` (as :func:`_mvr`)."""
-    for r in range(6):
-        s = 0.0
-        for c in range(6):
-            s += A[c, r] * x[ix, c]
-        out[io, r] = s
 
 
 @jit_inline
@@ -114,8 +61,9 @@ def _xfr(y, iy, f, jf, out, io):
 
 
 @jit
-def second_order_forward(li, gv, J, ov, oa, oY, has_fext, fl, oR, op, psid, psidd, phid, dY, of, t):
-    """World-frame forward quantities: ``psid``, ``psidd``, ``phid`` (nv, 6); then the composites
+def second_order_forward(li, gv, J, ov, oa, oY, has_fext, fl, oR, op, psid, psidd, psv, dY, of, t):
+    """World-frame forward quantities: ``psid`` (ψ̇), ``psidd`` (ψ̈), ``psv`` (ψ̇ + Ṡ) (nv, 6) — as
+    :func:`.rnea_derivatives.rnea_derivatives_pass` computes ∂v/∂q, ∂a/∂q and ∂a/∂v; then the composites
     ``oY`` (I^C, compact), ``dY`` (B^C, compact) and ``of`` (f^C) accumulated over subtrees."""
     L = li.shape[0]
     g0 = t[0]
@@ -139,7 +87,9 @@ def second_order_forward(li, gv, J, ov, oa, oY, has_fext, fl, oR, op, psid, psid
                 for r in range(6):
                     psid[d, r] = 0.0
                 mot_cross(g0, J[d], psidd[d])
-            mot_cross(ov[i], J[d], phid[d])
+            mot_cross(ov[i], J[d], psv[d])
+            for r in range(6):
+                psv[d, r] += psid[d, r]
         inertia_mul(oY, i, ov[i], h)
         inertia_mul(oY, i, oa[i], of[i])
         force_cross_add(ov[i], h, of[i])
@@ -159,7 +109,7 @@ def second_order_forward(li, gv, J, ov, oa, oY, has_fext, fl, oR, op, psid, psid
                 of[lam, r] += of[i, r]
 
 
-@jit
+@jit_inline
 def _rhs_add(f, jf, out):
     """``out += `` the matrix of ``y -> y ×* f[jf]``: ``[[0, -[f_l]x], [-[f_l]x, -[f_a]x]]``."""
     for blk in range(3):
@@ -174,89 +124,107 @@ def _rhs_add(f, jf, out):
         out[ro + 2, co + 1] -= f[jf, o]
 
 
-@jit
-def _dof_terms(i, p, J, psid, psidd, phid, fC, mats, vecs):
+@jit_inline
+def _dof_terms(i, p, J, psid, psidd, psv, fC, mats, vecs):
     """The terms of dof ``p`` of joint ``i`` shared by all its (j, k) pairs, from ``I^C`` and
     ``B^C`` (``mats[_IC]``, ``mats[_BC]``): the matrices ``r1 = s ×* I^C − I^C s×`` (symmetric) and
     ``r3 = ψ̇ ×* I^C − I^C ψ̇× + (I^C ψ̇)×̄* + s ×* B^C − B^C s×``, and the vectors ``I^C s``,
     ``B^Cᵀ s``, ``g5 = B^C ψ̇ + s ×* f^C + I^C ψ̈``, ``g7 = B^C s + I^C (ψ̇ + Ṡ)``. The other
     matrices of Alg. 1 are cross-product matrices ``(x)×̄*`` (applied as cross products) or sums of
     these (``(I^C s)×̄*`` is antisymmetric, so ``B^{ic} = r1 + (I^C s)×̄*`` and its transpose
-    need no matrix of their own)."""
+    need no matrix of their own).
+
+    No cross-product matrix is formed: row ``r`` of ``A s×`` is ``−(s ×* A[r])`` (``(s×)ᵀ = −s×*``),
+    so with ``Y[r] = s ×* I^C[r]`` (I^C symmetric) ``r1 = Y + Yᵀ``; likewise ``ψ̇`` for ``r3``, whose
+    ``s ×* B^C − B^C s×`` is ``Wᵀ + V`` with ``W[c] = s ×* B^C[:, c]`` and ``V[r] = s ×* B^C[r]``
+    (the first three columns of ``B^C`` vanish, so are the first three rows of ``W``). The seven
+    matrix-vector products share one loop, and every helper is inlined (a call per 6x6 product
+    cost as much as the product)."""
     Ic = mats[_IC]
     Bc = mats[_BC]
-    sx = mats[_SX]
-    psx = mats[_PSX]
+    Y = mats[_WY]
+    BcT = mats[_BCT]
     r1 = mats[_R1]
     r3 = mats[_R3]
-    T1 = mats[_T1]
-    _cross_mat(J[p], sx)
-    _cross_mat(psid[p], psx)
-    _mvr(Ic, J, p, vecs, _ICS)
-    _tmvr(Bc, J, p, vecs, _BCS)
-    _mvr(Bc, psid, p, vecs, _G5)
+    Z = mats[_WZ]
+    for r in range(6):
+        a1 = a2 = a3 = a4 = b1 = b2 = b3 = 0.0
+        for c in range(6):
+            ic = Ic[r, c]
+            bc = Bc[r, c]
+            sc = J[p, c]
+            pc = psid[p, c]
+            a1 += ic * sc
+            a2 += ic * psidd[p, c]
+            a3 += ic * psv[p, c]
+            a4 += ic * pc
+            b1 += bc * pc
+            b2 += bc * sc
+            b3 += Bc[c, r] * sc
+        vecs[_ICS, r] = a1                                  # I^C s
+        vecs[_BCS, r] = b3                                  # B^Cᵀ s
+        vecs[_G5, r] = b1 + a2                              # B^C ψ̇ + I^C ψ̈ (+ s ×* f^C below)
+        vecs[_G7, r] = b2 + a3                              # B^C s + I^C (ψ̇ + Ṡ)
+        vecs[_Z, r] = a4                                    # I^C ψ̇
     _xfr(J, p, fC, i, vecs, _X)
-    _mvr(Ic, psidd, p, vecs, _Y)
-    _mvr(Bc, J, p, vecs, _G7)
     for r in range(6):
-        vecs[_G5, r] += vecs[_X, r] + vecs[_Y, r]
-        vecs[_X, r] = psid[p, r] + phid[p, r]
-    _mvr(Ic, vecs, _X, vecs, _Y)
+        vecs[_G5, r] += vecs[_X, r]
     for r in range(6):
-        vecs[_G7, r] += vecs[_Y, r]
-    # r1 = -(I^C s× + (I^C s×)ᵀ), since s ×* = -(s×)ᵀ and I^C is symmetric; r3 likewise
-    _mul(Ic, sx, T1)
+        _xfr(J, p, Ic, r, Y, r)
+        _xfr(psid, p, Ic, r, Z, r)
     for r in range(6):
-        for c in range(6):
-            r1[r, c] = -(T1[r, c] + T1[c, r])
-    _mul(Ic, psx, T1)
-    for r in range(6):
-        for c in range(6):
-            r3[r, c] = -(T1[r, c] + T1[c, r])
-    _mvr(Ic, psid, p, vecs, _Z)
+        for c in range(r, 6):
+            x = Y[r, c] + Y[c, r]
+            r1[r, c] = x
+            r1[c, r] = x
+            r3[r, c] = Z[r, c] + Z[c, r]
+            r3[c, r] = r3[r, c]
     _rhs_add(vecs, _Z, r3)                                  # + (I^C ψ̇)×̄*
-    _mul(Bc, sx, T1)
     for r in range(6):
+        _xfr(J, p, Bc, r, Z, r)                             # V
+    for r in range(3, 6):
         for c in range(6):
-            x = 0.0
-            for k in range(6):
-                x += sx[k, r] * Bc[k, c]
-            r3[r, c] -= T1[r, c] + x                        # - B^C s× + s ×* B^C
+            BcT[r, c] = Bc[c, r]
+        _xfr(J, p, BcT, r, Y, r)                            # W (rows 3..5)
+    for r in range(6):
+        for c in range(3):
+            r3[r, c] += Z[r, c]
+        for c in range(3, 6):
+            r3[r, c] += Z[r, c] + Y[c, r]
 
 
 @jit_inline
-def _pair_terms(p, j, J, psid, psidd, phid, mats, vecs):
+def _pair_terms(p, j, J, psid, psidd, psv, mats, vecs):
     """The vectors of the pair (p, j) — ``j`` a dof on the chain of ``p``'s joint — that
     :func:`_pair` dots with the k-dof vectors (after :func:`_dof_terms` of ``p``): with ``t = S_j``,
     ``r0 = (I^C s)×̄*``, ``r4 = (B^Cᵀ s)×̄*``, ``r5 = g5×̄*``, ``r7 = g7×̄*``: ``R1T = r1 t``,
     ``R0T = r0 t``, ``U1 = r3ᵀ t``, ``U3 = r3 ψ̇_j + r1 ψ̈_j + r5 t``,
     ``U58 = (r0 − r1) ψ̇_j + r4 t`` (also the paper's ``r4 t − B^{icᵀ} ψ̇_j``),
-    ``U6 = (r1 + r0) ψ̇_j + r7 t``, ``U7 = r1 (ψ̇_j + Ṡ_j) + r3 t``, ``R6T = r0 t + s ×* I^C t``.
-    The eight 6x6 products share one loop."""
+    ``U6 = (r1 + r0) ψ̇_j + r7 t``, ``U7 = r1 (ψ̇_j + Ṡ_j) + r3 t`` (``psv_j = ψ̇_j + Ṡ_j``),
+    ``R6T = r0 t + s ×* I^C t``.
+    The eight 6x6 products share one unrolled loop."""
     r1 = mats[_R1]
     r3 = mats[_R3]
     Ic = mats[_IC]
+    # the j-vectors in locals, the products unrolled (stores into vecs would otherwise force reloads)
+    t0, t1, t2, t3, t4, t5 = J[j, 0], J[j, 1], J[j, 2], J[j, 3], J[j, 4], J[j, 5]
+    h0, h1, h2, h3, h4, h5 = psid[j, 0], psid[j, 1], psid[j, 2], psid[j, 3], psid[j, 4], psid[j, 5]
+    g0, g1, g2, g3, g4, g5 = psidd[j, 0], psidd[j, 1], psidd[j, 2], psidd[j, 3], psidd[j, 4], psidd[j, 5]
+    w0, w1, w2, w3, w4, w5 = psv[j, 0], psv[j, 1], psv[j, 2], psv[j, 3], psv[j, 4], psv[j, 5]
     for r in range(6):
-        s1 = s2 = s3 = s4 = s5 = s6 = s7 = s8 = 0.0
-        for c in range(6):
-            t = J[j, c]
-            pt = psid[j, c]
-            a1 = r1[r, c]
-            a3 = r3[r, c]
-            s1 += a1 * t
-            s2 += a3 * t
-            s3 += r3[c, r] * t
-            s4 += a3 * pt
-            s5 += a1 * psidd[j, c]
-            s6 += a1 * pt
-            s7 += a1 * phid[j, c]
-            s8 += Ic[r, c] * t
-        vecs[_R1T, r] = s1
-        vecs[_U1, r] = s3
-        vecs[_U3, r] = s4 + s5
-        vecs[_U7, r] = s6 + s7 + s2
+        a0, a1, a2, a3, a4, a5 = r1[r, 0], r1[r, 1], r1[r, 2], r1[r, 3], r1[r, 4], r1[r, 5]
+        b0, b1, b2, b3, b4, b5 = r3[r, 0], r3[r, 1], r3[r, 2], r3[r, 3], r3[r, 4], r3[r, 5]
+        e0, e1, e2, e3, e4, e5 = r3[0, r], r3[1, r], r3[2, r], r3[3, r], r3[4, r], r3[5, r]
+        d0, d1, d2, d3, d4, d5 = Ic[r, 0], Ic[r, 1], Ic[r, 2], Ic[r, 3], Ic[r, 4], Ic[r, 5]
+        s6 = a0 * h0 + a1 * h1 + a2 * h2 + a3 * h3 + a4 * h4 + a5 * h5
+        vecs[_R1T, r] = a0 * t0 + a1 * t1 + a2 * t2 + a3 * t3 + a4 * t4 + a5 * t5
+        vecs[_U1, r] = e0 * t0 + e1 * t1 + e2 * t2 + e3 * t3 + e4 * t4 + e5 * t5
+        vecs[_U3, r] = (b0 * h0 + b1 * h1 + b2 * h2 + b3 * h3 + b4 * h4 + b5 * h5
+                        + a0 * g0 + a1 * g1 + a2 * g2 + a3 * g3 + a4 * g4 + a5 * g5)
+        vecs[_U7, r] = (a0 * w0 + a1 * w1 + a2 * w2 + a3 * w3 + a4 * w4 + a5 * w5
+                        + b0 * t0 + b1 * t1 + b2 * t2 + b3 * t3 + b4 * t4 + b5 * t5)
         vecs[_X, r] = s6                                    # r1 ψ̇_j
-        vecs[_Z, r] = s8                                    # I^C t
+        vecs[_Z, r] = d0 * t0 + d1 * t1 + d2 * t2 + d3 * t3 + d4 * t4 + d5 * t5  # I^C t
     for f in range(4):                                      # t ×* (I^C s, g5, g7, B^Cᵀ s)
         _xfr(J, j, vecs, _ICS + f, vecs, _R0T + f)
     _xfr(psid, j, vecs, _ICS, vecs, _Y)                     # r0 ψ̇_j
@@ -271,9 +239,10 @@ def _pair_terms(p, j, J, psid, psidd, phid, mats, vecs):
 
 
 @jit
-def second_order_backward(li, J, psid, psidd, phid, IC, BC, fC, mats, vecs, clink, qq, vv, qv, dM):
+def second_order_backward(li, J, psid, psidd, psv, IC, BC, fC, mats, vecs, clink, qq, vv, qv, dM):
     """The IDSVA-SO backward pass: writes ``qq`` (∂²τ/∂q²), ``vv`` (∂²τ/∂v²), ``qv`` (∂²τ/∂q∂v) and
-    ``dM`` (∂M/∂q), each (nv, nv, nv) and zero on entry, from the composites ``IC``, ``BC``, ``fC``.
+    ``dM`` (∂M/∂q), each (nv, nv, nv) and zero on entry, from the composites ``IC``, ``BC``, ``fC``
+    and the dof vectors ``psid`` (ψ̇), ``psidd`` (ψ̈), ``psv`` (ψ̇ + Ṡ) of :func:`second_order_forward`.
     ``mats`` (NMATS, 6, 6) and ``vecs`` (NVECS, 6) are scratch; ``clink`` is (nv,) int64 scratch
     (the link of each dof of the current chain)."""
     L = li.shape[0]
@@ -304,21 +273,21 @@ def second_order_backward(li, J, psid, psidd, phid, IC, BC, fC, mats, vecs, clin
                 Bc[3 + r, 3 + c] = BC[i, 3 + 3 * r + c]
         for kp in range(li[i, LI_NV]):
             p = d0 + kp
-            _dof_terms(i, p, J, psid, psidd, phid, fC, mats, vecs)
+            _dof_terms(i, p, J, psid, psidd, psv, fC, mats, vecs)
             for aj in range(nA):
                 j = li[i, LI_SUP + aj]
-                _pair_terms(p, j, J, psid, psidd, phid, mats, vecs)
+                _pair_terms(p, j, J, psid, psidd, psv, mats, vecs)
                 # every k whose link is at or above j's link (all dofs of j's own link included)
                 ak_end = aj + 1
                 while ak_end < nA and clink[ak_end] == clink[aj]:
                     ak_end += 1
                 for ak in range(ak_end):
-                    _pair(i, p, j, li[i, LI_SUP + ak], clink[aj], clink[ak], J, psid, psidd, phid, vecs,
+                    _pair(i, p, j, li[i, LI_SUP + ak], clink[aj], clink[ak], J, psid, psidd, psv, vecs,
                           qq, vv, qv, dM)
 
 
 @jit_inline
-def _pair(i, p, j, k, lj, lk, J, psid, psidd, phid, vecs, qq, vv, qv, dM):
+def _pair(i, p, j, k, lj, lk, J, psid, psidd, psv, vecs, qq, vv, qv, dM):
     """The 14 case values of the dofs (p, j, k) — p of joint ``i``, j and k on its chain with k at
     or above j (links ``lj``, ``lk``) — and their writes (Singh, Russell & Wensing 2022 Alg. 1,
     Appendix C; §IV-F), from the pair vectors of :func:`_pair_terms` (sixteen dot products, one
@@ -328,7 +297,7 @@ def _pair(i, p, j, k, lj, lk, J, psid, psidd, phid, vecs, qq, vv, qv, dM):
         tk = J[k, r]
         pk = psid[k, r]
         ppk = psidd[k, r]
-        fk = phid[k, r]
+        fk = psv[k, r]
         r1t = vecs[_R1T, r]
         r0t = vecs[_R0T, r]
         u1 = vecs[_U1, r]
@@ -354,8 +323,8 @@ def _pair(i, p, j, k, lj, lk, J, psid, psidd, phid, vecs, qq, vv, qv, dM):
     p3 = p5 - p4
     p6 = p4 + p5
     x1 = u1p + f
-    x2 = u1t + a + d
-    x4 = u58t + b + g
+    x2 = u1t + d
+    x4 = u58t + g
     x8 = -p4
     ij = lj != i
     kj = lk != lj
@@ -395,7 +364,7 @@ def _pair(i, p, j, k, lj, lk, J, psid, psidd, phid, vecs, qq, vv, qv, dM):
 RNEA_SECOND_DERIVATIVES_SCRATCH = MOTION.then(
     ("psid", (DOFS, 6)),
     ("psidd", (DOFS, 6)),
-    ("phid", (DOFS, 6)),
+    ("psv", (DOFS, 6)),
     ("oa", (LINKS, 6)),
     ("dY", (LINKS, 12)),
     ("of", (LINKS, 6)),
@@ -417,7 +386,7 @@ def rnea_second_derivatives_range(li, lf, gv, bl, bf, q, v, a, fext, out, start,
     J, ov, vJ, oY = motion_views(buf, L, nv)
     psid = view2(buf, _RNEASD.psid, L, nv)
     psidd = view2(buf, _RNEASD.psidd, L, nv)
-    phid = view2(buf, _RNEASD.phid, L, nv)
+    psv = view2(buf, _RNEASD.psv, L, nv)
     oa = view2(buf, _RNEASD.oa, L, nv)
     dY = view2(buf, _RNEASD.dY, L, nv)
     of = view2(buf, _RNEASD.of, L, nv)
@@ -431,12 +400,12 @@ def rnea_second_derivatives_range(li, lf, gv, bl, bf, q, v, a, fext, out, start,
         world_kinematics(li, lf, q[b], v[b], RJ, R, p, oR, op, J, ov, vJ, t[0])
         world_accelerations(li, gv, J, a[b], ov, vJ, oa, t[0])
         world_inertias(li, lf, oR, op, oY)
-        second_order_forward(li, gv, J, ov, oa, oY, has_fext, fl, oR, op, psid, psidd, phid, dY, of, t)
+        second_order_forward(li, gv, J, ov, oa, oY, has_fext, fl, oR, op, psid, psidd, psv, dY, of, t)
         for m in range(4):
             T = out[m, b]
             for x in range(nv):
                 for y in range(nv):
                     for z in range(nv):
                         T[x, y, z] = 0.0
-        second_order_backward(li, J, psid, psidd, phid, oY, dY, of, mats, vecs, clink, out[0, b], out[1, b],
+        second_order_backward(li, J, psid, psidd, psv, oY, dY, of, mats, vecs, clink, out[0, b], out[1, b],
                               out[2, b], out[3, b])
