@@ -507,7 +507,7 @@ SINGLE_CALL = ("aba", "rnea_derivatives", "aba_derivatives")
 
 def dispatch_overhead(st: Settings, pin) -> list[dict[str, Any]]:
     """Single-state calls of the numba backend split into the compiled kernel and the rest: the
-    public function on one state ``(n,)`` vs its serial kernel called through numba's dispatcher
+    public function on one state ``(n,)`` vs the serial kernel it runs called through numba's dispatcher
     on preallocated, already prepared arrays (what no Python wrapper can go below), and one
     Pinocchio call. ``overhead_s`` = public - kernel: argument checks, allocation and dispatch."""
     from dynamics.kernels.packing import as_kernel_input as _f64
@@ -523,9 +523,9 @@ def dispatch_overhead(st: Settings, pin) -> list[dict[str, Any]]:
         pm, nv = packed(model), model.nv
         q, v, u = _f64(s.q), _f64(s.v), _f64(s.u)
         for fn in (f for f in SINGLE_CALL if f in st.functions):
-            if fn == "aba":
-                o = np.empty((1, nv))
-                kern = lambda: k.aba.aba_range(pm.li, pm.lf, pm.gv, pm.bl, pm.bf, q, v, u, pm.no_fext, o, 0, 1)
+            if fn == "aba":             # the public call's own single-state kernel
+                o, q0, v0, u0 = np.empty(nv), q[0], v[0], u[0]
+                kern = lambda: k.aba.aba_state(pm.li, pm.lf, pm.gv, q0, v0, u0, o)
             elif fn == "rnea_derivatives":
                 o = np.empty((2, 1, nv, nv))
                 kern = lambda: k.rnea_derivatives.rnea_derivatives_range(pm.li, pm.lf, pm.gv, pm.bl, pm.bf, q, v, u,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .jit import jit
+from .jit import jit, jit_inline
 from .packing import LF_ARM, LI_DOFADR, LI_NV, LI_PARENT
 from .rnea import link_external_forces
 from .scratch import buffer
@@ -157,9 +157,25 @@ def aba_acceleration_pass(li, gv, J, U, Dinv, cb, u, qdd, oa):
             oa[i, r] += s
 
 
-#: scratch of :func:`aba_range`: one state's work arrays
+#: scratch of :func:`aba_range` and :func:`aba_state`: one state's work arrays
 ABA_SCRATCH = ARTICULATED
 _ABA = ABA_SCRATCH.spec
+
+
+@jit_inline
+def aba_passes(li, lf, gv, q, v, tau, has_fext, qdd, placements, motion, articulated):
+    """``qdd`` (nv,) of one state q (nq,), v, tau (nv,): the passes of ABA, in the work arrays of an
+    :data:`ABA_SCRATCH` buffer (:func:`.state_scratch.placement_views`, ``motion_views``,
+    ``articulated_views``), with the per-link external forces already in ``fl`` when ``has_fext``."""
+    R, p, oR, op, RJ, fl, tmp = placements
+    J, ov, vJ, oY = motion
+    IA, U, UD, Dinv, tmp66, chol, cb, pA, oa, u = articulated
+    world_kinematics(li, lf, q, v, RJ, R, p, oR, op, J, ov, vJ, tmp[0])
+    world_inertias(li, lf, oR, op, oY)
+    bias_forces(li, oY, ov, vJ, has_fext, fl, oR, op, cb, pA, tmp)
+    articulated_inertias(li, lf, oY, J, IA, U, UD, Dinv, tmp66, chol)
+    aba_bias_pass(li, J, tau, IA, U, UD, cb, pA, u)
+    aba_acceleration_pass(li, gv, J, U, Dinv, cb, u, qdd, oa)
 
 
 @jit
@@ -169,16 +185,33 @@ def aba_range(li, lf, gv, bl, bf, q, v, tau, fext, qdd, start, stop):
     L = li.shape[0]
     nv = tau.shape[1]
     buf = buffer(_ABA.total, L, nv)
-    R, p, oR, op, RJ, fl, tmp = placement_views(buf, L, nv)
-    J, ov, vJ, oY = motion_views(buf, L, nv)
-    IA, U, UD, Dinv, tmp66, chol, cb, pA, oa, u = articulated_views(buf, L, nv)
+    placements = placement_views(buf, L, nv)
+    motion, articulated = motion_views(buf, L, nv), articulated_views(buf, L, nv)
+    fl = placements[5]
     has_fext = fext.shape[0] > 0
     for b in range(start, stop):
         if has_fext:
             link_external_forces(bl, bf, fext[b], fl)
-        world_kinematics(li, lf, q[b], v[b], RJ, R, p, oR, op, J, ov, vJ, tmp[0])
-        world_inertias(li, lf, oR, op, oY)
-        bias_forces(li, oY, ov, vJ, has_fext, fl, oR, op, cb, pA, tmp)
-        articulated_inertias(li, lf, oY, J, IA, U, UD, Dinv, tmp66, chol)
-        aba_bias_pass(li, J, tau[b], IA, U, UD, cb, pA, u)
-        aba_acceleration_pass(li, gv, J, U, Dinv, cb, u, qdd[b], oa)
+        aba_passes(li, lf, gv, q[b], v[b], tau[b], has_fext, qdd[b], placements, motion, articulated)
+
+
+@jit
+def aba_state(li, lf, gv, q, v, tau, qdd):
+    """``qdd`` for one state without external forces: q (nq,), v, tau, qdd (nv,), or a batch of one
+    ((1, nq), (1, nv)); returns whether every entry of ``qdd`` is finite. The single-state entry
+    point: :func:`aba_range`'s passes without its batch range and external-force arguments
+    (each argument costs the caller an unboxing), and the finiteness check the caller would
+    otherwise make in Python."""
+    if q.ndim == 2:      # a batch of one (numba resolves ndim when it compiles: one branch is kept)
+        q1, v1, tau1, qdd1 = q[0], v[0], tau[0], qdd[0]
+    else:
+        q1, v1, tau1, qdd1 = q, v, tau, qdd
+    L = li.shape[0]
+    nv = tau1.shape[0]
+    buf = buffer(_ABA.total, L, nv)
+    aba_passes(li, lf, gv, q1, v1, tau1, False, qdd1, placement_views(buf, L, nv), motion_views(buf, L, nv),
+               articulated_views(buf, L, nv))
+    for k in range(nv):
+        if not np.isfinite(qdd1[k]):
+            return False
+    return True

@@ -28,6 +28,10 @@ from __future__ import annotations
 from types import ModuleType
 
 import numpy as np
+from numba.core import cgutils, types
+from numba.core.imputils import impl_ret_borrowed
+from numba.extending import intrinsic
+from numba.np.arrayobj import make_array, populate_array
 
 from .jit import jit, jit_inline
 
@@ -192,21 +196,41 @@ def view1(buf, f, L, nv):
     return buf[o:o + extent(f, 1, L, nv)]
 
 
+@intrinsic
+def carve(typingctx, buf, start, shape):
+    """The C-contiguous array of shape ``shape`` (a tuple of ints) whose entries are ``buf[start:]``,
+    sharing ``buf``'s memory, built the way numba builds a slice. ``buf[a:b].reshape(shape)`` would
+    call numba's C helper for a general no-copy reshape and check the new shape for every view: in
+    a small kernel's per-call setup (an ABA call carves 20 views) those calls cost more than the
+    allocation. No bounds check: a :class:`Layout` sizes the buffer to hold every field."""
+    if not (isinstance(buf, types.Array) and buf.ndim == 1 and buf.layout == "C"
+            and isinstance(start, types.Integer) and isinstance(shape, types.UniTuple)
+            and isinstance(shape.dtype, types.Integer)):
+        return None
+    out_type = types.Array(buf.dtype, shape.count, "C", readonly=not buf.mutable)
+
+    def codegen(context, builder, sig, args):
+        src = make_array(sig.args[0])(context, builder, args[0])
+        first = context.cast(builder, args[1], sig.args[1], types.intp)
+        dims = [context.cast(builder, d, sig.args[2].dtype, types.intp) for d in cgutils.unpack_tuple(builder, args[2])]
+        strides = [src.itemsize]              # C order: the last dimension's stride is one entry
+        for d in reversed(dims[1:]):
+            strides.insert(0, builder.mul(strides[0], d))
+        view = make_array(out_type)(context, builder)
+        populate_array(view, data=cgutils.gep_inbounds(builder, src.data, first), shape=dims, strides=strides,
+                       itemsize=src.itemsize, meminfo=src.meminfo, parent=src.parent)
+        return impl_ret_borrowed(context, builder, out_type, view._getvalue())
+
+    return out_type(buf, start, shape), codegen
+
+
 @jit_inline
 def view2(buf, f, L, nv):
     """Field ``f`` (two dimensions) of ``buf``, as a C-contiguous (n0, n1) array."""
-    o = align(extent(f, 0, L, nv))
-    n0 = extent(f, 1, L, nv)
-    n1 = extent(f, 2, L, nv)
-    return buf[o:o + n0 * n1].reshape((n0, n1))
+    return carve(buf, align(extent(f, 0, L, nv)), (extent(f, 1, L, nv), extent(f, 2, L, nv)))
 
 
 @jit_inline
 def view3(buf, f, L, nv):
     """Field ``f`` (three dimensions) of ``buf``, as a C-contiguous (n0, n1, n2) array."""
-    o = align(extent(f, 0, L, nv))
-    n0 = extent(f, 1, L, nv)
-    n1 = extent(f, 2, L, nv)
-    n2 = extent(f, 3, L, nv)
-    return buf[o:o + n0 * n1 * n2].reshape((n0, n1, n2))
-
+    return carve(buf, align(extent(f, 0, L, nv)), (extent(f, 1, L, nv), extent(f, 2, L, nv), extent(f, 3, L, nv)))

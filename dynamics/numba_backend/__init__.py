@@ -94,8 +94,8 @@ class _OneState:
     arguments, output shapes and the weights of the finiteness sums, found by one dict lookup on
     ``id(model)`` (the entry removes itself when the model is garbage-collected)."""
 
-    __slots__ = ("__weakref__", "flat", "head", "no_acc", "no_fext", "no_minv", "nq", "nv", "ones2", "ones3",
-                 "ref", "row", "rows", "shape2", "shape3", "size2", "size3")
+    __slots__ = ("__weakref__", "flat", "gv", "head", "lf", "li", "no_acc", "no_fext", "no_minv", "nq", "nv", "ones2",
+                 "ones3", "ref", "row", "rows", "shape2", "shape3", "size2", "size3", "vector")
 
     def __init__(self, model: RobotModel, pm, table: dict):
         key = id(model)
@@ -109,9 +109,10 @@ class _OneState:
         self.flat = ((nq,), (nv,), (nv,))           # input shapes of one state ...
         self.rows = ((1, nq), (1, nv), (1, nv))     # ... and of a batch of one
         self.head = (pm.li, pm.lf, pm.gv, pm.bl, pm.bf)
+        self.li, self.lf, self.gv = pm.li, pm.lf, pm.gv
         self.no_fext, self.no_minv = pm.no_fext, pm.no_minv
         self.no_acc = np.empty((0, nv))             # aba_derivatives without the acceleration (never written)
-        self.row = (1, nv)
+        self.row, self.vector = (1, nv), (nv,)
         self.shape2, self.size2 = (2, 1, nv, nv), 2 * nv * nv
         self.shape3, self.size3 = (3, 1, nv, nv), 3 * nv * nv
         # weights of the matrix outputs' finiteness sums (dynamics.inputs.sum_is_finite's, one dot
@@ -120,11 +121,11 @@ class _OneState:
         table[key] = self
 
 
-def _inputs(table: dict, model, q, v, w):
-    """``(rec, flat, q1, v1, w1)`` when q, v, w are one float64 C-contiguous state of ``model``'s
-    size each ((nq,), (nv,), (nv,): ``flat``, or with a leading 1), with ``rec`` the model's
-    :class:`_OneState` and q1, v1, w1 as (1, n) arrays; else None. Finiteness is not checked here
-    (the caller checks the kernel's output instead)."""
+def _state(table: dict, model, q, v, w):
+    """``(rec, flat)`` when q, v, w are one float64 C-contiguous state of ``model``'s size each
+    ((nq,), (nv,), (nv,): ``flat``, or with a leading 1), with ``rec`` the model's
+    :class:`_OneState`; else None. Finiteness is not checked here (the caller checks the kernel's
+    output instead)."""
     if type(q) is not _ndarray or type(v) is not _ndarray or type(w) is not _ndarray:
         return None
     if q.dtype is not _F64 or v.dtype is not _F64 or w.dtype is not _F64:
@@ -138,10 +139,19 @@ def _inputs(table: dict, model, q, v, w):
         rec = _OneState(model, packed(model), table)
     shapes = (q.shape, v.shape, w.shape)
     if shapes == rec.rows:
-        return rec, False, q, v, w
+        return rec, False
     if shapes == rec.flat:
-        return rec, True, q[None], v[None], w[None]
+        return rec, True
     return None
+
+
+def _inputs(table: dict, model, q, v, w):
+    """``(rec, flat, q1, v1, w1)``: :func:`_state`'s answer and q, v, w as (1, n) arrays; else None."""
+    hit = _state(table, model, q, v, w)
+    if hit is None:
+        return None
+    rec, flat = hit
+    return (rec, True, q[None], v[None], w[None]) if flat else (rec, False, q, v, w)
 
 
 _ndarray = np.ndarray
@@ -310,6 +320,8 @@ class NumbaBackend(CombinedComKernel, Backend):
                     ("crba", lambda: self._crba(model, qb)),
                     ("minv", lambda: self._minv(model, qb)),
                     ("aba", lambda: self._aba(model, qb, zb, zb, None)),
+                    # the single-state path's own kernel, in both input forms ((n,) and (1, n))
+                    ("aba (one state)", lambda: (self.aba(model, q, z, z), self.aba(model, q[None], z[None], z[None]))),
                     ("rnea_derivatives", lambda: self._rnea_derivatives(model, qb, zb, zb, None)),
                     ("aba_derivatives", lambda: self._aba_derivatives(model, qb, zb, zb, None, self._minv(model, qb))),
                     ("rnea_second_derivatives", lambda: self._rnea_second_derivatives(model, qb, zb, zb, None)),
@@ -382,26 +394,31 @@ class NumbaBackend(CombinedComKernel, Backend):
     # (float64, C-contiguous, right length) and the kernel's compiled entry point for exactly these
     # argument types is called directly, skipping numba's type dispatch. Finiteness is checked on
     # the output, by one sum (a vector: Python's sum of its entries, cheaper than a BLAS call at
-    # this size; a matrix: one dot product): a non-finite input makes the output non-finite
-    # (NaN/inf propagate through every recursion), which sends the call to the generic path, as
-    # does anything else: it words every error (a finite output whose plain sum overflows only
-    # takes the generic path too, which returns it).
+    # this size; a matrix: one dot product; ``aba``: inside its single-state kernel, which returns
+    # the answer): a non-finite input makes the output non-finite (NaN/inf propagate through
+    # every recursion), which sends the call to the generic path, as does anything else: it words
+    # every error (a finite output whose plain sum overflows only takes the generic path too,
+    # which returns it). ``aba`` has a kernel of its own (aba.aba_state: the state's own shapes,
+    # no batch range or external-force arguments), compiled on first use for each of the two
+    # input forms; the others run their ``*_range`` kernel, the one the general path compiles.
+    # Every kernel allocates its scratch per call (nothing shared between callers or threads).
 
-    def _entry(self, name: str, kernel, args: tuple) -> None:
-        """Run ``kernel(*args)`` through numba's dispatcher (compiling or loading it from the cache)
-        and keep, under ``name``, its compiled entry point for the types of ``args``."""
+    def _entry(self, name: str, kernel, args: tuple, first: int = 5):
+        """Run ``kernel(*args)`` through numba's dispatcher (compiling or loading it from the cache),
+        keep, under ``name``, its compiled entry point for the types of ``args`` and return the
+        kernel's result; ``args[first:first + 3]`` are the state inputs (q, v, tau / a)."""
         # through the dispatcher with the generic path's argument types (inputs read-only), so
-        # that both paths share one compiled specialisation; numba's unboxing does not look at
-        # the writeable flag, so the entry point then also takes the caller's writeable arrays
-        # (args[5:8]: the state inputs q, v, tau / a of every fast-path kernel)
-        args = args[:5] + tuple(_f64(a) for a in args[5:8]) + args[8:]
-        kernel(*args)
+        # that a ``*_range`` kernel serves both paths with one compiled specialisation; numba's
+        # unboxing does not look at the writeable flag, so the entry point then also takes the
+        # caller's writeable arrays
+        args = args[:first] + tuple(_f64(a) for a in args[first:first + 3]) + args[first + 3:]
+        result = kernel(*args)
         sig = tuple(kernel.typeof_pyval(a) for a in args)
         self._entries[name] = kernel.overloads[sig].entry_point
+        return result
 
     def _one_vector(self, name: str, model, q, v, w):
-        """The (nv,) or (1, nv) result of the single-state kernel ``name`` (``rnea``: τ, ``aba``:
-        q̈) on the fast path, or None when the inputs or a non-finite result send the call to the
+        """The (nv,) or (1, nv) result of the single-state kernel ``name`` (``rnea``: τ) on the fast path, or None when the inputs or a non-finite result send the call to the
         generic path."""
         hit = _inputs(self._one_states, model, q, v, w)
         if hit is None:
@@ -428,9 +445,20 @@ class NumbaBackend(CombinedComKernel, Backend):
 
     def aba(self, model: RobotModel, q, v, tau, fext=None) -> np.ndarray:
         if fext is None:
-            qdd = self._one_vector("aba", model, q, v, tau)
-            if qdd is not None:
-                return qdd
+            # the single-state kernel (.aba.aba_state): the state's own shapes, no batch range or
+            # external-force arguments, the finiteness check compiled (its result)
+            hit = _state(self._one_states, model, q, v, tau)
+            if hit is not None:
+                rec, flat = hit
+                qdd = np.empty(rec.vector if flat else rec.row)
+                name = "aba_state" if flat else "aba_state_row"
+                ep = self._entries.get(name)
+                if ep is not None:
+                    finite = ep(rec.li, rec.lf, rec.gv, q, v, tau, qdd)
+                else:
+                    finite = self._entry(name, _k().aba.aba_state, (rec.li, rec.lf, rec.gv, q, v, tau, qdd), 3)
+                if finite:
+                    return qdd
         return super().aba(model, q, v, tau, fext)
 
     def rnea_derivatives(self, model: RobotModel, q, v, a, fext=None):

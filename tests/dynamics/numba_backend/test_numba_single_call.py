@@ -1,7 +1,8 @@
 """The numba backend's single-state fast path (``rnea``, ``aba``, ``rnea_derivatives``, ``aba_derivatives`` on one
 finite float64 contiguous state, no f_ext / M⁻¹): the numpy reference's results for every input form
-that takes it, one compiled specialisation shared with the general path, and every other input still
-going the general way with its usual errors."""
+that takes it, one compiled specialisation shared with the general path (``aba``: its own single-state
+kernel, one specialisation per input form, ready after ``warmup``), and every other input still going
+the general way with its usual errors."""
 
 from __future__ import annotations
 
@@ -73,6 +74,41 @@ def test_fast_and_general_path_share_one_specialisation(bundled, function):
     assert set(kernel.signatures) == before
 
 
+def test_aba_single_state_kernel(bundled):
+    """``aba``'s own single-state kernel: one specialisation per input form ((n,) and (1, n), read-only
+    types, as for the general path), taken by writeable and read-only callers alike; it answers
+    whether its result is finite."""
+    from dynamics.kernels.aba import aba_state
+    from dynamics.kernels.packing import as_kernel_input, packed
+    m = bundled["hyq"]
+    rng = np.random.default_rng(8)
+    q, v, u = m.random_configuration(rng), rng.normal(size=m.nv), rng.normal(size=m.nv)
+    ro = [as_kernel_input(x) for x in (q, v, u)]
+    for qq, vv, uu in ((q, v, u), tuple(ro), (q[None], v[None], u[None]), tuple(x[None] for x in ro)):
+        _close(NB.aba(m, qq, vv, uu), REF.aba(m, qq, vv, uu))
+    sigs = aba_state.signatures
+    assert sorted(sig[3].ndim for sig in sigs) == [1, 2], sigs
+    assert all(not sig[k].mutable for sig in sigs for k in (3, 4, 5)) and all(sig[6].mutable for sig in sigs)
+    pm = packed(m)
+    out = np.empty(m.nv)
+    assert aba_state(pm.li, pm.lf, pm.gv, *ro, out) is True
+    _close(out, REF.aba(m, q, v, u))
+    for k in (0, m.nv - 1):            # the first and the last dof: the check covers every entry
+        bad = u.copy()
+        bad[k] = np.inf
+        assert aba_state(pm.li, pm.lf, pm.gv, ro[0], ro[1], as_kernel_input(bad), out) is False
+    assert len(aba_state.signatures) == 2
+
+
+def test_warmup_covers_the_single_state_aba(bundled):
+    """``warmup`` leaves both forms of the single-state ``aba`` ready: their compiled entry points are
+    kept, so a first call after it neither compiles nor goes through numba's dispatcher."""
+    from dynamics.numba_backend import NumbaBackend
+    be = NumbaBackend(threads=1)
+    be.warmup(bundled["iiwa"])
+    assert {"aba_state", "aba_state_row"} <= set(be._entries)
+
+
 def test_model_constants_are_dropped_with_the_model(bundled):
     import copy
     import gc
@@ -98,6 +134,12 @@ def test_errors_unchanged(bundled):
             getattr(NB, f)(m, np.full(m.nq, np.inf), z, z)
     with pytest.raises(ValueError, match="aba_derivatives: tau contains non-finite values"):
         NB.aba_derivatives(m, q, z, bad, return_acceleration=True)
+    for name in ("v", "tau"):            # aba's single-state kernel answers "not finite": the general path words it
+        args = {"q": q, "v": z, "tau": z, name: bad}
+        with pytest.raises(ValueError, match=f"aba: {name} contains non-finite values"):
+            NB.aba(m, **args)
+        with pytest.raises(ValueError, match=f"aba: {name} contains non-finite values"):
+            NB.aba(m, **{k: x[None] for k, x in args.items()})
     with pytest.raises(ShapeError, match=r"aba: tau has shape \(3,\), expected \(\.\.\., 7\)"):
         NB.aba(m, q, z, np.zeros(3))
     with pytest.raises(TypeError, match="expected a RobotModel"):
