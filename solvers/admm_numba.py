@@ -31,9 +31,11 @@ NOT_PD = 1
 
 
 @jit
-def factor_quu(Fu, luu, Vxx, mu, L):
-    """``L[t]`` (N, nu, nu), lower: the Cholesky factor of ``sym(l_uu + Fuᵀ V'_xx Fu) + μI`` of
-    each knot, the matrix the last full Riccati pass factorised (same operations, same order).
+def factor_quu(Fu, luu, Vxx, mu, L, Qinv):
+    """``L[t]`` (N, nu, nu), lower: the Cholesky factor of ``Q̃ = sym(l_uu + Fuᵀ V'_xx Fu) + μI`` of
+    each knot, the matrix the last full Riccati pass factorised (same operations, same order), and
+    ``Qinv[t]`` (N, nu, nu) = Q̃⁻¹ from it, symmetrised: the ADMM iterations' ``k = −Q̃⁻¹ Q_u`` is
+    then a matrix-vector product, not two substitutions (serial chains of dependent operations).
     Fu (N, ndx, nu), luu (N, nu, nu) augmented cost Hessian, Vxx (N+1, ndx, ndx) of that pass.
     Returns ``(status, t)``."""
     N, ndx, nu = Fu.shape
@@ -54,6 +56,16 @@ def factor_quu(Fu, luu, Vxx, mu, L):
             Quu[i, i] += mu
         if not cholesky(Quu, idx, nu, L[t], 0.0) > 0.0:
             return NOT_PD, t
+        Qi = Qinv[t]
+        for a in range(nu):
+            for b in range(nu):
+                Qi[a, b] = 1.0 if a == b else 0.0
+        cholesky_solve(L[t], nu, Qi)
+        for a in range(nu):
+            for b in range(a):
+                s = 0.5 * (Qi[a, b] + Qi[b, a])
+                Qi[a, b] = s
+                Qi[b, a] = s
     return OK, 0
 
 
@@ -68,11 +80,28 @@ def _multiplier_row(y, rho, g, z, v):
 def _add_transpose_times(G, v, out):
     """``out += Gᵀ v`` for G (m, n), v (m,), out (n,): a sum of G's contiguous rows (vectorises);
     inlined (a call per knot and product costs as much as the product on a small robot)."""
-    for r in range(G.shape[0]):
+    m, n = G.shape
+    r = 0
+    # four rows per sweep of out: one load and store of out[i] per four multiply-adds (the sweep
+    # row by row is bound by them); the sum's order is the row-by-row one's (a zero entry of v
+    # adds an exact zero)
+    while r + 4 <= m:
+        w0, w1, w2, w3 = v[r], v[r + 1], v[r + 2], v[r + 3]
+        if w0 != 0.0 or w1 != 0.0 or w2 != 0.0 or w3 != 0.0:
+            for i in range(n):
+                o = out[i]
+                o += G[r, i] * w0
+                o += G[r + 1, i] * w1
+                o += G[r + 2, i] * w2
+                o += G[r + 3, i] * w3
+                out[i] = o
+        r += 4
+    while r < m:
         w = v[r]
         if w != 0.0:
-            for i in range(out.shape[0]):
+            for i in range(n):
                 out[i] += G[r, i] * w
+        r += 1
     return out
 
 
@@ -95,12 +124,12 @@ def _max_abs(a):
 
 
 @jit
-def admm_iterations(Fx, Fu, FxT, FuT, gaps, K, KT, L, Vxx, mu, lx, lu, lxN, Gx, Gu, GxT, GuT, g, lower, upper, rho, near,
+def admm_iterations(Fx, Fu, FxT, FuT, gaps, K, KT, Qinv, Vxx, mu, lx, lu, lxN, Gx, Gu, GxT, GuT, g, lower, upper, rho, near,
                     sigma, alpha, n_iter, eps_abs, eps_rel, scale_q, y, z, dx, du, k, w, out):
     """Up to ``n_iter`` ADMM iterations at fixed ρ and μ, in place.
 
     Fx (N, ndx, ndx), Fu (N, ndx, nu), gaps (N+1, ndx): the linearised dynamics; K (N, nu, ndx),
-    L (N, nu, nu) (:func:`factor_quu`), Vxx (N+1, ndx, ndx): the last full Riccati pass at μ;
+    Qinv (N, nu, nu) (:func:`factor_quu`), Vxx (N+1, ndx, ndx): the last full Riccati pass at μ;
     lx (N, ndx), lu (N, nu), lxN (ndx,): the cost gradients; Gx (N+1, m, ndx), Gu (N+1, m, nu),
     g (N+1, m): the constraints' Jacobians and values, lower/upper (N+1, m) their bounds; rho
     (N+1, m) the per-row penalty; near (N+1, m) bool: the rows the ρ update measures; sigma the
@@ -153,10 +182,9 @@ def admm_iterations(Fx, Fu, FxT, FuT, gaps, K, KT, L, Vxx, mu, lx, lu, lxN, Gx, 
                 Qu[i] = lu[t, i] + au[i] - sigma * du[t, i]
             _add_transpose_times(Fx[t], Vx, Qx)
             _add_transpose_times(Fu[t], Vx, Qu)
+            _transpose_times(Qinv[t], Qu, kt)       # Q̃⁻¹ Q_u (Q̃⁻¹ symmetric)
             for i in range(nu):
-                kt[i] = -Qu[i]
-            cholesky_solve(L[t], nu, kt)
-            for i in range(nu):
+                kt[i] = -kt[i]
                 k[t, i] = kt[i]
                 Qu[i] -= mu * kt[i]
             for a in range(ndx):
@@ -237,15 +265,13 @@ def costates(Fx, Fu, hx, hu, lam):
     Lagrangian's gradients, Fx (N, ndx, ndx), Fu (N, ndx, nu)."""
     N, ndx, nu = Fu.shape
     dual = 0.0
+    r = np.empty(nu)
     for t in range(N - 1, -1, -1):
+        # sums of Fu's and Fx's contiguous rows, in the order of the dot products over j
         for i in range(nu):
-            s = hu[t, i]
-            for j in range(ndx):
-                s += Fu[t, j, i] * lam[t + 1, j]
-            dual = max(dual, abs(s))
+            r[i] = hu[t, i]
+        dual = max(dual, _max_abs(_add_transpose_times(Fu[t], lam[t + 1], r)))
         for i in range(ndx):
-            s = hx[t, i]
-            for j in range(ndx):
-                s += Fx[t, j, i] * lam[t + 1, j]
-            lam[t, i] = s
+            lam[t, i] = hx[t, i]
+        _add_transpose_times(Fx[t], lam[t + 1], lam[t])
     return dual

@@ -27,6 +27,10 @@ from .problem import ProblemDerivatives
 from .regularization import Regularization
 
 RHO_MIN, RHO_MAX = 1e-6, 1e6
+#: ADMM is stopped as diverged when its primal residual ‖g + G d − z‖∞ exceeds this factor times
+#: (1 + max|g|): a step that moves the linearised constraints by 10¹⁰ times their own size is no
+#: step a line search can use (an ill-conditioned QP: e.g. controls with almost no cost curvature)
+DIVERGED_FACTOR = 1e10
 
 
 class StagewiseAdmmQP:
@@ -134,6 +138,7 @@ class StagewiseAdmmQP:
                 # not left to rounding, as the rows' active flags (y ≠ 0) read it
                 np.copyto(y, np.where(z == zu, 0.0, y + rho * (wr - z)))
                 r_prim = float(np.abs(w - z).max(initial=0.0))
+                _check_divergence(r_prim, g, it)
                 dz = rho * (z - z_prev)
                 r_dual = max(float(np.abs(np.einsum("tmi,tm->ti", Gx, dz)).max(initial=0.0)),
                              float(np.abs(np.einsum("tmi,tm->ti", Gu[:N], dz[:N])).max(initial=0.0)))
@@ -169,8 +174,9 @@ class StagewiseAdmmQP:
         bw = self.backward
         if self._L is None or self._L.shape != (N, Fu.shape[-1], Fu.shape[-1]):
             self._L = np.zeros((N, Fu.shape[-1], Fu.shape[-1]))
+            self._Qinv = np.zeros_like(self._L)
             self._w, self._out = np.zeros_like(g), np.zeros(6)
-        L, w, out = self._L, self._w, self._out
+        L, Qinv, w, out = self._L, self._Qinv, self._w, self._out
         g, Gx, Gu, lo, hi = (np.ascontiguousarray(v, dtype=np.float64) for v in (g, Gx, Gu, lo, hi))
         FxT, FuT, GxT, GuT = (_transposed(v) for v in (Fx, Fu, Gx, Gu))
         lx, lu = np.ascontiguousarray(d.running.lx), np.ascontiguousarray(d.running.lu)
@@ -180,7 +186,7 @@ class StagewiseAdmmQP:
             with self._timed("backward"):
                 if factored is not rho:         # a new penalty (or the first pass): K, V_xx and the factors
                     self._riccati(lqr, reg, us, gaps)
-                    status, t = kern.factor_quu(Fu, a.luu, bw.Vxx, float(reg.mu), L)
+                    status, t = kern.factor_quu(Fu, a.luu, bw.Vxx, float(reg.mu), L, Qinv)
                     if status != kern.OK:
                         raise SolverFailure(f"Q_uu + mu I not positive definite at knot {t} in the QP's Riccati pass")
                     factored = rho
@@ -189,7 +195,7 @@ class StagewiseAdmmQP:
                 if self.rho_update_interval:
                     n = min(n, self.rho_update_interval - it % self.rho_update_interval)
                 done, status = kern.admm_iterations(
-                    Fx, Fu, FxT, FuT, gaps, bw.K, KT, L, bw.Vxx, float(reg.mu), lx, lu, lxN, Gx, Gu, GxT, GuT, g,
+                    Fx, Fu, FxT, FuT, gaps, bw.K, KT, Qinv, bw.Vxx, float(reg.mu), lx, lu, lxN, Gx, Gu, GxT, GuT, g,
                     lo, hi, rho, self._near | self.equality, self.sigma, self.relaxation, int(n), self.eps_abs,
                     self.eps_rel, scale_q, self.y, self.z, self.dx, self.du, bw.k, w, out)
             it += done
@@ -198,6 +204,7 @@ class StagewiseAdmmQP:
                                     "the last finite iterate is returned")
             if status == kern.CONVERGED:
                 return it
+            _check_divergence(float(out[0]), g, it)
             if self.rho_update_interval and it % self.rho_update_interval == 0:
                 rho = self._update_rho(d, Gx, Gu, w, lo, hi, it, out[4], out[5], out[:4], rho)
             if it >= self.max_iter:
@@ -291,6 +298,16 @@ class StagewiseAdmmQP:
             if not reg.increase():
                 raise SolverFailure(f"regularization blow-up in the QP's Riccati pass ({failure}; mu > "
                                     f"{reg.mu_max:.1e})")
+
+
+def _check_divergence(r_prim: float, g: np.ndarray, it: int) -> None:
+    """Raise :class:`SolverFailure` when the primal residual after ``it`` ADMM iterations is beyond
+    ``DIVERGED_FACTOR (1 + max|g|)`` (or not a number) rather than let ADMM run to ``max_qp_iter``."""
+    scale = 1.0 + float(np.abs(g).max(initial=0.0))
+    if not r_prim <= DIVERGED_FACTOR * scale:
+        raise SolverFailure(f"the QP's ADMM diverged: primal residual {r_prim:.2e} after {it} ADMM iterations, beyond "
+                            f"{DIVERGED_FACTOR:.0e} x (1 + max|g| = {scale:.2e}) (an ill-conditioned QP, e.g. controls "
+                            f"with almost no cost curvature); the last finite iterate is returned")
 
 
 def _transposed(a: np.ndarray) -> np.ndarray:

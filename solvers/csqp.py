@@ -174,11 +174,17 @@ class CSQP(ILQR):
                     break
         except SolverFailure as e:
             converged, reason = False, str(e)
+            failed = True
+        else:
+            failed = False
         self.timings["total"] = time.perf_counter() - t_start
         if not (sum_is_finite(self.xs) and sum_is_finite(self.us)):
             converged = False
             reason += "; the returned trajectory contains non-finite values"
-        self._y_prev, self._z_prev = self.qp.y.copy(), self.qp.z.copy()
+        if not failed:
+            # not a failed solve's multipliers (e.g. those of a diverged QP): the next solve starts
+            # from the last solve that did not fail (or from zero)
+            self._y_prev, self._z_prev = self.qp.y.copy(), self.qp.z.copy()
         primal, dual, comp, viol = self.kkt
         return ConstrainedResult(
             xs=self.xs.copy(), us=self.us.copy(), K=self.K.copy(), k=self.k.copy(), cost=float(self.cost),

@@ -42,3 +42,37 @@ def test_compiled_admm_matches_the_numpy_iteration(build, eps):
         assert b[5] == pytest.approx(a[5], rel=1e-9)                 # penalty
     np.testing.assert_allclose(r1.xs, r0.xs, rtol=1e-7, atol=1e-9)
     np.testing.assert_allclose(r1.k, r0.k, rtol=1e-6, atol=1e-8)
+
+
+def test_costates_and_quu_inverse_against_numpy():
+    """The compiled costate recursion and ``(Q_uu + μI)⁻¹`` of :func:`factor_quu` against NumPy's
+    matrix products and inverse on random data (sizes that exercise the four-row sweeps and the
+    rows left over)."""
+    from solvers import admm_numba
+
+    rng = np.random.default_rng(3)
+    N, ndx, nu = 5, 14, 7
+    Fx, Fu = rng.normal(size=(N, ndx, ndx)), rng.normal(size=(N, ndx, nu))
+    hx, hu = rng.normal(size=(N, ndx)), rng.normal(size=(N, nu))
+    lam = np.zeros((N + 1, ndx))
+    lam[N] = rng.normal(size=ndx)
+    dual = admm_numba.costates(Fx, Fu, hx, hu, lam)
+    ref, ref_dual = lam[N].copy(), 0.0
+    for t in range(N - 1, -1, -1):
+        ref_dual = max(ref_dual, np.abs(hu[t] + Fu[t].T @ ref).max())
+        ref = hx[t] + Fx[t].T @ ref
+        np.testing.assert_allclose(lam[t], ref, rtol=1e-12, atol=1e-12)
+    assert dual == pytest.approx(ref_dual, rel=1e-12)
+
+    A = rng.normal(size=(N, nu, nu))
+    luu = A @ np.swapaxes(A, -1, -2) + np.eye(nu)
+    S = rng.normal(size=(N + 1, ndx, ndx))
+    Vxx = S @ np.swapaxes(S, -1, -2)
+    mu = 1e-3
+    L, Qinv = np.zeros((N, nu, nu)), np.zeros((N, nu, nu))
+    status, _ = admm_numba.factor_quu(Fu, luu, Vxx, mu, L, Qinv)
+    assert status == admm_numba.OK
+    Q = luu + np.swapaxes(Fu, -1, -2) @ Vxx[1:] @ Fu + mu * np.eye(nu)
+    np.testing.assert_allclose(L @ np.swapaxes(L, -1, -2), Q, rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(Qinv, np.linalg.inv(Q), rtol=1e-8, atol=1e-12)
+    np.testing.assert_array_equal(Qinv, np.swapaxes(Qinv, -1, -2))

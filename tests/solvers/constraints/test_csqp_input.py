@@ -161,3 +161,25 @@ def test_warmup_leaves_no_multipliers_behind():
 
 def test_registered_for_the_cli_and_the_study():
     assert SOLVERS["csqp"] is CSQP
+
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["numpy", "compiled"])
+def test_an_exploding_qp_ends_the_solve_with_a_diagnostic(compiled):
+    """A QP whose step moves the linearised constraints by far more than their own size (here: a
+    guess whose last knot has a joint angle of 1e20 rad, a gap the step closes; the constraints —
+    the end effector's position, joint 1 — stay of order 1) stops at the first residual check with a diagnostic, not
+    after max_qp_iter ADMM iterations; the finite guess is returned and the previous solve's
+    multipliers stay the next warm start."""
+    p = iiwa_wall(8)
+    s = CSQP(p, compiled=compiled, max_qp_iter=500)
+    good = s.solve(max_iter=3, tol=1e-8)
+    y_good = s._y_prev.copy()
+    xs, us = good.xs.copy(), good.us.copy()
+    xs[-1, 3] = 1e20
+    r = s.solve(xs, us, max_iter=3, tol=1e-8)
+    assert not r.converged and "ADMM diverged" in r.reason, r.reason
+    n = int(r.reason.split(" after ")[1].split()[0])
+    assert n <= s.qp.rho_update_interval if compiled else n == 1
+    assert np.isfinite(r.xs).all() and np.isfinite(r.us).all()
+    np.testing.assert_array_equal(s._y_prev, y_good)
