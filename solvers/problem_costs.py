@@ -199,11 +199,11 @@ class ProblemCosts:
         cc = self.compiled()
         if cc is not None and cc.covers_all:      # one compiled call, nothing on the Python path
             return cc.values(np.ascontiguousarray(xs.reshape(S, N + 1, nx)),
-                             np.ascontiguousarray(us.reshape(S, N, nu))).reshape(lead)
+                             np.ascontiguousarray(us.reshape(S, N, nu)), forces).reshape(lead)
         U = us.reshape(S * N, nu)
         full = self.ctx(X, None, self.knots(("all", S), lambda: np.tile(np.arange(N + 1), S)), checked=True)
         J = np.zeros(S) if cc is None else cc.values(np.ascontiguousarray(X.reshape(S, N + 1, nx)),
-                                                     np.ascontiguousarray(U.reshape(S, N, nu)))
+                                                     np.ascontiguousarray(U.reshape(S, N, nu)), forces)
         for gi, g in enumerate(p.cost_groups):
             item = g.item if cc is None else cc.python_part(gi, g.item)
             if item is None:
@@ -239,7 +239,7 @@ class ProblemCosts:
         if cc is not None and cc.covers_all:      # one compiled call, nothing on the Python path
             run.fill(0.0)
             term.fill(0.0)
-            cc.add_derivatives(np.ascontiguousarray(xs), np.ascontiguousarray(us), run, term)
+            cc.add_derivatives(np.ascontiguousarray(xs), np.ascontiguousarray(us), run, term, solves)
             return
         full = self.ctx(xs, None, self.knots("all", lambda: np.arange(N + 1)), checked=True, knot_range=(0, N + 1))
         for gi, g in enumerate(p.cost_groups):
@@ -264,4 +264,4 @@ class ProblemCosts:
             accumulate_scaled(terminal, ctx, 1.0, term)
         if cc is not None:
             # the compiled terms, already scaled by their weight and dt, added on top
-            cc.add_derivatives(np.ascontiguousarray(xs), np.ascontiguousarray(us), run, term)
+            cc.add_derivatives(np.ascontiguousarray(xs), np.ascontiguousarray(us), run, term, solves)

@@ -10,10 +10,23 @@ compiled SO(3)/SE(3) difference and its Jacobian),
 Gauss–Newton Hessian, :class:`~solvers.costs.FrameHeightCost` (a frame position entry whose x and
 y weights are zero: the same residual row, Jacobian row and Gauss–Newton products),
 :class:`~solvers.costs.FrameRotationCost` (``log(R_refᵀ R)`` through the kernel library's SO(3)
-log and ``Jr⁻¹``, Gauss–Newton), :class:`~solvers.costs.JointLimitCost`. Every other term (frame
-velocities, contact forces, centre of mass, plain-Python custom costs, ...) stays on the
-Python path, term by term, and is added to what the kernel computes; a problem's cost is the same
-either way (to rounding: the kernel scales each term by its weight and dt in another order).
+log and ``Jr⁻¹``, Gauss–Newton), :class:`~solvers.costs.JointLimitCost`, and the terms on a
+running knot's contact forces λ: :class:`~solvers.costs.ContactForceCost` (``λ − λ_ref``),
+:class:`~solvers.costs.FrictionConeCost` and :class:`~solvers.costs.WrenchConeCost` (``max(0, A λ
++ b)``, the constant rows A, b of the term). Every other term (frame velocities, centre of mass,
+plain-Python custom costs, ...) stays on the Python path, term by term, and is added to what the
+kernel computes; a problem's cost is the same either way (to rounding: the kernel scales each
+term by its weight and dt in another order).
+
+The contact-force terms read λ and its partials at fixed τ from the contact solves that the
+dynamics stage made at the same knots (:meth:`CompiledCosts.add_derivatives`' ``solves``) or
+from the forces of the rollout that made the candidates (:meth:`CompiledCosts.values`'
+``forces``), when the knot's dynamics solves the term's contact set under the same actuation;
+otherwise they solve the contact dynamics of their knots themselves (one batched backend call
+per contact set). As on the Python path, their Gauss–Newton products are taken on the nc force
+rows: the knot's ``∂l/∂λ`` and ``∂²l/∂λ²``, gathered over its force terms, are chained once through
+``Λx``, ``Λu`` (:func:`_chain_force_rows`). The kernel reads one force vector per knot: when a
+knot's force terms name two contact sets or actuations, all force terms stay on the Python path.
 
 The math is the Python terms' own (their docstrings): ``l = s · ½ Σ_i w_i r_i²`` with ``s`` the
 term's weight times the knot's cost scale (dt), Gauss–Newton ``l_x = s Rᵀ W r``,
@@ -22,7 +35,11 @@ term's weight times the knot's cost scale (dt), Gauss–Newton ``l_x = s Rᵀ W 
 ``blockdiag(∂(q ⊖ q_ref)/∂q, 1)`` (identity on hinge/slide robots, where the Hessian is exact).
 
 Layout: one *entry* per (term, knot), sorted by knot; entry e has an int row ``E[e] = (knot,
-kind, frame slot, offset into IX)`` and a float row ``P[e] = (s, reference..., weights...)``.
+kind, frame slot, offset into IX)`` and a float row ``P[e] = (s, reference..., weights...)``;
+a contact-force entry's IX row is ``(nc, offset of its actuation in CF, nr, offset of its cone rows
+in CF)``, with CF the layout's float constants: per contact set and actuation ``B`` (nv, nu)
+row-major, the stiffness K (nv,) and damping D (nv,); per cone term ``A`` (nr, nc) row-major and
+``b`` (nr,).
 The float rows of a term are re-packed only when one of the arrays behind them was replaced (the
 cost terms' references and weights are read-only arrays that the setters replace, so identity
 tells). Importing this module imports no numba; the kernel is compiled (or loaded from numba's
@@ -32,21 +49,25 @@ on-disk cache) on its first use.
 from __future__ import annotations
 
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from dynamics.worker_threads import use_threads
 
+from ..contact_or_nan import contact_dynamics_or_nan
 from .base import CostSum, _plain, per_knot
+from .contact import _FUSED, ContactForceCost, FrictionConeCost
 from .foot import FrameHeightCost
 from .frame import FramePositionCost, FrameRotationCost
 from .limits import JointLimitCost
 from .state import ControlCost, StateCost
+from .wrench import WrenchConeCost
 
 STATE, CONTROL, FRAME_POSITION, JOINT_LIMIT, STATE_LIE = 0, 1, 2, 3, 4
 FRAME_HEIGHT = 5            # packed as a FRAME_POSITION entry (the kernel never sees this kind)
 FRAME_ROTATION = 6
+CONTACT_FORCE, FORCE_CONE = 7, 8      # ContactForceCost; FrictionConeCost and WrenchConeCost (A λ + b ≤ 0)
 _MATH = ("value", "derivatives", "residual", "residual_jacobian", "_accumulate")
 
 frames_knot = None                       # the kernel library's, bound on the first compilation
@@ -58,12 +79,17 @@ run_threaded_parts = None                # dynamics.kernels.threaded_batch's, bo
 
 # ---------------------------------------------------------------- kernel source (jitted lazily)
 def _cost_kernel(margs, joints, flink, ff, nq, nv, E, KS, FK, P, IX, X, U, deriv, J, rl, rlx, rlu, rlxx, rluu, tl,
-                 tlx, tlxx, s0, s1, t0, t1):
+                 tlx, tlxx, s0, s1, t0, t1, forces):
     """Values ``J[s]`` of trajectories X (S, N+1, nx), U (S, N, nu) over the entries of knots
     ``t0 <= t < t1``, for ``s0 <= s < s1``, and with ``deriv`` (S = 1) their derivatives added into
     the running rows rl (N,), rlx (N, ndx), rlu (N, nu), rlxx (N, ndx, ndx), rluu (N, nu, nu) and
-    the terminal row tl (1,), tlx (1, ndx), tlxx (1, ndx, ndx). E, KS (N+2,) entry offsets per
-    knot, FK (N+1,) knots with frame entries, P, IX: module docstring."""
+    the terminal row tl (1,), tlx (1, ndx), tlxx (1, ndx, ndx), rlxu (N, ndx, nu). E, KS (N+2,) entry
+    offsets per knot, FK (N+1,) knots with frame entries, P, IX: module docstring. ``forces = (CF,
+    LAM, DL, koff, rlxu)``: the layout's float constants CF (module docstring); contact-force entries
+    read the forces ``LAM[s, t - koff]`` (≥ nc,) of knot t and, with ``deriv``, their partials
+    ``DL[:, t - koff]`` (3, ≥ nc, nv) = (∂λ/∂q, ∂λ/∂v, ∂λ/∂τ) at fixed τ. (One tuple: a call of more
+    than 30 arguments compiles to a ``*args`` call, which numba cannot inline.)"""
+    CF, LAM, DL, koff, rlxu = forces
     N = X.shape[1] - 1
     nx = X.shape[2]
     nf = flink.shape[0]
@@ -80,6 +106,12 @@ def _cost_kernel(margs, joints, flink, ff, nq, nv, E, KS, FK, P, IX, X, U, deriv
     tmp = np.empty((8, 3, 3))
     M = np.empty((3, 3))
     A3 = np.empty((3, nv))
+    nu = U.shape[2]
+    ncm = LAM.shape[2]
+    gL = np.empty(ncm)                 # ∂l/∂λ and ∂²l/∂λ² of a knot's contact-force entries
+    HL = np.empty((ncm, ncm))
+    L = np.empty((ncm, 2 * nv + nu))   # the force Jacobians (Λx, Λu) of the knot
+    HLL = np.empty((ncm, 2 * nv + nu))
     for s in range(s0, s1):
         total = 0.0
         for t in range(t0, t1):
@@ -96,18 +128,14 @@ def _cost_kernel(margs, joints, flink, ff, nq, nv, E, KS, FK, P, IX, X, U, deriv
             row = 0 if (term or not deriv) else t      # value only: the outputs are 1-row dummies
             lx = tlx[0] if (term or not deriv) else rlx[row]
             lxx = tlxx[0] if (term or not deriv) else rlxx[row]
+            cnc = 0                     # > 0: the knot has contact-force entries on nc = cnc forces
+            cact = 0
             for e in range(e0, e1):
                 kind = E[e, 1]
                 sc = P[e, 0]
                 val = 0.0
                 if kind == STATE:
-                    for i in range(nx):
-                        r = x[i] - P[e, 1 + i]
-                        w = P[e, 1 + nx + i]
-                        val += w * r * r
-                        if deriv:
-                            lx[i] += sc * (w * r)
-                            lxx[i, i] += sc * w
+                    val = _diagonal_residual(x, P[e], nx, sc, deriv, lx, lxx)
                 elif kind == STATE_LIE:
                     # r = x ⊖ x_ref; Gauss–Newton with R = ∂(x ⊖ x_ref)/∂x = blockdiag(Jq, 1)
                     difference_x(joints, nq, P[e, 1:1 + nx], x, dx)
@@ -137,15 +165,7 @@ def _cost_kernel(margs, joints, flink, ff, nq, nv, E, KS, FK, P, IX, X, U, deriv
                                     for b in range(nv):
                                         lxx[a, b] += ja * WJ[i, b]
                 elif kind == CONTROL:
-                    nu = U.shape[2]
-                    u = U[s, t]
-                    for i in range(nu):
-                        r = u[i] - P[e, 1 + i]
-                        w = P[e, 1 + nu + i]
-                        val += w * r * r
-                        if deriv:
-                            rlu[row, i] += sc * (w * r)
-                            rluu[row, i, i] += sc * w
+                    val = _diagonal_residual(U[s, t], P[e], nu, sc, deriv, rlu[row], rluu[row])
                 elif kind == FRAME_POSITION:
                     f = E[e, 2]
                     for i in range(3):
@@ -184,6 +204,42 @@ def _cost_kernel(margs, joints, flink, ff, nq, nv, E, KS, FK, P, IX, X, U, deriv
                             ja0, ja1, ja2 = sc * w0 * A3[0, a], sc * w1 * A3[1, a], sc * w2 * A3[2, a]
                             for b in range(nv):
                                 lxx[a, b] += ja0 * A3[0, b] + ja1 * A3[1, b] + ja2 * A3[2, b]
+                elif kind == CONTACT_FORCE or kind == FORCE_CONE:
+                    # functions of the knot's contact forces λ: Gauss–Newton on the nc force rows,
+                    # gathered over the knot's entries and chained to x, u once (after the loop)
+                    o = E[e, 3]
+                    nc = IX[o]
+                    lam = LAM[s, t - koff]
+                    if deriv and cnc == 0:
+                        cnc = nc
+                        cact = IX[o + 1]
+                        for i in range(nc):
+                            gL[i] = 0.0
+                            for k in range(nc):
+                                HL[i, k] = 0.0
+                    if kind == CONTACT_FORCE:      # r = λ - λ_ref
+                        val = _diagonal_residual(lam, P[e], nc, sc, deriv, gL, HL)
+                    else:                          # r = max(0, A λ + b), A (nr, nc) and b at CF[ao:]
+                        nr = IX[o + 2]
+                        ao = IX[o + 3]
+                        for j in range(nr):
+                            a0 = ao + j * nc
+                            g = CF[ao + nr * nc + j]
+                            for i in range(nc):
+                                g += CF[a0 + i] * lam[i]
+                            if g > 0.0:
+                                w = P[e, 1 + j]
+                                val += w * g * g
+                                if deriv:
+                                    wg = sc * (w * g)
+                                    ws_ = sc * w
+                                    for i in range(nc):
+                                        ai = CF[a0 + i]
+                                        if ai != 0.0:
+                                            gL[i] += wg * ai
+                                            ai *= ws_
+                                            for k in range(nc):
+                                                HL[i, k] += ai * CF[a0 + k]
                 else:   # JOINT_LIMIT: r = min(q - lo, 0) + max(q - hi, 0) on the limited coordinates
                     o = E[e, 3]
                     n = IX[o]
@@ -205,15 +261,86 @@ def _cost_kernel(margs, joints, flink, ff, nq, nv, E, KS, FK, P, IX, X, U, deriv
                         tl[0] += val
                     else:
                         rl[t] += val
+            if cnc > 0 and not term:
+                _chain_force_rows(nv, nu, cnc, cact, CF, DL, t - koff, gL, HL, L, HLL, lx, lxx,
+                                  rlu[row], rlxu[row], rluu[row])
         J[s] = total
 
 
+def _diagonal_residual(y, Pe, n, sc, deriv, g, H):
+    """``Σ_i w_i r_i²`` of ``r = y[:n] − Pe[1:1+n]`` with weights ``w = Pe[1+n:1+2n]``; with ``deriv``
+    adds the Gauss–Newton ``sc w r`` into g (n,) and ``sc w`` into the diagonal of H (n, n)."""
+    val = 0.0
+    for i in range(n):
+        r = y[i] - Pe[1 + i]
+        w = Pe[1 + n + i]
+        val += w * r * r
+        if deriv:
+            g[i] += sc * (w * r)
+            H[i, i] += sc * w
+    return val
+
+
+def _chain_force_rows(nv, nu, nc, act, CF, DL, tr, gL, HL, L, HLL, lx, lxx, lu, lxu, luu):
+    """Add the Gauss–Newton derivatives of a knot's costs on its contact forces λ, gathered on the
+    nc force rows as ``gL = ∂l/∂λ`` (nc,) and ``HL = ∂²l/∂λ²`` (nc, nc): ``lx += Λxᵀ gL``,
+    ``lu += Λuᵀ gL``, ``lxx += Λxᵀ HL Λx``, ``lxu += Λxᵀ HL Λu``, ``luu += Λuᵀ HL Λu``. The force
+    Jacobians ``L = (Λx, Λu)`` (nc, 2 nv + nu) are chained through ``τ = B u + τ_passive(q, v)``
+    from the partials at fixed τ ``DL[:, tr]``: ``Λx = (∂λ/∂q − ∂λ/∂τ K, ∂λ/∂v − ∂λ/∂τ D)``,
+    ``Λu = ∂λ/∂τ B`` with B (nv, nu) row-major, then K (nv,), D (nv,) at ``CF[act:]``
+    (:meth:`dynamics.actuation.Actuation.chain_partials`); HLL (nc, 2 nv + nu): scratch."""
+    ko = act + nv * nu
+    do = ko + nv
+    ndx = 2 * nv
+    nz = ndx + nu
+    for i in range(nc):
+        for a in range(nv):
+            dt = DL[2, tr, i, a]
+            L[i, a] = DL[0, tr, i, a] - dt * CF[ko + a]
+            L[i, nv + a] = DL[1, tr, i, a] - dt * CF[do + a]
+        for k in range(nu):
+            L[i, ndx + k] = 0.0
+        for j in range(nv):
+            dt = DL[2, tr, i, j]
+            if dt != 0.0:
+                for k in range(nu):
+                    L[i, ndx + k] += dt * CF[act + j * nu + k]
+    for i in range(nc):
+        g = gL[i]
+        if g != 0.0:
+            for a in range(ndx):
+                lx[a] += L[i, a] * g
+            for k in range(nu):
+                lu[k] += L[i, ndx + k] * g
+        for b in range(nz):
+            HLL[i, b] = 0.0
+        for k in range(nc):
+            h = HL[i, k]
+            if h != 0.0:
+                for b in range(nz):
+                    HLL[i, b] += h * L[k, b]
+    for a in range(nz):
+        for i in range(nc):
+            la = L[i, a]
+            if la == 0.0:
+                continue
+            if a < ndx:
+                for b in range(ndx):
+                    lxx[a, b] += la * HLL[i, b]
+                for b in range(nu):
+                    lxu[a, b] += la * HLL[i, ndx + b]
+            else:
+                for b in range(nu):
+                    luu[a - ndx, b] += la * HLL[i, ndx + b]
+
+
 def _cost_part(margs, joints, flink, ff, nq, nv, E, KS, FK, P, IX, X, U, deriv, Jc, rl, rlx, rlu, rlxx, rluu, tl,
-               tlx, tlxx, c, nt):
+               tlx, tlxx, CF, LAM, DL, koff, rlxu, c, nt):
     """:func:`_cost_kernel` on part ``c`` of ``nt``: of the candidates when there are several
     (values), else of the knots (parts write disjoint rows; the terminal row belongs to the last).
     Part c writes its totals into ``Jc[c]`` (nt, S): the caller sums over c. The parts run one per
-    worker thread (:func:`dynamics.kernels.threaded_batch.run_threaded_parts`)."""
+    worker thread (:func:`dynamics.kernels.threaded_batch.run_threaded_parts`, which appends c and nt
+    to the arguments: they stay last)."""
     S = X.shape[0]
     N1 = X.shape[1]
     for s in range(S):
@@ -224,7 +351,7 @@ def _cost_part(margs, joints, flink, ff, nq, nv, E, KS, FK, P, IX, X, U, deriv, 
     else:
         s0, s1, t0, t1 = 0, 1, c * N1 // nt, (c + 1) * N1 // nt
     _cost_kernel(margs, joints, flink, ff, nq, nv, E, KS, FK, P, IX, X, U, deriv, Jc[c], rl, rlx, rlu, rlxx, rluu,
-                 tl, tlx, tlxx, s0, s1, t0, t1)
+                 tl, tlx, tlxx, s0, s1, t0, t1, (CF, LAM, DL, koff, rlxu))
 
 
 _compiled = None
@@ -259,6 +386,8 @@ def _kernel():
     # on its own would be compiled, then linked and optimised again inside its caller)
     g = globals()
     g["_cost_kernel"] = jit_inline(_cost_kernel)
+    g["_chain_force_rows"] = jit_inline(_chain_force_rows)
+    g["_diagonal_residual"] = jit_inline(_diagonal_residual)
     _compiled = jit(_cost_part)
     return _compiled
 
@@ -279,7 +408,24 @@ def _kind(cost, model) -> int | None:
         return FRAME_HEIGHT
     if t is FrameRotationCost or (isinstance(cost, FrameRotationCost) and _plain(cost, FrameRotationCost, _MATH)):
         return FRAME_ROTATION
+    if t is ContactForceCost or (isinstance(cost, ContactForceCost) and _plain(cost, ContactForceCost, _FUSED)):
+        return CONTACT_FORCE
+    for cls in (FrictionConeCost, WrenchConeCost):
+        if t is cls or (isinstance(cost, cls) and _plain(cost, cls, _FUSED)):
+            return FORCE_CONE
     return None
+
+
+@dataclass
+class _ForceSource:
+    """The contact forces that a layout's contact-force entries read at ``knots``: those of
+    ``contacts`` under ``actuation`` (the terms' own, compared with a knot's dynamics by identity of
+    the contact set and :meth:`~dynamics.actuation.Actuation.same_as`)."""
+
+    contacts: object
+    actuation: object
+    knots: np.ndarray
+    cf_offset: int = 0          # where its B, K, D start in the layout's CF
 
 
 def _terms(cost) -> list[tuple[str | None, object, np.ndarray | None]]:
@@ -336,12 +482,24 @@ class _Layout:
     compiled_names: dict
     covers_all: bool
     P_shape: tuple
+    CF: np.ndarray              # float constants: per force source B (nv, nu), K, D; per cone A, b
+    sources: list               # _ForceSource of the contact-force entries
+    ncmax: int
+    #: which knot models give which source's forces ({(id(model), source): (model, answer)}) and
+    #: whether a rollout's per-knot models give them all ({id(models): (models, answer)}): asked at
+    #: every MPC update, answered once per model (the objects are kept, so an id is not reused)
+    gives: dict = field(default_factory=dict)
+    models_give: dict = field(default_factory=dict)
 
     @staticmethod
     def build(problem, kin) -> "_Layout":
         m = problem.model
         frames: list[str] = []
         ints: list[int] = []
+        floats: list[np.ndarray] = []             # CF's pieces: actuation maps and cone rows
+        nfl = 0
+        sources: list[_ForceSource] = []
+        src_of: dict = {}                          # spec index -> source index
         specs = []                                # (group index, name, cost, kind, knots, frame slot, ix offset)
         groups = [(gi, g.item, g.knots) for gi, g in enumerate(problem.cost_groups)]
         if problem.terminal_cost is not None:
@@ -349,8 +507,8 @@ class _Layout:
         for gi, cost, knots in groups:
             for name, c, _w in _terms(cost):
                 kind = _kind(c, m)
-                if kind is None:
-                    continue
+                if kind is None or (gi < 0 and kind in (CONTACT_FORCE, FORCE_CONE)):
+                    continue                      # (a terminal knot has no control, no contact forces)
                 slot, off = 0, 0
                 if kind == FRAME_POSITION or kind == FRAME_HEIGHT or kind == FRAME_ROTATION:
                     if c.frame not in frames:
@@ -359,10 +517,50 @@ class _Layout:
                 elif kind == JOINT_LIMIT:
                     off = len(ints)
                     ints += [c.nr, *map(int, c.q_index), *map(int, c.v_index)]
+                elif kind == CONTACT_FORCE or kind == FORCE_CONE:
+                    cf = c._cf
+                    si = next((i for i, sr in enumerate(sources) if sr.contacts is cf.contacts
+                               and sr.actuation.same_as(cf.actuation)), None)
+                    if si is None:
+                        si = len(sources)
+                        a = cf.actuation
+                        sources.append(_ForceSource(cf.contacts, a, np.zeros(0, np.int64), nfl))
+                        piece = np.concatenate([np.asarray(a.B, float).ravel(), np.broadcast_to(a.stiffness, (m.nv,)),
+                                                np.broadcast_to(a.damping, (m.nv,))])
+                        floats.append(piece)
+                        nfl += piece.size
+                    src_of[len(specs)] = si
+                    off = len(ints)
+                    nc = cf.contacts.nc
+                    if kind == CONTACT_FORCE:
+                        ints += [nc, sources[si].cf_offset, 0, 0]
+                    else:
+                        ints += [nc, sources[si].cf_offset, c.nr, nfl]
+                        piece = np.concatenate([np.asarray(c._A, float).ravel(), np.asarray(c._b, float)])
+                        floats.append(piece)
+                        nfl += piece.size
                 specs.append((gi, name, c, kind, np.asarray(knots, np.int64), slot, off))
+        N = problem.horizon
+        # each knot's contact-force entries read one force vector: when a knot's terms name two
+        # contact sets (or actuations), every contact-force term stays on the Python path
+        CK = np.full(max(N, 1), -1, np.int64)
+        clash = False
+        for i, si in src_of.items():
+            k = specs[i][4]
+            clash |= bool(np.any((CK[k] >= 0) & (CK[k] != si)))
+            CK[k] = si
+        if clash:
+            specs = [sp for i, sp in enumerate(specs) if i not in src_of]
+            sources, CK = [], np.full(max(N, 1), -1, np.int64)
+        for si, sr in enumerate(sources):
+            sr.knots = np.flatnonzero(CK == si)
+        ncmax = max([sr.contacts.nc for sr in sources] or [1])
+        CF = np.concatenate(floats) if floats else np.zeros(1)
         nx, ndx, nu = problem.nx, problem.ndx, problem.nu
         widths = {STATE: 1 + nx + ndx, STATE_LIE: 1 + nx + ndx, CONTROL: 1 + 2 * nu, FRAME_POSITION: 7, FRAME_HEIGHT: 7, FRAME_ROTATION: 13,
                   JOINT_LIMIT: 1 + 3 * max([c.nr for _, _, c, k, *_ in specs if k == JOINT_LIMIT] or [0])}
+        widths[CONTACT_FORCE] = 1 + 2 * max([c.nr for _, _, c, k, *_ in specs if k == CONTACT_FORCE] or [0])
+        widths[FORCE_CONE] = 1 + max([c.nr for _, _, c, k, *_ in specs if k == FORCE_CONE] or [0])
         W = max([widths[k] for _, _, _, k, *_ in specs] or [1])
         n_e = sum(s[4].size for s in specs)
         E = np.zeros((n_e, 4), np.int64)
@@ -378,7 +576,6 @@ class _Layout:
         E = np.ascontiguousarray(E[order])
         where = np.empty(n_e, np.int64)
         where[order] = np.arange(n_e)
-        N = problem.horizon
         KS = np.searchsorted(E[:, 0], np.arange(N + 2)).astype(np.int64)
         FK = np.zeros(N + 1, np.int64)
         FK[E[(E[:, 1] == FRAME_POSITION) | (E[:, 1] == FRAME_ROTATION), 0]] = 1
@@ -394,7 +591,7 @@ class _Layout:
             names.setdefault(tm.group, set()).add(tm.name)
         covers_all = all(_python_part(names, gi, g.item) is None for gi, g in enumerate(problem.cost_groups)) \
             and (problem.terminal_cost is None or _python_part(names, -1, problem.terminal_cost) is None)
-        return _Layout(E, KS, FK, IX, flink, ff, terms, names, covers_all, (n_e, W))
+        return _Layout(E, KS, FK, IX, flink, ff, terms, names, covers_all, (n_e, W), CF, sources, ncmax)
 
 
 class CompiledCosts:
@@ -439,6 +636,13 @@ class CompiledCosts:
         self._dummy = (np.zeros(1), np.zeros((1, ndx)), np.zeros((1, nu)), np.zeros((1, ndx, ndx)),
                        np.zeros((1, nu, nu)), np.zeros(1), np.zeros((1, ndx)), np.zeros((1, ndx, ndx)))
         self._J1 = np.empty(1)
+        self.CF, self.sources = lay.CF, lay.sources
+        # contact forces and partials of calls without contact-force entries, or of value calls
+        self._no_lam = np.zeros((1, 1, 1))
+        self._no_dl = np.zeros((3, 1, 1, 1))
+        self._no_lxu = np.zeros((1, ndx, nu))
+        self._lam_buf: dict[int, np.ndarray] = {}          # per S: forces computed here
+        self._dl_buf = None
         self._Jc: dict[tuple[int, int], np.ndarray] = {}   # per-slice totals of the parallel kernel
 
     @staticmethod
@@ -509,6 +713,11 @@ class CompiledCosts:
                 P[rows, 4:6] = 0.0
                 P[rows, 3] = per_knot(f"{c.name} target", ref, knots, ())
                 P[rows, 6] = per_knot(wname, c._weights, knots, (1,))[:, 0]
+            elif tm.kind == CONTACT_FORCE:
+                put(f"{c.name} reference", ref, knots, (c.nr,), 1, 1 + c.nr)
+                put(wname, c._weights, knots, (c.nr,), 1 + c.nr, 1 + 2 * c.nr)
+            elif tm.kind == FORCE_CONE:
+                put(wname, c._weights, knots, (c.nr,), 1, 1 + c.nr)
             else:
                 n = c.nr
                 put(wname, c._weights, knots, (c.nr,), 1, 1 + n)
@@ -535,7 +744,7 @@ class CompiledCosts:
                 P[rows, a:b] = per_knot(name, data, knots, tail)
         return put
 
-    def _call(self, X, U, deriv: bool, J, outs) -> None:
+    def _call(self, X, U, deriv: bool, J, outs, forces=None, lxu=None) -> None:
         self._pack()
         kin, m = self.kin, self.model
         S, N1 = X.shape[0], X.shape[1]
@@ -545,23 +754,107 @@ class CompiledCosts:
         if Jc is None:
             Jc = self._Jc[(nt, S)] = np.empty((nt, S))
         kernel = _kernel()
+        lam, dl, koff = (self._no_lam, self._no_dl, 0) if forces is None else forces
         run_threaded_parts(kernel, nt, kin.model_args, kin.joint_rows, self.flink, self.ff, m.nq, m.nv, self.E,
-                           self.KS, self.FK, self.P, self.IX, X, U, deriv, Jc, *outs)
+                           self.KS, self.FK, self.P, self.IX, X, U, deriv, Jc, *outs, self.CF, lam, dl, koff,
+                           self._no_lxu if lxu is None else lxu)
         if nt == 1:
             J[:] = Jc[0]
         else:
             Jc.sum(axis=0, out=J)
 
     # ------------------------------------------------------------ evaluation
-    def values(self, X: np.ndarray, U: np.ndarray) -> np.ndarray:
+    def values(self, X: np.ndarray, U: np.ndarray, forces=None) -> np.ndarray:
         """Compiled part of the total cost of S trajectories X (S, N+1, nx), U (S, N, nu) (finite,
-        C-contiguous float64): (S,)."""
+        C-contiguous float64): (S,). forces: the :class:`~solvers.problem_costs.RolloutContactForces`
+        of the rollout that made X, U, read by the contact-force entries (else they solve the
+        contact dynamics of their knots here)."""
         J = np.empty(X.shape[0])
-        self._call(X, U, False, J, self._dummy)
+        self._call(X, U, False, J, self._dummy, self._forces_at(X, U, forces) if self.sources else None)
         return J
 
-    def add_derivatives(self, xs: np.ndarray, us: np.ndarray, run, term) -> None:
+    def add_derivatives(self, xs: np.ndarray, us: np.ndarray, run, term, solves=()) -> None:
         """Add the compiled terms' derivatives along xs (N+1, nx), us (N, nu) into the
-        :class:`~solvers.costs.CostDerivatives` ``run`` (N knots, scaled by dt) and ``term`` (1)."""
+        :class:`~solvers.costs.CostDerivatives` ``run`` (N knots, scaled by dt) and ``term`` (1).
+        solves: the dynamics stage's contact solves at xs, us, ``[(rows, integrated model,
+        ContactDynamicsBuffers)]``, whose forces and partials the contact-force entries read (the
+        knots they do not cover are solved here)."""
         self._call(xs[None], us[None], True, self._J1,
-                   (run.l, run.lx, run.lu, run.lxx, run.luu, term.l, term.lx, term.lxx))
+                   (run.l, run.lx, run.lu, run.lxx, run.luu, term.l, term.lx, term.lxx),
+                   self._partials_at(xs, us, solves) if self.sources else None, run.lxu)
+
+    # ------------------------------------------------------------ contact forces
+    def _gives(self, model, si: int) -> bool:
+        """Whether a knot's integrated model solves source ``si``'s contact set under its actuation."""
+        if model is None:
+            return False
+        memo = self.layout.gives
+        hit = memo.get((id(model), si))
+        if hit is None:
+            src = self.sources[si]
+            if len(memo) > 1024:
+                memo.clear()
+            hit = memo[(id(model), si)] = (model, getattr(model, "contacts", None) is src.contacts
+                                           and src.actuation.same_as(model.actuation))
+        return hit[1]
+
+    def _forces_at(self, X, U, forces):
+        """``(LAM (S, N, ≥ nc), DL dummy, 0)``: the rollout's forces when its knot models give every
+        source's forces, else those solved here."""
+        S, N = X.shape[0], X.shape[1] - 1
+        if forces is not None and forces.lam.shape[0] >= S and forces.lam.shape[1] == N \
+                and forces.lam.shape[2] >= self.layout.ncmax:
+            models = forces.models
+            memo = self.layout.models_give
+            hit = memo.get(id(models))
+            if hit is None:
+                if len(memo) > 64:
+                    memo.clear()
+                hit = memo[id(models)] = (models, all(self._gives(models[t], si) for si, sr in enumerate(self.sources)
+                                                      for t in sr.knots))
+            if hit[1]:
+                return np.ascontiguousarray(forces.lam), self._no_dl, 0
+        lam = self._lam_buf.get(S)
+        if lam is None:
+            lam = self._lam_buf[S] = np.zeros((S, N, self.layout.ncmax))
+        p, m = self.problem, self.model
+        for sr in self.sources:
+            k, nc = sr.knots, sr.contacts.nc
+            x, u = X[:, k].reshape(-1, X.shape[2]), U[:, k].reshape(-1, U.shape[2])
+            q, v = x[:, :m.nq], np.ascontiguousarray(x[:, m.nq:])
+            tau = sr.actuation.torques(q, v, u)
+            lam[:, k, :nc] = contact_dynamics_or_nan(p.backend, m, q, v, tau, sr.contacts)[1].reshape(S, k.size, nc)
+        return lam, self._no_dl, 0
+
+    def _partials_at(self, xs, us, solves):
+        """``(LAM (1, ·, ≥ nc), DL (3, ·, ≥ nc, nv), koff)`` along one trajectory: the buffers of the
+        solve that covers every source's knots as they are (rows offset by koff), else copied from
+        the solves into knot rows, the knots no solve covers solved here."""
+        srcs = self.sources
+        if len(srcs) == 1 and len(solves) >= 1:
+            sr = srcs[0]
+            for r, dyn, buf in solves:
+                if r.start <= sr.knots[0] and sr.knots[-1] < r.stop and self._gives(dyn, 0) \
+                        and buf.lam.shape[0] == r.stop - r.start:
+                    return buf.lam[None], buf.dl, int(r.start)
+        N, nv, ncm = us.shape[0], self.model.nv, self.layout.ncmax
+        if self._dl_buf is None:
+            self._dl_buf = (np.zeros((1, N, ncm)), np.zeros((3, N, ncm, nv)))
+        lam, dl = self._dl_buf
+        m, p = self.model, self.problem
+        for si, sr in enumerate(srcs):
+            nc = sr.contacts.nc
+            covered = np.zeros(N, bool)
+            for r, dyn, buf in solves:
+                if self._gives(dyn, si) and buf.lam.shape[0] == r.stop - r.start:
+                    lam[0, r, :nc] = buf.lam
+                    dl[:, r, :nc] = buf.dl
+                    covered[r] = True
+            k = sr.knots[~covered[sr.knots]]
+            if k.size:
+                q, v = xs[k, :m.nq], np.ascontiguousarray(xs[k, m.nq:])
+                (_, lk), d = p.backend.contact_dynamics_derivatives(m, q, v, sr.actuation.torques(q, v, us[k]),
+                                                                    sr.contacts, return_values=True)
+                lam[0, k, :nc] = lk
+                dl[0, k, :nc], dl[1, k, :nc], dl[2, k, :nc] = d[3], d[4], d[5]
+        return lam, dl, 0
