@@ -23,7 +23,7 @@ from dynamics.inputs import sum_is_finite
 from solvers import ILQR
 from solvers import SOLVERS as SOLVER_CLASSES
 
-from .plan import Plan
+from .plan import Plan, checked_bounds
 
 SOLVERS = {name: cls.__name__ for name, cls in SOLVER_CLASSES.items()}
 STAGES = ("derivatives", "backward", "forward", "cost")
@@ -156,6 +156,8 @@ class MPC:
         # the warm start of every update is written here (the solver copies it into its own arrays)
         nx, nu = self.problem.nx, self.problem.nu
         self._warm = (np.empty((self.horizon + 1, nx)), np.empty((self.horizon, nu)))
+        self._bounds: tuple = ()        # (problem.u_lower, problem.u_upper, their checked read-only copies)
+        self._knot_times: tuple = ()    # (problem.dts, every knot dt apart, the knots that take time)
 
     # ----------------------------------------------------------------- control loop
     def warmup(self, progress=None) -> float:
@@ -289,7 +291,8 @@ class MPC:
         # re-phasing its horizon from where the robot is now
         self.problem.set_initial_state(x)
         self.task.update_problem(self.problem, float(t))
-        if xs_init is not None and self.plan is not None and (self.problem.dts != self.dt).any():
+        uniform, timed = self._knot_spacing()
+        if xs_init is not None and self.plan is not None and not uniform:
             # knots not dt apart (impulse knots): the warm start is laid on the problem's knot times
             xs_init, us_init = self._warm_start_on_knots(float(t))
         if xs_init is not None:
@@ -329,17 +332,16 @@ class MPC:
             return None, rec        # a first solve that could not take one step: start() retries it
         if not rec.fallback:
             xs, us, K = np.asarray(res.xs, float), np.asarray(res.us, float), np.asarray(res.K, float)
-            timed = self.problem.dts > 0
-            if not timed.all():
+            if timed is not None:
                 # impulse knots (dt = 0) take no time: the plan keeps the post-impact state and drops
                 # the pre-impact state, control and gain of each, so its knots are dt apart again
                 xs, us, K = xs[np.r_[timed, True]], us[timed], K[timed]
-            if self.plan is not None and not sum_is_finite(K):
+            if self.plan is not None and not self.feedback and not sum_is_finite(K):
                 rec.fallback = True     # the plan checks xs and us; K must be finite even without feedback
             else:
                 try:            # the plan checks that xs, us and K are finite (once, here)
-                    plan = Plan(self.model, float(t), self.dt, xs, us, K if self.feedback else None,
-                                info=rec.as_info(), u_lower=self.problem.u_lower, u_upper=self.problem.u_upper)
+                    plan = Plan.of_solver(self.model, float(t), self.dt, xs, us, K if self.feedback else None,
+                                          rec.as_info(), self._checked_bounds())
                 except ValueError as e:
                     if "non-finite" not in str(e):
                         raise
@@ -353,6 +355,26 @@ class MPC:
             plan = Plan(self.model, old.t0, old.dt, old.xs, old.us, old.K, info=rec.as_info(),
                         u_lower=old.u_lower, u_upper=old.u_upper)
         return plan, rec
+
+    def _checked_bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        """The problem's control bounds as the plan takes them (:func:`mpc.plan.checked_bounds`),
+        checked again only when the problem's bound arrays were replaced."""
+        p = self.problem
+        b = self._bounds
+        if not b or b[0] is not p.u_lower or b[1] is not p.u_upper:
+            b = self._bounds = (p.u_lower, p.u_upper, checked_bounds(self.model, p.u_lower, p.u_upper))
+        return b[2]
+
+    def _knot_spacing(self) -> tuple[bool, np.ndarray | None]:
+        """``(uniform, timed)``: whether every knot is ``dt`` apart, and the mask (N,) of the knots
+        that take time when some do not (impulse knots), else None; computed again only when the
+        problem's knot times (a read-only array of its knot structure) were replaced."""
+        dts = self.problem.dts
+        k = self._knot_times
+        if not k or k[0] is not dts:
+            timed = dts > 0
+            k = self._knot_times = (dts, not (dts != self.dt).any(), None if timed.all() else timed)
+        return k[1], k[2]
 
     def _nominal_tail(self, t: float, us_init: np.ndarray) -> np.ndarray:
         """``us_init`` with the knots past the previous plan's end set to the task's nominal controls

@@ -27,6 +27,27 @@ from dynamics.inputs import as_array, sum_is_finite
 from dynamics.model import RobotModel
 
 
+def checked_bounds(model: RobotModel, u_lower, u_upper) -> tuple[np.ndarray, np.ndarray]:
+    """``(u_lower, u_upper)`` as read-only (nu,) float64 copies (None: the model's actuator limits);
+    ValueError for a wrong shape, a NaN or ``u_lower > u_upper``."""
+    out = []
+    for name, b, default in (("u_lower", u_lower, model.u_lower), ("u_upper", u_upper, model.u_upper)):
+        b = np.array(default if b is None else b, float)
+        if b.shape != (model.nu,) or np.isnan(b).any():
+            raise ValueError(f"Plan: {name} must be (nu,) = ({model.nu},) without NaN (±inf: unbounded), got {b}")
+        b.setflags(write=False)
+        out.append(b)
+    if (out[0] > out[1]).any():
+        raise ValueError("Plan: u_lower must be <= u_upper in every component")
+    return out[0], out[1]
+
+
+def _check_finite(xs: np.ndarray, us: np.ndarray, K: np.ndarray | None) -> None:
+    for name, a in (("xs", xs), ("us", us), ("K", K)):
+        if a is not None and not sum_is_finite(a):
+            raise ValueError(f"Plan: {name} contains non-finite values; the solver diverged")
+
+
 @dataclass(frozen=True)
 class Plan:
     """A solved horizon, indexed by simulation time.
@@ -64,21 +85,27 @@ class Plan:
             raise ValueError(f"Plan: xs has shape {xs.shape}, expected (N+1, nq+nv) = ({N + 1}, {nx})")
         if self.K is not None and np.shape(self.K) != (N, m.nu, 2 * m.nv):
             raise ValueError(f"Plan: K has shape {np.shape(self.K)}, expected (N, nu, 2nv) = ({N}, {m.nu}, {2 * m.nv})")
-        for name, a in (("xs", xs), ("us", us), ("K", self.K)):
-            if a is not None and not sum_is_finite(np.asarray(a, float)):
-                raise ValueError(f"Plan: {name} contains non-finite values; the solver diverged")
-        for name, default in (("u_lower", m.u_lower), ("u_upper", m.u_upper)):
-            b = np.array(default if getattr(self, name) is None else getattr(self, name), float)
-            if b.shape != (m.nu,) or np.isnan(b).any():
-                raise ValueError(f"Plan: {name} must be (nu,) = ({m.nu},) without NaN (±inf: unbounded), got {b}")
-            b.setflags(write=False)
-            object.__setattr__(self, name, b)
-        if (self.u_lower > self.u_upper).any():
-            raise ValueError("Plan: u_lower must be <= u_upper in every component")
+        K = None if self.K is None else np.asarray(self.K, float)
+        _check_finite(xs, us, K)
+        lower, upper = checked_bounds(m, self.u_lower, self.u_upper)
+        object.__setattr__(self, "u_lower", lower)
+        object.__setattr__(self, "u_upper", upper)
         object.__setattr__(self, "xs", xs)
         object.__setattr__(self, "us", us)
-        if self.K is not None:
-            object.__setattr__(self, "K", np.asarray(self.K, float))
+        object.__setattr__(self, "K", K)
+
+    @classmethod
+    def of_solver(cls, model: RobotModel, t0: float, dt: float, xs: np.ndarray, us: np.ndarray, K: np.ndarray | None,
+                  info: dict, bounds: tuple[np.ndarray, np.ndarray]) -> "Plan":
+        """The plan of a solver's own result: xs (N+1, nx), us (N, nu), K (N, nu, 2nv) or None, float64
+        arrays of those shapes (a solver's result: shapes not checked again), ``bounds`` from
+        :func:`checked_bounds`; dt > 0. Raises ValueError, as the constructor does, when xs, us or K
+        has a non-finite entry."""
+        _check_finite(xs, us, K)
+        plan = object.__new__(cls)
+        plan.__dict__.update(model=model, t0=t0, dt=dt, xs=xs, us=us, K=K, info=info, u_lower=bounds[0],
+                             u_upper=bounds[1], saturate=True)
+        return plan
 
     @property
     def horizon(self) -> int:

@@ -119,6 +119,36 @@ class BackwardPass:
             return None
         return kern.MESSAGES[status].format(t=t)
 
+    def prepared(self, d: ProblemDerivatives, gaps: np.ndarray | None, box: bool, curvature: bool):
+        """``run(mu, us, lower, upper) -> None | str``: :meth:`run` of the compiled pass on the fixed
+        buffers of ``d`` (a solver's workspace, C-contiguous float64) and ``gaps`` (or None), with
+        the arguments bound once; lower / upper the bounds when ``box``. None where a buffer is not
+        in the kernel's layout (the caller then uses :meth:`run`)."""
+        if not self.compiled:
+            return None
+        if self._kernels is None:
+            from . import riccati_numba   # imports numba: only when used
+            self._kernels = riccati_numba
+        kern = self._kernels
+        run, dyn = d.running, d.dynamics
+        curvature = curvature and dyn.has_second_order
+        C, T = (dyn.C, dyn.T) if curvature else (_NO_C, _NO_T)
+        views = (dyn.Fx, dyn.Fu, run.lx, run.lu, run.lxx, run.lxu, run.luu, d.terminal.lx[0], d.terminal.lxx[0], C, T,
+                 _NO_GAPS if gaps is None else gaps)
+        if not all(a.dtype == np.float64 and a.flags.c_contiguous for a in views):
+            return None
+        lo, hi = (self._lo, self._hi) if box else (_NO_BOUNDS, _NO_BOUNDS)
+        outs = (self.k, self.K, self.k, self.Qu, self.Quuk, self.Vx, self.Vxx)
+        kernel, ok, messages, subtract = kern.backward_pass_kernel, kern.OK, kern.MESSAGES, np.subtract
+
+        def run_pass(mu: float, us: np.ndarray, lower, upper) -> str | None:
+            if box:
+                subtract(lower, us, out=lo)
+                subtract(upper, us, out=hi)
+            status, t = kernel(*views, float(mu), box, lo, hi, *outs)
+            return None if status == ok else messages[status].format(t=t)
+        return run_pass
+
     # ------------------------------------------------------------ Python reference
     def _run_python(self, d, mu, us, lower, upper, gaps, curvature) -> str | None:
         N, nu, ndx = self.N, self.nu, self.ndx

@@ -52,6 +52,11 @@ class ForwardPass:
                 self._kernel = False
         return self._kernel or None
 
+    def compiled_rollout(self):
+        """The compiled rollout this pass runs (a ``CompiledRollout`` or ``CompiledContactRollout``),
+        or None (the Python loop)."""
+        return self._compiled_rollout()
+
     @property
     def uses_compiled_rollout(self) -> bool:
         return self._compiled_rollout() is not None

@@ -37,6 +37,7 @@ from dynamics.inputs import sum_is_finite
 from .backward_pass import BackwardPass, non_finite_derivatives
 from .forward_pass import ForwardPass
 from .line_search import LINE_SEARCHES, Candidates, default_alphas, line_search, warm_start_step
+from .prepared_iteration import PreparedIteration
 from .problem import ProblemDerivatives, ShootingProblem
 from .regularization import Regularization
 from .result import TIMING_KEYS, SolverResult
@@ -115,7 +116,9 @@ class ILQR:
     rollouts too where the dynamics allow it (Euler on a backend with compiled forward dynamics,
     :mod:`solvers.rollout_numba`), instead of the Python reference loops; ``None`` (default) does
     so when the problem's backend says it prefers a compiled solver (``prefers_compiled_solver``:
-    the numba backend).
+    the numba backend). In the common case of a compiled solver (one Euler free-dynamics group on
+    hinge/slide joints, every cost term compiled) an iteration's compiled calls run with their
+    arguments bound once (:mod:`solvers.prepared_iteration`; same kernels, same results).
     """
 
     name = "ilqr"
@@ -157,6 +160,11 @@ class ILQR:
         self.gaps = np.zeros((N + 1, ndx))
         self.verbose = verbose
         self._sources_of = None             # (knot structure, its second-order sources)
+        #: the iteration's compiled calls with their arguments bound (:mod:`solvers.prepared_iteration`),
+        #: None outside its common case; rebuilt when the problem's structure, costs or bounds change
+        self._prepared: PreparedIteration | None = None
+        self._fast: PreparedIteration | None = None      # the one in force during the current solve
+        self._bounds_seen: tuple | None = None             # (u_lower, u_upper, problem.has_bounds)
         self._read_bounds()
 
     # the backward pass's results (views of its workspace)
@@ -186,14 +194,31 @@ class ILQR:
             raise ValueError(f"tol must be >= 0, got {tol}")
         self.timings = dict.fromkeys(TIMING_KEYS, 0.0)
         self._read_bounds()
+        self._fast = self._prepare_iteration() if self.compiled else None
         return time.perf_counter()
+
+    def _prepare_iteration(self) -> PreparedIteration | None:
+        """The prepared iteration for this solve (:mod:`solvers.prepared_iteration`): the one kept
+        from the last solve while it still applies, else a new one (None outside its common case)."""
+        cc = self.problem.costs.compiled()
+        prep = self._prepared
+        if prep is None or not prep.current(self, cc):
+            prep = self._prepared = PreparedIteration.build(self, cc)
+        if prep is not None:
+            prep.begin()
+        return prep
 
     def _read_bounds(self) -> None:
         """``_box`` (the bounds are respected), ``_lower`` / ``_upper`` (nu,) (None without): read
         once per solve, not at every stage."""
         p = self.problem
-        self._box = self.box and p.has_bounds
-        self._lower, self._upper = (p.u_lower, p.u_upper) if self._box else (None, None)
+        lower, upper = p.u_lower, p.u_upper
+        seen = self._bounds_seen
+        if seen is None or seen[0] is not lower or seen[1] is not upper:
+            # the problem's bounds are read-only arrays, replaced rather than changed: identity tells
+            seen = self._bounds_seen = (lower, upper, p.has_bounds)
+        self._box = self.box and seen[2]
+        self._lower, self._upper = (lower, upper) if self._box else (None, None)
 
     def solve(self, xs_init=None, us_init=None, max_iter: int = 50, tol: float = 1e-6) -> SolverResult:
         """Optimise from an initial guess (default: gravity-compensation controls rolled out from
@@ -366,6 +391,11 @@ class ILQR:
         return _StageTimer(self.timings, key)
 
     def _derivatives(self) -> ProblemDerivatives:
+        fast = self._fast
+        if fast is not None and self.xs is fast.xs and self.us is fast.us:
+            d = fast.derivatives(self.timings)
+            self._after_derivatives(d)
+            return d
         with self._timed("derivatives"):
             try:
                 # the iterate is the solver's own, checked when the solve started (initial_states,
@@ -412,6 +442,11 @@ class ILQR:
 
     def _backward_pass(self, d: ProblemDerivatives, mu: float) -> str | None:
         """One Riccati pass (:class:`solvers.backward_pass.BackwardPass`); None on success."""
+        fast = self._fast
+        if fast is not None and d is fast.derivs and self.us is fast.us:
+            run = fast.backward_pass(None if self.feasible else self.gaps, self._with_curvature and self.uses_second_order)
+            if run is not None:
+                return run(mu, self.us, self._lower, self._upper)
         return self.backward.run(d, mu, self.us, self._lower, self._upper, None if self.feasible else self.gaps,
                                  self._with_curvature and self.uses_second_order)
 
@@ -441,10 +476,34 @@ class ILQR:
 
     def _simulate(self, alphas, xs, us, k, K, with_cost: bool = True) -> Candidates:
         """Batched closed-loop rollout of ``u = us + α k + K (x̂ ⊖ xs)`` for all step sizes α."""
+        fast = self._fast
+        if fast is not None and xs is fast.xs and us is fast.us and k is self.backward.k and K is self.backward.K:
+            gaps = self._rollout_gaps()
+            if gaps is None or gaps is self.gaps:
+                return self._simulate_prepared(fast, alphas, gaps, with_cost)
         out = self.data.rollout(alphas.shape[0])
         with self._timed("forward"):
             X, U, ok = self.forward.run(alphas, xs, us, k, K, self._box, self._rollout_gaps(), out=out)
         return self._score(X, U, ok, with_cost, self.forward.contact_forces(out))
+
+    def _simulate_prepared(self, fast: PreparedIteration, alphas, gaps, with_cost: bool) -> Candidates:
+        """:meth:`_simulate` around the solver's own iterate and gains through the prepared call: the
+        rollout and the candidates' compiled cost values in one call (the general path's kernels and
+        math). Its time is split between the forward and cost stages by the share the compiled code
+        measured (its cycle counter)."""
+        S = alphas.shape[0]
+        run, out = fast.candidates(S, gaps)
+        t0 = time.perf_counter()
+        J, share = run(self.problem.x0, alphas)
+        wall = time.perf_counter() - t0
+        timings = self.timings
+        timings["forward"] += share * wall
+        timings["cost"] += (1.0 - share) * wall
+        if not with_cost:
+            return Candidates(out.X, out.U, np.full(S, np.inf), out.ok)
+        ok = out.ok
+        ok &= np.isfinite(J)
+        return Candidates(out.X, out.U, J, ok)
 
     def _score(self, X, U, ok, with_cost: bool, forces=None) -> Candidates:
         """Total cost of each rolled-out candidate (inf where not requested); non-finite ones fail.

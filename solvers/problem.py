@@ -179,6 +179,7 @@ class ShootingProblem(StateSizes):
             raise ValueError(f"{name} has shape {b.shape}, expected ({self.model.nu},) (nu)")
         if np.any(np.isnan(b)):
             raise ValueError(f"{name} contains NaN; use ±inf for no bound")
+        b.setflags(write=False)     # replaced, never changed in place: a solver keys what it derives on identity
         return b
 
     @property
@@ -193,7 +194,8 @@ class ShootingProblem(StateSizes):
         self.x0 = x0.copy()
 
     def clip_controls(self, u: np.ndarray) -> np.ndarray:
-        return np.clip(u, self.u_lower, self.u_upper)
+        """``u`` (..., nu) clipped to the bounds, a new array (np.clip's result, without its Python wrappers)."""
+        return np.minimum(np.maximum(u, self.u_lower), self.u_upper)
 
     def gravity_compensation(self, q=None) -> np.ndarray:
         """Controls (nu,) that best cancel gravity at ``q`` (default: the initial configuration)."""

@@ -67,6 +67,22 @@ class RolloutBuffers:
         return F
 
 
+def _cost_derivative_block(sizes: tuple[int, ...], ndx: int, nu: int) -> tuple[np.ndarray, list[CostDerivatives]]:
+    """Zeroed :class:`CostDerivatives` for knot counts ``sizes``, every array a C-contiguous view of
+    one flat block (returned too: zeroing all of them is one call)."""
+    shapes = [[(B,), (B, ndx), (B, nu), (B, ndx, ndx), (B, ndx, nu), (B, nu, nu)] for B in sizes]
+    block = np.zeros(sum(int(np.prod(s)) for group in shapes for s in group))
+    out, o = [], 0
+    for group in shapes:
+        arrays = []
+        for s in group:
+            n = int(np.prod(s))
+            arrays.append(block[o:o + n].reshape(s))
+            o += n
+        out.append(CostDerivatives(*arrays))
+    return block, out
+
+
 class ProblemData:
     """Data of one :class:`~solvers.problem.ShootingProblem` (N knots). second_order: allocate
     the second-order buffers too; max_candidates: rollout buffers for 1 … max_candidates
@@ -78,8 +94,8 @@ class ProblemData:
         N, nx, ndx, nu = problem.horizon, problem.nx, problem.ndx, problem.nu
         self.problem = problem
         self.horizon, self.nx, self.ndx, self.nu = N, nx, ndx, nu
-        self.running = CostDerivatives.zeros(N, ndx, nu)
-        self.terminal = CostDerivatives.zeros(1, ndx, nu)
+        #: the running (N knots) and terminal cost derivatives, views of one block (``cost_block``)
+        self.cost_block, (self.running, self.terminal) = _cost_derivative_block((N, 1), ndx, nu)
         #: the dynamics derivatives of the N knots (the groups' first-order outputs are its rows)
         self.horizon_dynamics = DynamicsDerivatives(np.empty((N, nx)), np.empty((N, ndx, ndx)),
                                                     np.empty((N, ndx, nu)))
@@ -136,6 +152,12 @@ class ProblemData:
     def dynamics(self) -> DynamicsDerivatives:
         """The dynamics derivatives of the N knots: the group's data for a one-group problem."""
         return self.groups[0][1] if len(self.groups) == 1 else self.horizon_dynamics
+
+    def follow_structure(self) -> None:
+        """Regroup for the problem's current knot structure when it was re-phased since (what
+        :meth:`calc_dynamics` does first)."""
+        if self._revision != self.problem.revision:
+            self._regroup()
 
     # ------------------------------------------------------------ evaluation
     def calc_dynamics(self, xs: np.ndarray, us: np.ndarray, second_order: bool) -> list:

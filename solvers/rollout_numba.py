@@ -30,6 +30,9 @@ first :meth:`CompiledRollout.run` or by :meth:`CompiledRollout.warmup`.
 from __future__ import annotations
 
 import numpy as np
+from llvmlite import ir
+from numba.core import cgutils, types
+from numba.extending import intrinsic
 
 from dynamics.kernels.aba import aba_range
 from dynamics.kernels.aba_lanes import LANES, aba_lanes, lane_rows, lanes_supported
@@ -38,11 +41,22 @@ from dynamics.kernels.jit import jit, jit_inline
 from dynamics.kernels.lie import difference_x, integrate_q
 from dynamics.kernels.passive import joint_torques
 from dynamics.kernels.scratch import THREAD_PAD_ROWS
-from dynamics.kernels.threaded_batch import run_threaded_parts
+from dynamics.kernels.threaded_batch import call_at, pack_arguments, run_threaded_parts
 from dynamics.worker_threads import use_threads
 
 
 # ---------------------------------------------------------------- kernels
+@intrinsic
+def cycles(typingctx):
+    """The processor's cycle counter (LLVM's ``readcyclecounter``: x86 ``rdtsc``; 0 where the target
+    has none): what a compiled loop splits its own wall time by, between stages of one call."""
+    def codegen(context, builder, sig, args):
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.IntType(64), []),
+                                            "llvm.readcyclecounter")
+        return builder.call(fn, [])
+    return types.int64(), codegen
+
+
 @jit
 def start_state(joints, nq, xn, alpha, gaps, t, d, out):
     """``x̂ = xn`` (no gaps: ``gaps`` (0, ndx)) or ``xn ⊕ (α - 1) gaps[t]`` into ``out`` (nx,); d
@@ -172,6 +186,24 @@ def _rollout_part(margs, fext, joints, passive, dts, x0, alphas, xs, us, k, K, l
     # (fewer than 31 arguments: CPython passes more as *args, which numba's inlining does not take)
     _rollout_slice(margs, fext, joints, passive, dts, x0, alphas, xs, us, k, K, lo, hi, clip, gaps, X, U, ok,
                    q, vt, q_ro, vt_ro, s0, s1, r0)
+
+
+@jit
+def _rollout_cost_part(margs, fext, joints, passive, dts, x0, alphas, xs, us, k, K, lo, hi, clip, gaps, X, U, ok,
+                       q, vt, q_ro, vt_ro, cost_address, cost_args, clk, c, nt):
+    """:func:`_rollout_part`, then the cost values of the same candidates: the thread that rolled a
+    candidate out scores it, calling the compiled cost kernel by address (``cost_address``,
+    ``cost_args``: :meth:`solvers.costs.compiled.CompiledCosts.values_call`; its code exists once,
+    shared with the other cost evaluations): the line search's candidates and their costs in one
+    parallel region. ``clk[c]`` (3,): the cycle counter (:func:`cycles`) at the start, after the
+    rollout and at the end of part c, for the stage split."""
+    clk[c, 0] = cycles()
+    s0, s1, r0 = slice_rows(alphas.shape[0], nt, c)
+    _rollout_slice(margs, fext, joints, passive, dts, x0, alphas, xs, us, k, K, lo, hi, clip, gaps, X, U, ok,
+                   q, vt, q_ro, vt_ro, s0, s1, r0)
+    clk[c, 1] = cycles()
+    call_at(cost_address, pack_arguments(cost_args), c, nt)
+    clk[c, 2] = cycles()
 
 
 @jit
@@ -438,6 +470,48 @@ class CompiledRollout:
                            arr["x0"], alphas, arr["xs"], us, arr["k"], arr["K"], arr["u_lower"], arr["u_upper"],
                            bool(clip), arr.get("gaps", self._no_gaps), X, U, ok, q, vt, q_ro, vt_ro)
         return X, U, ok
+
+    def prepared(self, xs, us, k, K, u_lower, u_upper, clip: bool, gaps, out, costs=None):
+        """``run(x0, alphas)``: :meth:`run` on fixed buffers — xs, us, k, K, the bounds, gaps (or
+        None) and ``out`` (:class:`~solvers.problem_data.RolloutBuffers` for S = alphas.size
+        candidates) — with the arguments checked and bound once; x0 (nx,) and alphas (S,) float64,
+        given per call. The buffers' contents may change between calls. costs: the problem's
+        :class:`~solvers.costs.compiled.CompiledCosts` covering every term, to write each candidate's
+        total cost in the same call (:func:`_rollout_cost_part`; the caller re-packs the terms that
+        changed, :meth:`~solvers.costs.compiled.CompiledCosts.values_call`); ``run`` then returns
+        ``(J (S,), the share of the call's time the rollout took)`` (the share by the cycle counter
+        of the calling thread's part; J a fresh array), else None."""
+        N = us.shape[0]
+        S = out.ok.shape[0]
+        shapes = ((xs, (N + 1, self.nx)), (us, (N, self.nu)), (k, (N, self.nu)), (K, (N, self.nu, self.ndx)),
+                  (u_lower, (self.nu,)), (u_upper, (self.nu,)), (out.X, (S, N + 1, self.nx)), (out.U, (S, N, self.nu)))
+        if gaps is not None:
+            shapes += ((gaps, (N + 1, self.ndx)),)
+        for a, shape in shapes:
+            if a.shape != shape:
+                raise ValueError(f"CompiledRollout.prepared: an array has shape {a.shape}, expected {shape}")
+        head = (self.fd.model_args, self.fd.no_fext, *self._dyn_args, self._dts)
+        tail = (self._view(xs), self._view(us), self._view(k), self._view(K), self._view(u_lower),
+                self._view(u_upper), bool(clip), self._no_gaps if gaps is None else self._view(gaps), out.X, out.U,
+                out.ok, *self._aba_inputs(S))
+        threads = self.fd.threads
+        if costs is None:
+            kernel, costed = _rollout_part, False
+        else:
+            Jc = np.zeros((S, S))
+            address, cargs = costs.values_call(out.X, out.U, Jc)
+            clk = np.zeros((S, 3), np.int64)
+            kernel, costed, tail = _rollout_cost_part, True, tail + (address, cargs, clk)
+
+        def run(x0: np.ndarray, alphas: np.ndarray) -> tuple[np.ndarray, float] | None:
+            nt = min(S, threads())
+            use_threads(nt)                 # 1: no worker woken
+            run_threaded_parts(kernel, nt, *head, read_only(x0), read_only(alphas), *tail)
+            if not costed:
+                return None
+            a, b, c = clk[0].tolist()
+            return (Jc[0].copy() if nt == 1 else Jc[:nt].sum(axis=0)), ((b - a) / (c - a) if c > a else 1.0)
+        return run
 
     def run_samples(self, x0, offsets, G, xref, u_lower, u_upper, clip: bool, X, U) -> np.ndarray:
         """The sampling planners' rollouts: sample s applies ``u = offsets[s, t] + G (x ⊖ xref)``

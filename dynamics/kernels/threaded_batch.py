@@ -105,6 +105,12 @@ def _call_at(typingctx, address, pack, a, b):
     return sig, codegen
 
 
+#: public names for compiled loops elsewhere that call a kernel by address (a rollout that scores
+#: its own candidates with the cost kernel, :mod:`solvers.rollout_numba`)
+pack_arguments = _pack
+call_at = _call_at
+
+
 @jit_parallel
 def run_slices(address, B, nt, *args):
     """Run the kernel at ``address`` as ``kernel(*args, start, stop)`` on ``nt`` slices of the batch

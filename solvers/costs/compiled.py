@@ -746,22 +746,81 @@ class CompiledCosts:
 
     def _call(self, X, U, deriv: bool, J, outs, forces=None, lxu=None) -> None:
         self._pack()
-        kin, m = self.kin, self.model
         S, N1 = X.shape[0], X.shape[1]
-        nt = max(1, min(kin.threads(), S if S > 1 else N1 // self.MIN_KNOTS_PER_THREAD))
+        nt = max(1, min(self.kin.threads(), S if S > 1 else N1 // self.MIN_KNOTS_PER_THREAD))
         use_threads(nt)                     # 1: no worker woken
         Jc = self._Jc.get((nt, S))
         if Jc is None:
             Jc = self._Jc[(nt, S)] = np.empty((nt, S))
         kernel = _kernel()
-        lam, dl, koff = (self._no_lam, self._no_dl, 0) if forces is None else forces
-        run_threaded_parts(kernel, nt, kin.model_args, kin.joint_rows, self.flink, self.ff, m.nq, m.nv, self.E,
-                           self.KS, self.FK, self.P, self.IX, X, U, deriv, Jc, *outs, self.CF, lam, dl, koff,
-                           self._no_lxu if lxu is None else lxu)
+        run_threaded_parts(kernel, nt, *self._args(X, U, deriv), Jc, *outs, *self._force_args(forces, lxu))
         if nt == 1:
             J[:] = Jc[0]
         else:
             Jc.sum(axis=0, out=J)
+
+    def _args(self, X: np.ndarray, U: np.ndarray, deriv: bool) -> tuple:
+        """The kernel's arguments up to ``deriv`` (then come the totals Jc, the eight outputs, the
+        part index and count): the one place that lists them."""
+        kin, m = self.kin, self.model
+        return (kin.model_args, kin.joint_rows, self.flink, self.ff, m.nq, m.nv, self.E, self.KS, self.FK, self.P,
+                self.IX, X, U, deriv)
+
+    def _force_args(self, forces=None, lxu=None) -> tuple:
+        """The kernel's contact-force arguments after the eight outputs (``CF, LAM, DL, koff, rlxu``):
+        forces ``(lam, dl, koff)`` from :meth:`_forces_at` / :meth:`_partials_at`, None where no
+        entry reads a force; lxu: the running knots' l_xu (derivatives), None otherwise."""
+        lam, dl, koff = (self._no_lam, self._no_dl, 0) if forces is None else forces
+        return self.CF, lam, dl, koff, self._no_lxu if lxu is None else lxu
+
+    def _without_forces(self, what: str) -> None:
+        if self.sources:
+            raise ValueError(f"CompiledCosts.{what}: the problem has contact-force cost entries, whose forces come "
+                             "from each call's contact solves; use add_derivatives / values")
+
+    def refresh(self) -> None:
+        """Re-pack the float rows of the terms whose references or weights were replaced (what
+        :meth:`values` and :meth:`add_derivatives` do first; the caller of :meth:`prepared_derivatives`
+        or :meth:`values_call` does it whenever a term may have changed)."""
+        self._pack()
+
+    def prepared_derivatives(self, xs: np.ndarray, us: np.ndarray, outs: tuple):
+        """``run()``: :meth:`add_derivatives` along the fixed buffers xs (N+1, nx), us (N, nu) into the
+        eight fixed output arrays ``outs`` (l, lx, lu, lxx, luu of the running knots, l, lx, lxx of
+        the terminal one; zeroed by the caller), with the arguments bound once: a call is the thread
+        count and one dispatch, without the packing check (:meth:`refresh`). The buffers' contents
+        may change between calls, not the buffers."""
+        self._without_forces("prepared_derivatives")
+        kernel = _kernel()
+        N1 = xs.shape[0]
+        share = N1 // self.MIN_KNOTS_PER_THREAD
+        args = self._args(xs[None], us[None], True)
+        tail = self._force_args()
+        partials: dict[int, np.ndarray] = {}     # thread count -> per-part totals (nt, 1)
+        threads, parts = self.kin.threads, run_threaded_parts
+
+        def run() -> None:
+            nt = max(1, min(threads(), share))
+            use_threads(nt)                 # 1: no worker woken
+            Jc = partials.get(nt)
+            if Jc is None:
+                Jc = partials[nt] = np.empty((nt, 1))
+            parts(kernel, nt, *args, Jc, *outs, *tail)
+        return run
+
+    def values_call(self, X: np.ndarray, U: np.ndarray, Jc: np.ndarray) -> tuple:
+        """``(address, args)``: the compiled kernel for another compiled loop over the same
+        candidates X (S, N+1, nx), U (S, N, nu) (a rollout that scores its own candidates,
+        :mod:`solvers.rollout_numba`), to call by address as ``kernel(*args, c, nt)`` (numba's
+        calling convention, :func:`dynamics.kernels.threaded_batch.run_parts`'): part c of nt
+        writes the values of the candidates ``c·S//nt <= s < (c+1)·S//nt`` into row c of Jc (S, S),
+        zero elsewhere in the row, so the totals are the sum of Jc's first nt rows. The caller
+        re-packs (:meth:`refresh`) whenever a term may have changed. The kernel is compiled (or
+        loaded) here, once."""
+        from dynamics.kernels.threaded_batch import kernel_address
+        self._without_forces("values_call")
+        args = (*self._args(X, U, False), Jc, *self._dummy, *self._force_args())
+        return kernel_address(_kernel(), (*args, 0, 1)), args
 
     # ------------------------------------------------------------ evaluation
     def values(self, X: np.ndarray, U: np.ndarray, forces=None) -> np.ndarray:

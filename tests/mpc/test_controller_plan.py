@@ -1,0 +1,73 @@
+"""The controller's plan from a solver's result (``Plan.of_solver``, ``checked_bounds``): the same
+plan and the same errors as the checking constructor, and bounds that follow the problem's when it
+replaces them (the controller and the solver key what they derive from the bounds on identity)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tasks
+from mpc import MPC
+from mpc.plan import Plan, checked_bounds
+
+
+def _arrays(m, rng, N=4):
+    xs = np.concatenate([m.random_configuration(rng, N + 1), rng.normal(size=(N + 1, m.nv))], axis=1)
+    return xs, rng.normal(size=(N, m.nu)), rng.normal(size=(N, m.nu, 2 * m.nv))
+
+
+def test_of_solver_equals_the_constructor(bundled, rng):
+    m = bundled["iiwa"]
+    xs, us, K = _arrays(m, rng)
+    lo, hi = -np.ones(m.nu), np.ones(m.nu)
+    ref = Plan(m, 0.5, 0.01, xs, us, K, info={"a": 1}, u_lower=lo, u_upper=hi)
+    fast = Plan.of_solver(m, 0.5, 0.01, xs, us, K, {"a": 1}, checked_bounds(m, lo, hi))
+    for f in ("model", "t0", "dt", "info", "saturate"):
+        assert getattr(fast, f) == getattr(ref, f), f
+    for f in ("xs", "us", "K", "u_lower", "u_upper"):
+        np.testing.assert_array_equal(getattr(fast, f), getattr(ref, f))
+    assert not fast.u_lower.flags.writeable and not fast.u_upper.flags.writeable
+    x = xs[1] + 0.1
+    for t in (0.5, 0.513, 0.6):
+        np.testing.assert_array_equal(fast.control(t, x), ref.control(t, x))
+    assert Plan.of_solver(m, 0.5, 0.01, xs, us, None, {}, checked_bounds(m, None, None)).K is None
+
+
+def test_of_solver_and_checked_bounds_errors(bundled, rng):
+    m = bundled["iiwa"]
+    xs, us, K = _arrays(m, rng)
+    b = checked_bounds(m, None, None)
+    np.testing.assert_array_equal(b[0], m.u_lower)
+    for name, arrays in (("xs", (np.where(np.arange(xs.size).reshape(xs.shape) == 3, np.nan, xs), us, K)),
+                         ("us", (xs, np.full_like(us, np.inf), K)), ("K", (xs, us, np.full_like(K, np.nan)))):
+        msg = f"Plan: {name} contains non-finite values; the solver diverged"
+        with pytest.raises(ValueError, match=msg):
+            Plan.of_solver(m, 0.0, 0.01, *arrays, {}, b)
+        with pytest.raises(ValueError, match=msg):
+            Plan(m, 0.0, 0.01, *arrays)
+    with pytest.raises(ValueError, match="u_lower must be \\(nu,\\)"):
+        checked_bounds(m, np.zeros(3), None)
+    with pytest.raises(ValueError, match="u_upper must be \\(nu,\\) .* without NaN"):
+        checked_bounds(m, None, np.full(m.nu, np.nan))
+    with pytest.raises(ValueError, match="u_lower must be <= u_upper"):
+        checked_bounds(m, np.ones(m.nu), np.zeros(m.nu))
+
+
+@pytest.mark.parametrize("solver", ["ilqr", "ddp"])
+def test_replaced_problem_bounds_reach_the_solver_and_the_plan(solver):
+    task = tasks.get_task("iiwa-reach")
+    ctrl = MPC(task, solver=solver, backend="numba", horizon=8, dt=0.01, initial_iterations=5)
+    p = ctrl.problem
+    plan = ctrl.start(0.0, task.initial_state())
+    for i in range(1, 3):
+        plan = ctrl.update(0.01 * i, plan.xs[1])
+    np.testing.assert_array_equal(plan.u_lower, p.u_lower)
+    assert not p.u_lower.flags.writeable          # replaced, never changed in place
+    tight = 0.5 * np.abs(plan.us).max(axis=0) + 1e-3
+    p.u_lower, p.u_upper = p._bound("u_lower", -tight), p._bound("u_upper", tight)
+    for i in range(3, 6):
+        plan = ctrl.update(0.01 * i, plan.xs[1])
+    np.testing.assert_array_equal(plan.u_lower, -tight)
+    np.testing.assert_array_equal(plan.u_upper, tight)
+    assert np.all(plan.us <= tight + 1e-12) and np.all(plan.us >= -tight - 1e-12)
