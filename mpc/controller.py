@@ -81,7 +81,9 @@ def _positive(name: str, value, integer: bool = False):
 class MPC:
     """Model-predictive controller for a task (see ``tasks``).
 
-    task: the task (model, costs, references); solver: ``"ilqr"``, ``"ddp"`` or ``"fddp"``;
+    task: the task (model, costs, references); solver: ``"ilqr"``, ``"ddp"``, ``"fddp"``, ``"csqp"``
+    (hard constraints), ...; None: the task's own (``task.defaults.solver``, e.g. csqp for the legged
+    tasks' hard cones; ``"ddp"`` for a task without defaults);
     backend: dynamics backend name, None for :func:`dynamics.default_backend_name` (``"numba"``
     when numba imports: compiled dynamics and solver kernels, call :meth:`warmup` once before
     timing; else ``"numpy"``, the reference); horizon: number of knots N; dt: knot spacing [s];
@@ -105,7 +107,7 @@ class MPC:
     ``"sampling"``, ``"mppi"`` and ``"cem"`` are :mod:`solvers.sampling`).
     """
 
-    def __init__(self, task, solver: str = "ddp", backend: str | None = None, horizon: int = 32, dt: float = 0.01,
+    def __init__(self, task, solver: str | None = None, backend: str | None = None, horizon: int = 32, dt: float = 0.01,
                  iterations_per_update: int = 1, time_budget: float | None = None, initial_iterations: int = 50,
                  feedback: bool = True, tol: float = 1e-6, refresh_gains: bool = False, box: bool = True,
                  line_search: str = "backtracking", integrator: str = "euler", second_order: str = "auto",
@@ -119,6 +121,8 @@ class MPC:
         self._latency_estimate: float | None = None
         self._predictors: dict = {}
         self.model = task.model
+        if solver is None:
+            solver = getattr(getattr(task, "defaults", None), "solver", None) or "ddp"
         self.solver_name = str(solver).lower()
         cls = _solver_class(solver)
         for name, value, allowed in (("line_search", line_search, LINE_SEARCHES),

@@ -140,3 +140,13 @@ def test_penalty_switch_builds_the_task_once(monkeypatch, capsys):
     assert main(["run", "hyq-stand", "--solver", "fddp", "--duration", "0.04", "--quiet"]) == 2
     assert built == [("hyq-stand", {"cones": "penalty"})]
     assert _penalty_cones_for_solver(tasks.resolve_task("hyq-stand"), "fddp", {}) is not None  # class default
+
+
+def test_python_mpc_takes_the_tasks_solver():
+    """``MPC(task)`` without ``solver`` uses the task's own (csqp for the legged hard cones), so the
+    Python entry point runs what ``mpc-accel run TASK`` runs; an explicit solver still wins."""
+    from mpc import MPC
+    stand = tasks.get_task("hyq-stand")
+    assert MPC(stand, backend="numpy", horizon=4, dt=0.02).solver_name == "csqp"
+    assert MPC(stand, solver="CSQP", backend="numpy", horizon=4, dt=0.02).solver_name == "csqp"
+    assert MPC(tasks.get_task("iiwa-reach"), backend="numpy", horizon=4).solver_name == "ddp"
