@@ -103,12 +103,19 @@ class FDDP(ILQR):
         if ls.alpha == 1.0 or self.feasible:   # a full step closes every gap
             self.feasible = True
             self.gaps[:] = 0.0
+        else:
+            # the rollout set x̂_t = f(x̂_{t-1}, û_{t-1}) ⊕ (α - 1) f̄_t: the new iterate's gaps are
+            # (1 - α) f̄ by construction (what the returned gap reports without evaluating f again)
+            self.gaps *= 1.0 - ls.alpha
+            self._gaps_current = True
 
     def _final_gap(self) -> float:
         if not hasattr(self, "xs"):
             return np.inf
         if self.feasible:       # a rollout (a full step closed the gaps): 0 by construction, as for iLQR
             return 0.0
+        if self._gaps_current:  # the iterate's derivatives gave its gaps: no second evaluation of f
+            return float(np.abs(self.gaps).max())
         p = self.problem
         with self._timed("forward"), np.errstate(all="ignore"):
             try:

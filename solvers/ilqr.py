@@ -158,6 +158,8 @@ class ILQR:
         N, nx, nu, ndx = problem.horizon, problem.nx, problem.nu, problem.ndx
         self._xs_buf, self._us_buf = np.empty((N + 1, nx)), np.empty((N, nu))
         self.gaps = np.zeros((N + 1, ndx))
+        self._gap_targets = np.empty((N + 1, nx))   # (x0, f(xs_t, us_t)): what the gaps measure xs from
+        self._gaps_current = False          # whether ``gaps`` are those of the current iterate
         self.verbose = verbose
         self._sources_of = None             # (knot structure, its second-order sources)
         #: the iteration's compiled calls with their arguments bound (:mod:`solvers.prepared_iteration`),
@@ -234,6 +236,7 @@ class ILQR:
         if self.uses_second_order:
             self.data.enable_second_order()     # allocates once, on the first second-order solve
         self.gaps[:] = 0.0
+        self._gaps_current = False
         self.feasible = True
         self.fallbacks = 0
         self.reg = Regularization(**self.reg_params)
@@ -312,6 +315,7 @@ class ILQR:
         np.copyto(self._xs_buf, xs)
         np.copyto(self._us_buf, us)
         self.xs, self.us = self._xs_buf, self._us_buf
+        self._gaps_current = False
 
     def _second_order_sources(self) -> tuple:
         """The distinct second-order sources of the problem's dynamics groups (once per knot structure)."""
@@ -347,6 +351,7 @@ class ILQR:
         """Gaps ``f̄_0 = x0 ⊖ xs_0``, ``f̄_{t+1} = f(xs_t, us_t) ⊖ xs_{t+1}`` of an infeasible iterate."""
         if self.feasible:
             self.gaps[:] = 0.0
+            self._gaps_current = True
             return
         if not sum_is_finite(d.dynamics.xnext):
             raise SolverFailure("the dynamics of the current iterate are non-finite (a diverged warm start); "
@@ -358,11 +363,15 @@ class ILQR:
             np.subtract(self.problem.x0, self.xs[0], out=self.gaps[0])
             np.subtract(d.dynamics.xnext, self.xs[1:], out=self.gaps[1:])
         else:
-            ss.difference(self.xs[0], self.problem.x0, out=self.gaps[0])
-            ss.difference(self.xs[1:], d.dynamics.xnext, out=self.gaps[1:])
+            # every gap in one difference call, the targets (x0, xnext) stacked in their buffer
+            targets = self._gap_targets
+            targets[0] = self.problem.x0
+            targets[1:] = d.dynamics.xnext
+            ss.difference(self.xs, targets, out=self.gaps)
         if max(self.gaps.max(), -self.gaps.min()) <= self.gap_tol:
             self.feasible = True
             self.gaps[:] = 0.0
+        self._gaps_current = True
 
     def _expected_reduction(self, alpha: float, xs_try=None) -> float:
         d1 = float(np.sum(self.Qu * self.k))

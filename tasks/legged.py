@@ -124,7 +124,8 @@ def mujoco_cone_ratios(model: RobotModel, bodies, mu: float, states, controls, t
 
 
 def _quat_rpy(roll: float, pitch: float, yaw: float) -> np.ndarray:
-    """Unit quaternion (w, x, y, z) of R = Rz(yaw) Ry(pitch) Rx(roll)."""
+    """Unit quaternion (w, x, y, z) of R = Rz(yaw) Ry(pitch) Rx(roll); angles [rad] as floats or
+    arrays of one shape (...): the result is then (4, ...)."""
     cr, sr = np.cos(roll / 2), np.sin(roll / 2)
     cp, sp = np.cos(pitch / 2), np.sin(pitch / 2)
     cy, sy = np.cos(yaw / 2), np.sin(yaw / 2)

@@ -94,7 +94,7 @@ class QuadrupedStand(LeggedTask, Task):
         pose = self.pose_at(t)
         x = np.broadcast_to(self.x_stand, pose.shape[:-1] + self.x_stand.shape).copy()
         x[..., 2] += pose[..., 0]
-        dq = np.stack([_quat_rpy(*p[1:]) for p in pose.reshape(-1, 4)]).reshape(pose.shape[:-1] + (4,))
+        dq = np.moveaxis(_quat_rpy(pose[..., 1], pose[..., 2], pose[..., 3]), 0, -1)   # (..., 4), every knot at once
         x[..., 3:7] = quat_multiply(dq, self.x_stand[3:7])
         return x
 

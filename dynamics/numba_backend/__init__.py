@@ -372,8 +372,11 @@ class NumbaBackend(CombinedComKernel, Backend):
             out.check(qf.shape[0], model.nv, contacts.nc, func)
         a, lam, flag, da, dl = ck.contact_dynamics_fused(self, model, qf, vf, tf, contacts, True, out)
         check_pivots(contacts, func, flag)
-        d = ContactDynamicsDerivatives(*(unflatten(batch, x) for x in (*da, *dl)))
-        return (ContactDynamicsResult(unflatten(batch, a), unflatten(batch, lam)), d) if return_values else d
+        if len(batch) != 1:         # a (B, ...) batch comes back as the kernel wrote it, without reshapes
+            a, lam, da, dl = unflatten(batch, a), unflatten(batch, lam), [unflatten(batch, x) for x in da], \
+                [unflatten(batch, x) for x in dl]
+        d = ContactDynamicsDerivatives(*da, *dl)
+        return (ContactDynamicsResult(a, lam), d) if return_values else d
 
     def impulse_dynamics(self, model: RobotModel, q, v_minus, contacts, restitution: float = 0.0):
         func = "impulse_dynamics"

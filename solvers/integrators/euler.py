@@ -33,21 +33,23 @@ from .lie import integrate_state, lie_blocks, lie_integration_terms
 class EulerData(IntegratedData):
     """:class:`IntegratedData` plus the knots' states and acceleration partials (``states``), the
     next velocity ``vn`` and step ``w = dt v⁺`` (n, nv), the integration Jacobians ``Jq``, ``Jw``
-    (n, nv, nv) on robots with ball/free joints, and with second order on an analytical backend
-    the backend's tensors ``A2`` (4, n, nv, nv, nv)."""
+    (n, nv, nv) and next configurations ``qn`` (n, nq) on robots with ball/free joints, and with
+    second order on an analytical backend the backend's tensors ``A2`` (4, n, nv, nv, nv)."""
 
     states: StateBuffers | None = None
     vn: np.ndarray | None = None
     w: np.ndarray | None = None
     Jq: np.ndarray | None = None
     Jw: np.ndarray | None = None
+    qn: np.ndarray | None = None
     A2: np.ndarray | None = None
 
     def arrays(self) -> dict[str, np.ndarray]:
         out = super().arrays()
         out.update(self.states.arrays())
         out.update({"vn": self.vn, "w": self.w})
-        out.update({k: a for k, a in (("Jq", self.Jq), ("Jw", self.Jw), ("A2", self.A2)) if a is not None})
+        out.update({k: a for k, a in (("Jq", self.Jq), ("Jw", self.Jw), ("qn", self.qn), ("A2", self.A2))
+                    if a is not None})
         return out
 
 
@@ -97,9 +99,10 @@ class EulerModel(ActuatedModel):
     # ------------------------------------------------------------ data
     def _make_data(self, n, xnext, Fx, Fu) -> EulerData:
         nv = self.model.nv
-        Jq, Jw = (None, None) if self._euclidean else (np.empty((n, nv, nv)), np.empty((n, nv, nv)))
+        Jq, Jw, qn = (None, None, None) if self._euclidean else \
+            (np.empty((n, nv, nv)), np.empty((n, nv, nv)), np.empty((n, self.model.nq)))
         return EulerData(xnext, Fx, Fu, states=self._state_buffers(n), vn=np.empty((n, nv)), w=np.empty((n, nv)),
-                         Jq=Jq, Jw=Jw)
+                         Jq=Jq, Jw=Jw, qn=qn)
 
     def enable_second_order(self, data: EulerData) -> None:
         if data.factors is None:
@@ -174,7 +177,7 @@ class EulerModel(ActuatedModel):
             Jq, Jw = data.Jq, data.Jw
             step = self._compiled_step()
             if step is not None and sum_is_finite(q) and sum_is_finite(w):
-                qn = np.empty((N, nq))
+                qn = data.qn
                 step[0](step[1], as_kernel_input(q), as_kernel_input(w), qn, Jq, Jw)
             else:                            # numpy: also its errors on non-finite input
                 Jq[...], Jw[...] = m.integrate_jacobians(q, w)

@@ -59,6 +59,7 @@ def test_fddp_partial_steps_shrink_the_gaps(setup):
     g1 = np.abs(p.state.difference(r.xs[0], p.x0)).max()
     assert np.isclose(g1, 0.5 * g0, rtol=1e-6)
     assert 0 < r.gap < gap_of(p, xs0, us0)
+    assert np.isclose(r.gap, gap_of(p, r.xs, r.us), rtol=1e-9)     # the stepped iterate's own gap
 
 
 def gap_of(p, xs, us):
@@ -77,3 +78,47 @@ def test_fddp_stops_with_a_diagnostic_on_a_diverged_warm_start(setup):
         r = FDDP(p).solve(xs_init=xs, us_init=us, max_iter=3)
     assert not r.converged and r.iterations == 0
     assert "non-finite" in r.reason and "warm start" in r.reason
+
+
+def _hyq_stand_problem(horizon: int = 6):
+    task = tasks.get_task("hyq-stand", cones="penalty")
+    return task, task.build_problem(task.initial_state(), horizon, 0.01, backend="numba")
+
+
+def _guess_for(robot, setup):
+    """(problem, infeasible xs, us) on the iiwa or on HyQ standing (floating base, contacts)."""
+    rng = np.random.default_rng(3)
+    if robot == "iiwa":
+        task, p, _ = setup
+        return (p, *_infeasible_guess(task, p, rng))
+    task, p = _hyq_stand_problem()
+    xs0 = np.tile(task.initial_state(), (p.horizon + 1, 1))
+    xs0[:, 7:] += 0.05 * rng.standard_normal(xs0[:, 7:].shape)
+    xs0[:, :3] += 0.01 * rng.standard_normal((p.horizon + 1, 3))
+    return p, xs0, np.tile(p.default_controls(), (p.horizon, 1))
+
+
+@pytest.mark.parametrize("robot", ["iiwa", "hyq"])
+def test_fddp_reports_the_gap_of_a_partly_stepped_iterate(setup, robot):
+    """After a partial step (α = 0.25) that ends the solve (refresh_gains=False, as in MPC) the
+    returned gap is that of the returned trajectory, as a separate evaluation of f(xs_t, us_t)
+    and x0 measures it."""
+    p, xs0, us0 = _guess_for(robot, setup)
+    r = FDDP(p, alphas=[0.25], refresh_gains=False).solve(xs_init=xs0, us_init=us0, max_iter=1, tol=0)
+    assert r.step_sizes == [0.25], r.reason
+    g = gap_of(p, r.xs, r.us)
+    assert 0 < g < gap_of(p, xs0, us0)
+    assert np.isclose(r.gap, g, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("robot", ["iiwa", "hyq"])
+def test_fddp_reports_the_gap_of_an_unstepped_infeasible_iterate(setup, robot):
+    """A solve that ends before any step (max_iter = 0) returns its infeasible guess with that
+    guess's largest gap, as a separate evaluation of f(xs_t, us_t) and x0 measures it; on a
+    floating-base contact problem too (Lie-group state difference)."""
+    p, xs0, us0 = _guess_for(robot, setup)
+    r = FDDP(p).solve(xs_init=xs0, us_init=us0, max_iter=0)
+    assert r.iterations == 0 and np.array_equal(r.xs, xs0)
+    g = gap_of(p, xs0, us0)
+    assert g > 1e-3
+    assert np.isclose(r.gap, g, rtol=1e-9, atol=1e-12)
