@@ -81,9 +81,17 @@ def accumulate_scaled(cost, ctx: CostContext, scale, dst: CostDerivatives) -> No
 class ProblemCosts:
     """Cost evaluation of ``problem`` (a :class:`~solvers.problem.ShootingProblem`, which owns this)."""
 
+    #: at most this many kept CompiledCosts per problem, the least recently used dropped first (a
+    #: gait cycle's structures at one update per knot; each holds its float rows, ~0.1 MB at N = 40)
+    MAX_KEPT_COMPILED = 96
+
     def __init__(self, problem):
         self.problem = problem
         self._cc = None                 # CompiledCosts, or (signature, None) when unavailable
+        #: the CompiledCosts of recent knot structures, by what their layout depends on (terms and
+        #: each group's knots): a re-phased horizon returns to the structures of a gait cycle ago,
+        #: and their packed rows, putters and buffers are then reused instead of made anew
+        self._cc_kept: dict = {}
         self._index: dict = {}          # knot-index arrays of the current knot structure
         self._scales: dict = {}         # cost scales of the current structure's groups, by id
 
@@ -137,8 +145,22 @@ class ProblemCosts:
                 return None
         elif cc is not None and cc.signature == sig:
             return cc
+        key = CompiledCosts.layout_key(p, sig)
+        kept = self._cc_kept.pop(key, None)
+        if kept is not None and kept[0] is p.backend and kept[1] is p.model:
+            self._cc_kept[key] = kept       # now the most recently used
+            cc = kept[2]
+            # the same terms on the same knots: its rows repack where a reference, weight or
+            # scale object was replaced since it was last used (CompiledCosts._pack)
+            cc.signature = sig
+            self._cc = cc
+            return cc
         kin = p.backend.compiled_kinematics(p.model)
         cc = CompiledCosts(p, kin) if runs_kernel_library(kin) else None
+        if cc is not None and not cc.empty:
+            if len(self._cc_kept) >= self.MAX_KEPT_COMPILED:    # the least recently used goes
+                del self._cc_kept[next(iter(self._cc_kept))]
+            self._cc_kept[key] = (p.backend, p.model, cc)
         if cc is None or cc.empty:
             self._cc = (sig, None)
             return None

@@ -306,11 +306,16 @@ class QuadrupedTrot(LeggedTask, Task):
         """The horizon's knots from time t: a list of (time [s], kind) with kind a contact mask
         (4 bools, the feet down over that knot, judged at its middle) or ``("impulse", pair)``
         for a touchdown of ``pair`` (no time), N entries in all."""
+        # the timed knots (at most N; an impulse knot takes a timed knot's place) summed up knot by
+        # knot (add.accumulate is sequential), their masks in one call
+        tks = np.add.accumulate(np.r_[float(t), np.full(max(horizon - 1, 0), float(dt))])
+        tk_list = tks.tolist()
+        mask_list = [tuple(r) for r in self.contact_state(tks + 0.5 * dt).tolist()]
         knots = []
-        tk = float(t)
+        i = 0
         prev = None
         while len(knots) < horizon:
-            mask = tuple(bool(c) for c in self.contact_state(tk + 0.5 * dt))
+            tk, mask = tk_list[i], mask_list[i]
             if prev is not None and any(c and not p for c, p in zip(mask, prev)) and knots[-1][1][0] != "impulse":
                 landing = tuple(j for j in range(4) if mask[j] and not prev[j])
                 pair = next(p for p in self.pairs if set(landing) & set(p))
@@ -318,7 +323,7 @@ class QuadrupedTrot(LeggedTask, Task):
                 continue
             knots.append((tk, mask))
             prev = mask
-            tk += dt
+            i += 1
         return knots
 
     @staticmethod
@@ -358,10 +363,10 @@ class QuadrupedTrot(LeggedTask, Task):
         knots))``. Once every probe of the horizon is past start_time the pattern repeats every gait
         cycle, so it is kept per phase (rounded to 1 ns, as :meth:`contact_state`), for the phase
         models of the last :meth:`build_problem`."""
-        owner, cache = getattr(self, "_pattern_cache", (None, None))
+        owner, cache, windows = getattr(self, "_pattern_cache", (None, None, None))
         if owner is not self._phase_models:
-            cache = {}
-            self._pattern_cache = (self._phase_models, cache)
+            cache, windows = {}, {}
+            self._pattern_cache = (self._phase_models, cache, windows)
         key = None
         if t >= self.start_time + dt:   # every probe (down to t - dt/2) inside the periodic gait
             key = (N, dt, self.start_time, self.cycle, round(float(np.mod(t - self.start_time, self.cycle)), 9))
@@ -379,8 +384,20 @@ class QuadrupedTrot(LeggedTask, Task):
         probe = self.swing_probes(sched, dt)
         impulse = np.array([kind[0] == "impulse" for _, kind in sched] + [False])
         pairs = []
+        # swing_window depends on the probe only to 1 ns: its answers are kept per rounded probe (a
+        # horizon shifted by one update shares most of its probes with the previous one)
+        if len(windows) > 4096:
+            windows.clear()
         for p in (0, 1):
-            lo, td = np.array([self.swing_window(float(pk), self.pairs[p][0]) for pk in probe]).T
+            foot = self.pairs[p][0]
+            spans = []
+            for pk in probe.tolist():
+                wk = (p, round(pk, 9))
+                span = windows.get(wk)
+                if span is None:
+                    span = windows[wk] = self.swing_window(pk, foot)
+                spans.append(span)
+            lo, td = np.array(spans).T
             s = np.clip((times - lo) / (td - lo), 0.0, 1.0)
             s[impulse] = 1.0            # the impulse knot is the touchdown: on the foothold
             tds, which = np.unique(td - t, return_inverse=True)
@@ -428,7 +445,7 @@ class QuadrupedTrot(LeggedTask, Task):
             lo, tds, which, lift, stride = pairs[0 if j in self.pairs[0] else 1]
             # lifted off by now (lift-off at or before t, to the schedule's 1 ns): from the lift-off point
             start = np.where((lo <= 1e-9)[:, None], self._liftoff[j][None, :2], feet_now[j][None, :2])
-            holds = np.stack([self._foothold(j, x_now, t, t + d)[:2] for d in tds])   # a few per horizon
+            holds = self._footholds_xy(j, x_now, t, t + tds)      # a few per horizon
             hold = holds[which]
             z_t[j] = self._ground[j] + self.step_height * lift
             xy_t[j, :, :2] = start + (hold - start) * stride[:, None]
@@ -460,13 +477,24 @@ class QuadrupedTrot(LeggedTask, Task):
         mujoco.mj_kinematics(mj, d)
         return np.array([frame.position(d) for frame in self._foot_frames])
 
+    def _footholds_xy(self, j: int, x_now: np.ndarray, t: float, t_td: np.ndarray) -> np.ndarray:
+        """Horizontal parts (n, 2) [m] of :meth:`_foothold` for the touchdown times t_td (n,), in one
+        pass when walking straight ahead (the offset shifted by the trunk's predicted travel and half
+        the stance stride); turning, touchdown by touchdown (each its own arc)."""
+        if self.yaw_rate != 0.0:
+            return np.stack([self._foothold(j, x_now, t, float(d))[:2] for d in t_td]).reshape(-1, 2)
+        out = np.empty((np.size(t_td), 2))
+        out[:, 0] = self._offsets[j, 0] + (x_now[0] + self._travel(t, t_td)
+                                           + 0.5 * self.stance_time * self.command(t_td))
+        out[:, 1] = self._offsets[j, 1] + self.x_stand[1]
+        return out
+
     def _foothold(self, j: int, x_now: np.ndarray, t: float, t_td: float) -> np.ndarray:
         """Planned touchdown point (3,) of foot j: its standing offset from the trunk at the trunk
         position predicted for the touchdown, plus half the stance stride (the neutral point)."""
         p = self._offsets[j].copy()
         if self.yaw_rate == 0.0:
-            p[0] += x_now[0] + self._travel(t, t_td) + 0.5 * self.stance_time * float(self.command(t_td))
-            p[1] += self.x_stand[1]
+            p[:2] = self._footholds_xy(j, x_now, t, np.array([float(t_td)]))[0]
         else:   # the offset turned with the commanded heading, at the trunk's commanded position
             psi = float(self.heading(t_td))
             c, s = np.cos(psi - self._yaw_stand), np.sin(psi - self._yaw_stand)

@@ -613,9 +613,7 @@ class CompiledCosts:
         self.kin = kin
         self.model = problem.model
         self.signature = sig = self.signature_of(problem)
-        # the layout depends on the terms (their objects: kinds, frames, index rows) and on each
-        # group's knots, not on the revision counter
-        key = (sig[1], sig[2], tuple([g.knots.tobytes() for g in problem.cost_groups]))
+        key = self.layout_key(problem, sig)
         cache = self._layouts.get(problem)
         if cache is None:
             cache = self._layouts[problem] = {}
@@ -644,6 +642,12 @@ class CompiledCosts:
         self._lam_buf: dict[int, np.ndarray] = {}          # per S: forces computed here
         self._dl_buf = None
         self._Jc: dict[tuple[int, int], np.ndarray] = {}   # per-slice totals of the parallel kernel
+
+    @staticmethod
+    def layout_key(problem, signature: tuple) -> tuple:
+        """What a layout depends on: the terms (their objects: kinds, frames, index rows) and each
+        group's knots, not the revision counter (``signature``: :meth:`signature_of`)."""
+        return signature[1], signature[2], tuple([g.knots.tobytes() for g in problem.cost_groups])
 
     @staticmethod
     def signature_of(problem) -> tuple:

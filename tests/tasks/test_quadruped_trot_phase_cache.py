@@ -29,7 +29,7 @@ def test_cached_rephasing_equals_rephasing_afresh():
         before = len(a._pattern_cache[1]) if hasattr(a, "_pattern_cache") else 0
         a.update_problem(pa, t)
         hits += len(a._pattern_cache[1]) == before and t >= a.start_time + dt
-        b._pattern_cache = (None, {})          # b: every update computed afresh
+        b._pattern_cache = (None, {}, {})      # b: every update computed afresh
         b.update_problem(pb, t)
         assert _phase_key(a, pa) == _phase_key(b, pb), f"t = {t}: other phase models"
         np.testing.assert_array_equal(a.nominal_controls(pa), b.nominal_controls(pb))
@@ -41,3 +41,64 @@ def test_cached_rephasing_equals_rephasing_afresh():
                 np.testing.assert_allclose(ca.target, cb.target, rtol=0, atol=1e-12, err_msg=f"t = {t}, foot {j}")
     # the second pass over the cycle's phases found them kept
     assert hits >= round(0.4 * a.cycle / dt)
+
+
+def test_kept_swing_windows_and_footholds_match_the_schedule():
+    """The swing windows kept per rounded probe are :meth:`swing_window`'s answers for that probe and
+    pair, reused by the next horizon (which shares most probes); the footholds of one update, made
+    in one pass, are :meth:`_foothold`'s, straight ahead and turning."""
+    N, dt = 12, 0.01
+    for yaw in (0.0, 0.5):
+        task = get_task("hyq-trot", cones="penalty", yaw_rate=yaw)
+        problem = task.build_problem(task.initial_state(), N, dt, backend="numpy")
+        looked_up = 0
+        for t in np.arange(task.start_time - 2 * dt, task.start_time + 0.5 * task.cycle, dt):
+            task.update_problem(problem, float(t))
+            looked_up += 2 * (N + 1)
+        windows = task._pattern_cache[2]
+        assert 0 < len(windows) < looked_up / 2          # kept answers were reused
+        for (p, probe), span in windows.items():
+            assert span == task.swing_window(probe, task.pairs[p][0]), (p, probe)
+            assert span == task.swing_window(probe, task.pairs[p][1])
+        x = task.initial_state()
+        x[0] += 0.07
+        t = task.start_time + 0.1
+        t_td = t + np.array([0.05, 0.21, 0.43])
+        for j in range(4):
+            want = np.stack([task._foothold(j, x, t, float(d))[:2] for d in t_td])
+            np.testing.assert_array_equal(task._footholds_xy(j, x, t, t_td), want)
+
+
+def test_kept_compiled_costs_take_the_new_references_after_a_rephase():
+    """A knot structure met again a gait cycle later gets its kept compiled costs back, and the
+    references and targets moved since then reach them: the compiled total equals the Python path's
+    (each term's own value, with the contact solves), before and after the return."""
+    N, dt = 12, 0.01
+    task = get_task("hyq-trot", cones="penalty")
+    p = task.build_problem(task.initial_state(), N, dt, backend="numba")
+    rng = np.random.default_rng(5)
+
+    def check(t, shift):
+        x = task.initial_state()
+        x[0] += shift
+        p.set_initial_state(x)
+        task.update_problem(p, t)
+        xs = np.repeat(x[None], N + 1, axis=0) + 0.003 * rng.normal(size=(N + 1, x.size))
+        xs[:, 3:7] /= np.linalg.norm(xs[:, 3:7], axis=-1, keepdims=True)
+        us = np.array(task.nominal_controls(p)) + rng.normal(size=(N, p.nu))
+        want = p.costs.running(xs, us).sum() + p.costs.terminal(xs[-1])
+        np.testing.assert_allclose(p.costs.total(xs, us), want, rtol=1e-9)
+        return p.costs.compiled()
+
+    t0 = task.start_time + task.swing_time - 0.05     # a touchdown impulse inside the horizon
+    first = check(t0, 0.0)
+    assert first is not None
+    shifted = check(t0 + dt, 0.02)                # shifted by a knot: another structure
+    assert shifted is not first
+    again = check(t0 + task.cycle, 0.3)           # same structure, the trunk 0.3 m further ahead
+    assert again is first
+    # at most MAX_KEPT_COMPILED kept, the least recently used dropped first
+    p.costs.MAX_KEPT_COMPILED = 2
+    check(t0 + 2 * dt, 0.0)                       # a third structure: `shifted` goes, `first` stays
+    assert check(t0 + task.cycle, 0.1) is first
+    assert check(t0 + dt, 0.05) is not shifted

@@ -307,9 +307,9 @@ def test_trot_problem_compiled_equals_python_path():
 
 
 def test_layout_reused_when_a_knot_structure_returns():
-    """A re-phased horizon that returns to an earlier knot structure reuses that structure's layout
-    (not rebuilt), re-packs the references and scales of the current update, and still equals the
-    Python path; a changed term list gets a new layout."""
+    """A re-phased horizon that returns to an earlier knot structure reuses that structure's compiled
+    costs (kept by the problem's costs, layout not rebuilt), re-packs the references and scales of
+    the current update, and still equals the Python path; a changed term list gets a new layout."""
     task = tasks.get_task("hyq-trot", cones="penalty")
     p = task.build_problem(task.initial_state(), 12, 0.01, backend="numba")
     xs, us = _trot_trajectory(task, p, 11)
@@ -320,7 +320,7 @@ def test_layout_reused_when_a_knot_structure_returns():
     p.set_initial_state(xs[0])         # other references than at the first visit
     task.update_problem(p, 0.5)
     again = p._compiled_costs()
-    assert again is not first and again.layout is first.layout
+    assert again is first and again.layout is first.layout
     a = p.cost(xs, us)
     _compiled_equals_python(p, xs, us, cost_rtol=1e-12, tol=1e-11)
     p.cost_groups[0].item.add("extra", ControlCost(p.model, task.u_stand + 1.0), 1e-2)
