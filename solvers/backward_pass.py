@@ -93,28 +93,44 @@ class BackwardPass:
         return self._run_python(d, mu, us, lower, upper, gaps, curvature)
 
     # ------------------------------------------------------------ compiled
-    def _run_compiled(self, d, mu, us, lower, upper, gaps, curvature) -> str | None:
+    def _riccati(self):
+        """The compiled kernels' module (:mod:`solvers.riccati_numba`), imported on first use (numba)."""
         if self._kernels is None:
-            from . import riccati_numba   # imports numba: only when used
+            from . import riccati_numba
             self._kernels = riccati_numba
-        kern = self._kernels
+        return self._kernels
+
+    @staticmethod
+    def _sources(d: ProblemDerivatives, gaps, curvature: bool) -> tuple:
+        """The kernel's twelve derivative inputs (the terminal cost's arrays whole, (1, ...))."""
         run, dyn = d.running, d.dynamics
-        box = lower is not None
         C, T = (dyn.C, dyn.T) if curvature else (_NO_C, _NO_T)
+        return (dyn.Fx, dyn.Fu, run.lx, run.lu, run.lxx, run.lxu, run.luu, d.terminal.lx, d.terminal.lxx, C, T,
+                _NO_GAPS if gaps is None else gaps)
+
+    @staticmethod
+    def _views(src: tuple) -> tuple:
+        """``src`` as the kernel takes it: the terminal row of the terminal cost's arrays."""
+        return src[:7] + (src[7][0], src[8][0]) + src[9:]
+
+    def _outputs(self) -> tuple:
+        return self.k, self.K, self.k, self.Qu, self.Quuk, self.Vx, self.Vxx
+
+    def _run_compiled(self, d, mu, us, lower, upper, gaps, curvature) -> str | None:
+        kern = self._riccati()
+        box = lower is not None
         lo = np.subtract(lower, us, out=self._lo) if box else _NO_BOUNDS
         hi = np.subtract(upper, us, out=self._hi) if box else _NO_BOUNDS
-        src = (dyn.Fx, dyn.Fu, run.lx, run.lu, run.lxx, run.lxu, run.luu, d.terminal.lx, d.terminal.lxx, C, T,
-               _NO_GAPS if gaps is None else gaps, lo, hi)
+        src = self._sources(d, gaps, curvature) + (lo, hi)
         cached = self._inputs
         if cached is not None and all(map(operator.is_, src, cached[0])):
             args = cached[1]            # the same buffers as last time (a solver's workspace): no re-checks
         else:
-            views = src[:7] + (src[7][0], src[8][0]) + src[9:]     # the terminal row of the terminal cost
+            views = self._views(src)
             args = tuple(_c(a) for a in views)
             # kept only when nothing was copied (contents of the same buffers may change, copies would not)
             self._inputs = (src, args) if all(map(operator.is_, args, views)) else None
-        status, t = kern.backward_pass_kernel(*args[:12], float(mu), box, *args[12:], self.k, self.K, self.k, self.Qu,
-                                              self.Quuk, self.Vx, self.Vxx)
+        status, t = kern.backward_pass_kernel(*args[:12], float(mu), box, *args[12:], *self._outputs())
         if status == kern.OK:
             return None
         return kern.MESSAGES[status].format(t=t)
@@ -126,19 +142,12 @@ class BackwardPass:
         in the kernel's layout (the caller then uses :meth:`run`)."""
         if not self.compiled:
             return None
-        if self._kernels is None:
-            from . import riccati_numba   # imports numba: only when used
-            self._kernels = riccati_numba
-        kern = self._kernels
-        run, dyn = d.running, d.dynamics
-        curvature = curvature and dyn.has_second_order
-        C, T = (dyn.C, dyn.T) if curvature else (_NO_C, _NO_T)
-        views = (dyn.Fx, dyn.Fu, run.lx, run.lu, run.lxx, run.lxu, run.luu, d.terminal.lx[0], d.terminal.lxx[0], C, T,
-                 _NO_GAPS if gaps is None else gaps)
+        kern = self._riccati()
+        views = self._views(self._sources(d, gaps, curvature and d.dynamics.has_second_order))
         if not all(a.dtype == np.float64 and a.flags.c_contiguous for a in views):
             return None
         lo, hi = (self._lo, self._hi) if box else (_NO_BOUNDS, _NO_BOUNDS)
-        outs = (self.k, self.K, self.k, self.Qu, self.Quuk, self.Vx, self.Vxx)
+        outs = self._outputs()
         kernel, ok, messages, subtract = kern.backward_pass_kernel, kern.OK, kern.MESSAGES, np.subtract
 
         def run_pass(mu: float, us: np.ndarray, lower, upper) -> str | None:

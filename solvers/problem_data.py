@@ -164,8 +164,7 @@ class ProblemData:
         """Dynamics derivatives of the knots xs (N, nx), us (N, nu), one batched evaluation per
         group, into this data. Returns the contact solves made on the way, ``[(rows, integrated
         model, ContactDynamicsBuffers)]`` (contiguous groups whose solve is at their own knots)."""
-        if self._revision != self.problem.revision:
-            self._regroup()
+        self.follow_structure()
         if second_order and not self.second_order:
             raise ValueError("derivatives: second_order=True needs data with second-order buffers; use "
                              "problem.create_data(second_order=True) or data.enable_second_order()")
