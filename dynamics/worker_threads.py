@@ -16,7 +16,9 @@ Two things live here.
   its slowest thread, and a worker thread that has to share a core with another process stalls
   every region it is in for a scheduler time slice (milliseconds), so on a machine whose other
   core is busy the serial path on the calling thread is several times faster than the parallel one.
-  numpy's OpenBLAS pool follows the same count (:func:`follow_blas`) unless the user sized it.
+  numpy's OpenBLAS pool follows the same count (:func:`follow_blas`) unless the user sized it; the
+  BLAS the compiled kernels call from inside their parallel regions runs on one thread
+  (:func:`serial_kernel_blas`).
 
 Importing this module imports neither numba nor anything else heavy; the first :func:`use_threads`
 call, which may start numba's thread pool, applies :mod:`dynamics.worker_wait` first.
@@ -54,6 +56,7 @@ def use_threads(n: int) -> None:
         # numba.set_num_threads starts the thread pool (loads libgomp), which reads its wait
         # policy once, now
         configure_before_workers_start()
+        serial_kernel_blas()
         import numba
         _numba = numba
     _numba.set_num_threads(n)
@@ -184,29 +187,52 @@ class OpenBLASThreads:
     @classmethod
     def find(cls) -> OpenBLASThreads | None:
         """numpy's OpenBLAS, or None (another BLAS, or not loaded, or no ``/proc``)."""
+        pools = cls.find_all()
+        return pools["numpy"] or pools["kernels"]
+
+    @classmethod
+    def find_all(cls) -> dict[str, OpenBLASThreads | None]:
+        """The OpenBLAS pools loaded in this process: ``"numpy"`` (numpy's own, or the one shared
+        library everything uses) and ``"kernels"`` (another one — scipy's wheel ships its own,
+        and the compiled kernels' matrix products call it through ``scipy.linalg.cython_blas``),
+        each None where absent."""
         try:
             with open("/proc/self/maps") as f:
                 paths = list(dict.fromkeys(line.split()[-1] for line in f
                                            if "openblas" in line.rsplit("/", 1)[-1] and ".so" in line))
         except OSError:
+            return {"numpy": None, "kernels": None}
+        import numpy
+        numpy_libs = os.path.dirname(numpy.__file__) + ".libs" + os.sep
+        found = [(path, pool) for path in paths if (pool := cls._open(path)) is not None]
+        numpy_pool = next((pool for path, pool in found if path.startswith(numpy_libs)), None)
+        others = [pool for path, pool in found if not path.startswith(numpy_libs)]
+        if numpy_pool is None and len(others) == 1:
+            return {"numpy": others[0], "kernels": None}
+        return {"numpy": numpy_pool, "kernels": others[0] if others else None}
+
+    @classmethod
+    def _open(cls, path: str) -> OpenBLASThreads | None:
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
             return None
-        for path in paths:
-            try:
-                lib = ctypes.CDLL(path)
-            except OSError:
-                continue
-            for set_name, get_name in cls._NAMES:
-                if hasattr(lib, set_name) and hasattr(lib, get_name):
-                    setter, getter = getattr(lib, set_name), getattr(lib, get_name)
-                    setter.argtypes, setter.restype = [ctypes.c_int], None
-                    getter.argtypes, getter.restype = [], ctypes.c_int
-                    return cls(setter, getter)
+        for set_name, get_name in cls._NAMES:
+            if hasattr(lib, set_name) and hasattr(lib, get_name):
+                setter, getter = getattr(lib, set_name), getattr(lib, get_name)
+                setter.argtypes, setter.restype = [ctypes.c_int], None
+                getter.argtypes, getter.restype = [], ctypes.c_int
+                return cls(setter, getter)
         return None
 
 
 #: numpy's OpenBLAS pool: None not looked for yet, False none (or the user sized it)
 _blas: OpenBLASThreads | bool | None = None
 BLAS_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")
+
+
+def _user_sized_blas() -> bool:
+    return any(v in os.environ for v in BLAS_VARIABLES)
 
 
 def follow_blas(n: int) -> None:
@@ -216,9 +242,25 @@ def follow_blas(n: int) -> None:
     global _blas
     if _blas is None:
         import numpy  # noqa: F401  (loads its BLAS, if this runs before anything imported numpy)
-        _blas = False if any(v in os.environ for v in BLAS_VARIABLES) else (OpenBLASThreads.find() or False)
+        _blas = False if _user_sized_blas() else (OpenBLASThreads.find_all()["numpy"] or False)
     if _blas:
         _blas.set(max(1, min(n, _blas.initial)))
+
+
+def serial_kernel_blas() -> None:
+    """Run the compiled kernels' matrix products on one BLAS thread. The kernels call BLAS from
+    inside their parallel regions, which already use the cores: a BLAS pool of its own there only
+    oversubscribes them, and with another process on the machine its spinning workers stall the
+    region (an Atlas second-order batch of 16 states: a median of 0.5–3 s instead of 39 ms on the
+    2-core VM under load). Applies to a BLAS library other than numpy's (scipy's wheel ships one;
+    where numpy and scipy share one library it follows the numba count instead, :func:`follow_blas`).
+    Nothing when the user sized BLAS (``OPENBLAS_NUM_THREADS``, ``OMP_NUM_THREADS``)."""
+    if _user_sized_blas():
+        return
+    import scipy.linalg.cython_blas  # noqa: F401  (the library numba's kernels call; loads it now)
+    pool = OpenBLASThreads.find_all()["kernels"]
+    if pool is not None:
+        pool.set(1)
 
 
 _monitor = CoreMonitor(on_change=follow_blas)

@@ -157,3 +157,28 @@ def test_openblas_pool_can_be_resized():
     finally:
         blas.set(start)
     assert blas.get() == start
+
+
+def test_kernels_blas_runs_on_one_thread_once_numba_starts():
+    """scipy's OpenBLAS (what the compiled kernels' products call) is sized to one thread by the
+    first use_threads call; numpy's follows the count. Fresh process: the pools are per process."""
+    import os
+    import subprocess
+    import sys
+    code = (
+        "import scipy.linalg.cython_blas\n"
+        "from dynamics import worker_threads as w\n"
+        "pools = w.OpenBLASThreads.find_all()\n"
+        "k = pools['kernels']\n"
+        "if k is None: print('none'); raise SystemExit\n"
+        "k.set(2); before = k.get()\n"
+        "w.use_threads(1)\n"
+        "print(before, k.get(), pools['numpy'] is not None)\n")
+    env = {k: v for k, v in os.environ.items() if k not in worker_threads.BLAS_VARIABLES}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout.split()
+    if out == ["none"]:
+        pytest.skip("no OpenBLAS besides numpy's here (one shared BLAS library follows the numba count)")
+    before, after, numpy_found = out
+    if int(before) < 2:
+        pytest.skip("OpenBLAS runs one thread on this machine: nothing to size")
+    assert (int(after), numpy_found) == (1, "True")
