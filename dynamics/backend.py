@@ -320,6 +320,21 @@ class Backend:
             self.aba_derivatives(model, q, v, tau, return_acceleration=True, out=out, acceleration_out=acceleration_out)
         return run
 
+    def prepare_aba_second_derivatives(self, model: RobotModel, q: np.ndarray, v: np.ndarray, tau: np.ndarray,
+                                       out: np.ndarray):
+        """A call made once per solver workspace: returns ``run()`` that computes
+        ``aba_second_derivatives(model, q, v, tau, out=out)`` on whatever q (B, nq), v, tau (B, nv)
+        hold at that moment, into out (4, B, nv, nv, nv). Checked here, once, as
+        :meth:`prepare_aba_derivatives` is; this default calls :meth:`aba_second_derivatives`."""
+        self._require("aba_second_derivatives")
+        B = self._prepared_batch("prepare_aba_second_derivatives", model, q, v, tau)
+        nv = model.nv
+        _check_out("prepare_aba_second_derivatives", "out", out, (4, B, nv, nv, nv))
+
+        def run() -> None:
+            self.aba_second_derivatives(model, q, v, tau, out=out)
+        return run
+
     @staticmethod
     def _prepared_batch(func: str, model: RobotModel, q, v, tau) -> int:
         """B for the (B, n) C-contiguous float64 state buffers of a prepared call; raises otherwise."""

@@ -27,6 +27,7 @@ from .plan import Plan, checked_bounds
 
 SOLVERS = {name: cls.__name__ for name, cls in SOLVER_CLASSES.items()}
 STAGES = ("derivatives", "backward", "forward", "cost")
+_TIMED = (*STAGES, "total")
 INTEGRATORS = ("euler", "rk4")
 SECOND_ORDER = ("auto", "analytical", "fd", "complex")
 LINE_SEARCHES = ("backtracking", "parallel")
@@ -305,11 +306,12 @@ class MPC:
             xs_init[0] = x
             if self.plan is not None:
                 us_init = self._nominal_tail(float(t), us_init)
-        timings = {s: 0.0 for s in (*STAGES, "total")}
+        timings = dict.fromkeys(_TIMED, 0.0)
         iterations = 0
         if budget is None:
             res = self.solver.solve(xs_init=xs_init, us_init=us_init, max_iter=max_iter, tol=self.tol)
-            self._add_timings(timings, res)
+            # one solve: its timings as they are (what _add_timings would sum into the zeros)
+            timings.update(getattr(res, "timings", None) or {})
             iterations = int(res.iterations)
         else:
             # one iteration at a time, warm-started from the last, until the budget would be exceeded
@@ -343,9 +345,10 @@ class MPC:
             if self.plan is not None and not self.feedback and not sum_is_finite(K):
                 rec.fallback = True     # the plan checks xs and us; K must be finite even without feedback
             else:
-                try:            # the plan checks that xs, us and K are finite (once, here)
+                try:            # the plan checks that K (and xs, us unless the solver did) is finite
                     plan = Plan.of_solver(self.model, float(t), self.dt, xs, us, K if self.feedback else None,
-                                          rec.as_info(), self._checked_bounds())
+                                          rec.as_info(), self._checked_bounds(),
+                                          states_finite=getattr(res, "finite", None) is True)
                 except ValueError as e:
                     if "non-finite" not in str(e):
                         raise

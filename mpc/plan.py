@@ -96,12 +96,16 @@ class Plan:
 
     @classmethod
     def of_solver(cls, model: RobotModel, t0: float, dt: float, xs: np.ndarray, us: np.ndarray, K: np.ndarray | None,
-                  info: dict, bounds: tuple[np.ndarray, np.ndarray]) -> "Plan":
+                  info: dict, bounds: tuple[np.ndarray, np.ndarray], states_finite: bool = False) -> "Plan":
         """The plan of a solver's own result: xs (N+1, nx), us (N, nu), K (N, nu, 2nv) or None, float64
         arrays of those shapes (a solver's result: shapes not checked again), ``bounds`` from
         :func:`checked_bounds`; dt > 0. Raises ValueError, as the constructor does, when xs, us or K
-        has a non-finite entry."""
-        _check_finite(xs, us, K)
+        has a non-finite entry; states_finite: the solver checked xs and us already
+        (``SolverResult.finite``), only K is checked here."""
+        if states_finite:
+            _check_finite(None, None, K)
+        else:
+            _check_finite(xs, us, K)
         plan = object.__new__(cls)
         plan.__dict__.update(model=model, t0=t0, dt=dt, xs=xs, us=us, K=K, info=info, u_lower=bounds[0],
                              u_upper=bounds[1], saturate=True)
@@ -220,10 +224,16 @@ class Plan:
             # the usual MPC case, an update period of whole knots: an exact shift by n knots
             # (array slicing; the general path below evaluates every knot in Python)
             M = self.horizon
+            if out is not None:       # knots past the end repeat the last one
+                X, U = out
+                a = max(0, min(N + 1, M + 1 - n))       # rows that exist in the plan
+                X[:a] = self.xs[n:n + a]
+                X[a:] = self.xs[M]
+                a = max(0, min(N, M - n))
+                U[:a] = self.us[n:n + a]
+                U[a:] = self.us[M - 1]
+                return X, U
             ix = np.arange(n, n + N + 1)
-            if out is not None:       # indices past the end clip to the last knot
-                return (np.take(self.xs, ix, axis=0, out=out[0], mode="clip"),
-                        np.take(self.us, ix[:-1], axis=0, out=out[1], mode="clip"))
             return self.xs[np.minimum(ix, M)], self.us[np.minimum(ix[:-1], M - 1)]   # fresh arrays
         # general case (an update period that is not a whole number of knots)
         xs, us = self.sample(float(t_start) + dt * np.arange(N + 1))

@@ -66,20 +66,21 @@ class BackwardPass:
     def __init__(self, N: int, nu: int, ndx: int, compiled: bool):
         self.N, self.nu, self.ndx = N, nu, ndx
         self.compiled = bool(compiled)
-        self.K = np.zeros((N, nu, ndx))
-        self.k = np.zeros((N, nu))
-        self.Qu = np.zeros((N, nu))
-        self.Quuk = np.zeros((N, nu))
-        self.Vx = np.zeros((N + 1, ndx))
-        self.Vxx = np.zeros((N + 1, ndx, ndx))
+        # the six results are C-contiguous views of one block, which reset() zeroes in one call
+        shapes = ((N, nu, ndx), (N, nu), (N, nu), (N, nu), (N + 1, ndx), (N + 1, ndx, ndx))
+        sizes = [int(np.prod(s)) for s in shapes]
+        self._block = np.zeros(sum(sizes))
+        ends = np.cumsum(sizes)
+        self.K, self.k, self.Qu, self.Quuk, self.Vx, self.Vxx = (self._block[e - n:e].reshape(s)
+                                                                 for s, n, e in zip(shapes, sizes, ends))
         self._lo = np.empty((N, nu))        # bounds on the step k, lower - us and upper - us
         self._hi = np.empty((N, nu))
         self._kernels = None
         self._inputs = None                # (input buffers, their C-contiguous forms) of the last compiled pass
 
     def reset(self) -> None:
-        for a in (self.K, self.k, self.Qu, self.Quuk, self.Vx, self.Vxx):
-            a[:] = 0.0
+        """Zero the gains, steps and value function."""
+        self._block.fill(0.0)
 
     def run(self, d: ProblemDerivatives, mu: float, us: np.ndarray, lower: np.ndarray | None,
             upper: np.ndarray | None, gaps: np.ndarray | None, curvature: bool) -> str | None:

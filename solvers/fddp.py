@@ -51,7 +51,7 @@ class FDDP(ILQR):
         if xs_init is None:
             return super()._initial_trajectory(None, us_init)
         xs = initial_states(p, xs_init)          # copied by _take
-        us = initial_controls(p, us_init, self.box, clip_default=False)
+        us = initial_controls(p, us_init, self.box, clip_default=False, out=self._us_buf)
         self.feasible = False
         return xs, us
 

@@ -26,6 +26,7 @@ its own acceptance test) change only what their papers change.
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Callable
 
@@ -74,22 +75,34 @@ def refuse_constraints(solver: str, problem: ShootingProblem) -> None:
                          f"constraints")
 
 
+_NON_FINITE_DYNAMICS = ("the dynamics of the current iterate are non-finite (a diverged warm start); give a better "
+                        "xs_init/us_init")
+
+
 class SolverFailure(RuntimeError):
     """Raised internally when a solve cannot continue; reported in ``SolverResult.reason``."""
 
 
-def initial_controls(p: ShootingProblem, us_init, box: bool, clip_default: bool = True) -> np.ndarray:
+def initial_controls(p: ShootingProblem, us_init, box: bool, clip_default: bool = True,
+                     out: np.ndarray | None = None) -> np.ndarray:
     """The controls (N, nu) a solve starts from: ``us_init`` checked (finite, (N, nu)) or the
     problem's default controls at every knot (clipped to the bounds when ``clip_default``); clipped
-    to the bounds when ``box``."""
+    to the bounds when ``box``. out: an (N, nu) float64 array (a solver's own iterate) to write a
+    given ``us_init`` into instead of a new array (it is then returned)."""
     if us_init is None:
         u = p.default_controls()
         us = np.tile(p.clip_controls(u) if clip_default else u, (p.horizon, 1))
     else:
-        us = np.array(us_init, dtype=float)
+        us = np.asarray(us_init, dtype=float) if out is not None else np.array(us_init, dtype=float)
         if us.shape != (p.horizon, p.nu) or not sum_is_finite(us):
             raise ValueError(f"us_init must be a finite ({p.horizon}, {p.nu}) array (horizon, nu), "
                              f"got shape {us.shape}")
+        if out is not None:
+            if box:     # p.clip_controls's operations, in place
+                np.minimum(np.maximum(us, p.u_lower, out=out), p.u_upper, out=out)
+            else:
+                np.copyto(out, us)
+            return out
     return p.clip_controls(us) if box else us
 
 
@@ -299,7 +312,8 @@ class ILQR:
         except SolverFailure as e:
             converged, reason = False, str(e)
         self.timings["total"] = time.perf_counter() - t_start
-        if not (sum_is_finite(self.xs) and sum_is_finite(self.us)):
+        finite = sum_is_finite(self.xs) and sum_is_finite(self.us)
+        if not finite:
             converged = False
             reason = reason + "; the returned trajectory contains non-finite values"
         return SolverResult(xs=self.xs.copy(), us=self.us.copy(), K=self.K.copy(), k=self.k.copy(),
@@ -307,13 +321,15 @@ class ILQR:
                             iterations=it, converged=converged, reason=reason, timings=dict(self.timings),
                             solver=self.name, gradient_norm=float(gnorm), gap=self._final_gap(),
                             regularization=self.reg.mu, step_sizes=steps, gauss_newton_fallbacks=self.fallbacks,
-                            second_order=self._second_order_sources())
+                            second_order=self._second_order_sources(), finite=finite)
 
     def _take(self, xs: np.ndarray, us: np.ndarray) -> None:
         """Make (xs, us) the current iterate, copied into the solver's own arrays (candidates live
         in the rollout buffers, which the next forward pass overwrites)."""
-        np.copyto(self._xs_buf, xs)
-        np.copyto(self._us_buf, us)
+        if xs is not self._xs_buf:
+            np.copyto(self._xs_buf, xs)
+        if us is not self._us_buf:
+            np.copyto(self._us_buf, us)
         self.xs, self.us = self._xs_buf, self._us_buf
         self._gaps_current = False
 
@@ -331,7 +347,8 @@ class ILQR:
     # ------------------------------------------------------------ hooks (FDDP / DDP override)
     def _initial_trajectory(self, xs_init, us_init):
         p = self.problem
-        us = initial_controls(p, us_init, self.box)
+        # a warm start's controls go straight into the iterate's buffer (_take then skips the copy)
+        us = initial_controls(p, us_init, self.box, out=self._us_buf if xs_init is not None else None)
         if xs_init is not None:
             # warm start: linearise around the (possibly infeasible) guess; the first forward pass
             # rolls out from x0 with feedback around it, which closes every gap at once
@@ -353,24 +370,29 @@ class ILQR:
             self.gaps[:] = 0.0
             self._gaps_current = True
             return
-        if not sum_is_finite(d.dynamics.xnext):
-            raise SolverFailure("the dynamics of the current iterate are non-finite (a diverged warm start); "
-                                "give a better xs_init/us_init")
         ss = self.problem.state
+        gaps = self.gaps
         if ss.euclidean:
-            # x1 ⊖ x0 = x1 - x0, every operand finite (xnext just checked, the iterate and x0 when set):
-            # the subtraction without StateSpace.difference's re-checks
-            np.subtract(self.problem.x0, self.xs[0], out=self.gaps[0])
-            np.subtract(d.dynamics.xnext, self.xs[1:], out=self.gaps[1:])
+            # x1 ⊖ x0 = x1 - x0, without StateSpace.difference's re-checks: the iterate and x0 are finite
+            # (checked when set), so a gap is non-finite exactly where xnext is, which the largest
+            # |gap| shows (NaN or inf) — one reduction for the finiteness check and the gap test
+            np.subtract(self.problem.x0, self.xs[0], out=gaps[0])
+            np.subtract(d.dynamics.xnext, self.xs[1:], out=gaps[1:])
+            largest = float(np.abs(gaps, out=self._gap_targets[:, :gaps.shape[1]]).max())
+            if not math.isfinite(largest):
+                raise SolverFailure(_NON_FINITE_DYNAMICS)
         else:
+            if not sum_is_finite(d.dynamics.xnext):
+                raise SolverFailure(_NON_FINITE_DYNAMICS)
             # every gap in one difference call, the targets (x0, xnext) stacked in their buffer
             targets = self._gap_targets
             targets[0] = self.problem.x0
             targets[1:] = d.dynamics.xnext
-            ss.difference(self.xs, targets, out=self.gaps)
-        if max(self.gaps.max(), -self.gaps.min()) <= self.gap_tol:
+            ss.difference(self.xs, targets, out=gaps)
+            largest = max(gaps.max(), -gaps.min())
+        if largest <= self.gap_tol:
             self.feasible = True
-            self.gaps[:] = 0.0
+            gaps[:] = 0.0
         self._gaps_current = True
 
     def _expected_reduction(self, alpha: float, xs_try=None) -> float:

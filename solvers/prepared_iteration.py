@@ -21,9 +21,12 @@ cost layout's signature, the rollout's argument checks). The math is the general
 kernels on the same inputs, so the results are identical (the candidates' costs to the last bits
 where the general path splits one candidate's knots over threads). Anything else (several dynamics
 groups, contacts, RK4, Lie-group joints, cost terms in Python) keeps the general path
-(:meth:`PreparedIteration.build` returns None there); DDP's second-order dynamics stage runs the
-data's general evaluation (:meth:`solvers.problem_data.ProblemData.calc_dynamics`) inside the
-prepared derivative stage.
+(:meth:`PreparedIteration.build` returns None there). DDP's derivative stage adds, after the
+first-order calls, the backend's prepared second-order tensors
+(:meth:`dynamics.Backend.prepare_aba_second_derivatives`) and the compiled Hessian assembly
+(:func:`solvers.euler_numba.acceleration_hessian`), what the Euler model's general second-order
+evaluation runs; with numerical second derivatives it runs the data's general evaluation
+(:meth:`solvers.problem_data.ProblemData.calc_dynamics`) instead.
 
 A prepared iteration belongs to one solver and one state of its problem: the knot structure
 (``problem.revision``), the compiled cost layout, the control bounds and the solver's workspace.
@@ -64,6 +67,9 @@ class PreparedIteration:
         self.xs, self.us = xs, us
         self._dyn_data = d
         self._calc_dynamics = (data.calc_dynamics, (xs[:N], us, True))
+        self._euler_item = g.item
+        self._euclidean = p.state.euclidean
+        self._second = None                 # DDP's prepared second-order stage (second_order()), once built
         self._inputs = (kern.euler_inputs, (xs[:N], us, B, b_identity, damping, springs, stiffness, qspring, s.q, s.v,
                                             s.tau))
         self._aba = s.acc.run
@@ -128,14 +134,21 @@ class PreparedIteration:
         """Dynamics and cost derivatives at the solver's iterate (its own buffers) into its data;
         the wall time is added to ``timings["derivatives"]``."""
         t0 = time.perf_counter()
-        if self.first_order:
+        second = None if self.first_order else (self._second if self._second is not None else self._second_order())
+        if self.first_order or second:
             f, args = self._inputs
             f(*args)
             self._aba()
             f, args = self._jacobians
             f(*args)
             d = self._dyn_data
-            d.C = d.T = None
+            if second:
+                aba2, (f, args), factors = second
+                aba2()
+                f(*args)
+                d.C, d.T = factors
+            else:
+                d.C = d.T = None
         else:
             f, args = self._calc_dynamics
             f(*args)
@@ -143,6 +156,37 @@ class PreparedIteration:
         self._cost_derivatives()
         timings["derivatives"] += time.perf_counter() - t0
         return self.derivs
+
+    def _second_order(self) -> tuple:
+        """DDP's second-order dynamics stage with its arguments bound, what the Euler model's
+        general evaluation (:meth:`solvers.integrators.base.IntegratedModel.calc_diff` with
+        ``second_order``) runs after the first-order calls: the backend's prepared FDSVA-SO
+        (:meth:`dynamics.Backend.prepare_aba_second_derivatives`) into the data's tensors ``A2``, the
+        compiled Hessian assembly into ``T``, and ``C`` (constant for a hinge/slide robot: written
+        here once, as the general evaluation writes it). ``()`` (falsy: the general evaluation runs)
+        where that evaluation takes another route: numerical second derivatives (no ``A2``), a
+        Lie-group joint, or buffers not allocated yet."""
+        d, item = self._dyn_data, self._euler_item
+        if d.factors is None:
+            return ()                       # decided once the solve has allocated them
+        kernels = item._compiled_euler()
+        C, T = d.factors
+        nv = item.model.nv
+        if (kernels is None or not self._euclidean or getattr(d, "A2", None) is None
+                or not item.acc.analytical_second_order or T.shape[1] != nv or C.shape[1] != nv):
+            self._second = ()
+            return ()
+        s = d.states
+        kern, B, b_identity, damping, _, stiffness, _ = kernels
+        aba2 = item.backend.prepare_aba_second_derivatives(item.model, s.q, s.v, s.tau, d.A2)
+        dt = float(item.dt)
+        C.fill(0.0)
+        ar = np.arange(nv)
+        C[:, ar, ar] = dt * dt
+        C[:, ar, nv + ar] = dt
+        self._second = (aba2, (kern.acceleration_hessian, (d.A2, B, b_identity, damping, stiffness, T[:, :nv])),
+                        d.factors)
+        return self._second
 
     def backward_pass(self, gaps: np.ndarray | None, curvature: bool):
         """The prepared compiled backward pass ``run(mu, us, lower, upper)`` for these gaps (the

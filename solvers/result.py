@@ -24,7 +24,9 @@ class SolverResult:
     regularization: final μ; step_sizes: accepted step size per iteration (0 = rejected);
     gauss_newton_fallbacks: backward passes where DDP's curvature made ``Q_uu`` indefinite and the
     Gauss–Newton pass was used instead; second_order: where the dynamics' second-order terms came
-    from, per kind of knot (empty for Gauss–Newton solvers: iLQR, FDDP without second_order).
+    from, per kind of knot (empty for Gauss–Newton solvers: iLQR, FDDP without second_order);
+    finite: whether every entry of xs and us is finite, when the solver checked it before
+    returning (None: not checked; a consumer such as the MPC plan then checks them itself).
     """
 
     xs: np.ndarray
@@ -44,6 +46,7 @@ class SolverResult:
     step_sizes: list = field(default_factory=list)
     gauss_newton_fallbacks: int = 0
     second_order: tuple = ()
+    finite: bool | None = None
 
     def shifted(self, n: int = 1) -> tuple[np.ndarray, np.ndarray]:
         """``(xs, us)`` moved ``n`` knots earlier, the last state/control repeated to fill the end:

@@ -503,10 +503,17 @@ class CompiledRollout:
             clk = np.zeros((S, 3), np.int64)
             kernel, costed, tail = _rollout_cost_part, True, tail + (address, cargs, clk)
 
+        # x0 and alphas are copied into fixed buffers the kernel reads through read-only views (the
+        # signature it was compiled for), instead of a fresh read-only view per call
+        x0_buf, alphas_buf = np.empty(self.nx), np.empty(S)
+        x0_ro, alphas_ro = read_only(x0_buf), read_only(alphas_buf)
+
         def run(x0: np.ndarray, alphas: np.ndarray) -> tuple[np.ndarray, float] | None:
             nt = min(S, threads())
             use_threads(nt)                 # 1: no worker woken
-            run_threaded_parts(kernel, nt, *head, read_only(x0), read_only(alphas), *tail)
+            np.copyto(x0_buf, x0)
+            np.copyto(alphas_buf, alphas)
+            run_threaded_parts(kernel, nt, *head, x0_ro, alphas_ro, *tail)
             if not costed:
                 return None
             a, b, c = clk[0].tolist()

@@ -573,6 +573,18 @@ class NumbaBackend(CombinedComKernel, Backend):
                        pm.li, pm.lf, pm.gv, pm.bl, pm.bf, _f64(q), _f64(v), _f64(tau), pm.no_fext, pm.no_minv, out,
                        acceleration_out)
 
+    def prepare_aba_second_derivatives(self, model, q, v, tau, out):
+        """See :meth:`Backend.prepare_aba_second_derivatives`: the kernel's arguments bound once, as
+        :meth:`prepare_aba_derivatives` binds its own."""
+        self._require("aba_second_derivatives")
+        B = self._prepared_batch("prepare_aba_second_derivatives", model, q, v, tau)
+        nv = model.nv
+        _check_out("prepare_aba_second_derivatives", "out", out, (4, B, nv, nv, nv))
+        pm = packed(model)
+        k = _k().aba_second_derivatives
+        return partial(self._run, "second_order", pm, k.aba_second_derivatives_range, B,
+                       pm.li, pm.lf, pm.gv, pm.bl, pm.bf, _f64(q), _f64(v), _f64(tau), pm.no_fext, out)
+
     def _aba_derivatives_into(self, model, q, v, tau, fext, minv, out, acc) -> bool:
         if out is None:
             return False

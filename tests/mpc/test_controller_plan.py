@@ -71,3 +71,37 @@ def test_replaced_problem_bounds_reach_the_solver_and_the_plan(solver):
     np.testing.assert_array_equal(plan.u_lower, -tight)
     np.testing.assert_array_equal(plan.u_upper, tight)
     assert np.all(plan.us <= tight + 1e-12) and np.all(plan.us >= -tight - 1e-12)
+
+
+@pytest.mark.parametrize("t_start, horizon", [(2.0, 4), (2.02, 4), (2.04, 6), (2.1, 3), (2.03, 1)])
+def test_whole_knot_resample_into_buffers_is_the_shifted_plan(bundled, rng, t_start, horizon):
+    """The warm start by whole knots written into the controller's buffers: knot j is the plan's
+    knot min(n + j, N) (controls min(n + j, N - 1)), whether the shift stays inside the plan,
+    reaches past its end or lies wholly beyond it; written from the plan's own rows."""
+    m = bundled["iiwa"]
+    xs, us, K = _arrays(m, rng)
+    p = Plan(m, 2.0, 0.01, xs, us, K)
+    n = int(round((t_start - 2.0) / 0.01))
+    out = (np.full((horizon + 1, xs.shape[1]), np.nan), np.full((horizon, m.nu), np.nan))
+    got = p.resample(t_start, horizon=horizon, dt=0.01, out=out)
+    assert got[0] is out[0] and got[1] is out[1]
+    N = us.shape[0]
+    np.testing.assert_array_equal(out[0], xs[[min(n + j, N) for j in range(horizon + 1)]])
+    np.testing.assert_array_equal(out[1], us[[min(n + j, N - 1) for j in range(horizon)]])
+
+
+def test_of_solver_checks_only_the_gains_when_the_solver_checked_the_states(bundled, rng):
+    """states_finite (a solver's ``SolverResult.finite``): xs and us are not checked again, K still is;
+    an iLQR result says it checked them."""
+    m = bundled["iiwa"]
+    xs, us, K = _arrays(m, rng)
+    b = checked_bounds(m, None, None)
+    bad = K.copy()
+    bad[1, 0, 0] = np.nan
+    with pytest.raises(ValueError, match="K contains non-finite"):
+        Plan.of_solver(m, 0.0, 0.01, xs, us, bad, {}, b, states_finite=True)
+    plan = Plan.of_solver(m, 0.0, 0.01, xs, us, K, {}, b, states_finite=True)
+    np.testing.assert_array_equal(plan.K, K)
+    ctrl = MPC(tasks.get_task("iiwa-reach"), solver="ilqr", backend="numpy", horizon=4, dt=0.01)
+    res = ctrl.solver.solve(max_iter=1)
+    assert res.finite is True
