@@ -501,6 +501,26 @@ class Backend:
         return contact.contact_dynamics_derivatives(self, model, q, v, tau, contacts, return_values=return_values,
                                                     out=out)
 
+    def prepare_contact_dynamics_derivatives(self, model: RobotModel, q: np.ndarray, v: np.ndarray, tau: np.ndarray,
+                                             contacts, out):
+        """A call made once per solver workspace: returns ``run()`` that computes
+        ``contact_dynamics_derivatives(model, q, v, tau, contacts, return_values=True, out=out)``
+        on whatever q (B, nq), v, tau (B, nv) hold at that moment, into ``out`` (a
+        :class:`~dynamics.contact.ContactDynamicsBuffers` for B states).
+
+        Shapes, types and the contact set are checked here, once (as
+        :meth:`prepare_aba_derivatives` does); ``run()`` still raises
+        :class:`~dynamics.contact.RankDeficientContactError` where the contact Jacobian lost rank.
+        Backends with compiled kernels bind the kernel's arguments here; this default calls
+        :meth:`contact_dynamics_derivatives`."""
+        B = self._prepared_batch("prepare_contact_dynamics_derivatives", model, q, v, tau)
+        contacts.check(model, "prepare_contact_dynamics_derivatives")
+        out.check(B, model.nv, contacts.nc, "prepare_contact_dynamics_derivatives")
+
+        def run() -> None:
+            self.contact_dynamics_derivatives(model, q, v, tau, contacts, return_values=True, out=out)
+        return run
+
     def impulse_dynamics(self, model: RobotModel, q, v_minus, contacts, restitution: float = 0.0):
         """``(v_plus, impulse)``: velocity after a rigid impact (..., nv) and the impulse (..., nc)."""
         from . import contact

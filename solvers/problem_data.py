@@ -17,7 +17,8 @@ return). It holds:
 Second-order buffers exist from construction with ``second_order=True``, or from one call of
 :meth:`ProblemData.enable_second_order` (a solver's setup). A re-phased problem
 (:meth:`ShootingProblem.set_running_models`) gets data for its new groups on the next evaluation,
-keeping the data of groups that did not change. Not in the data: the RK4 stage chain rule's and
+keeping the data of groups that did not change and handing that of a former group of the same
+integrated model and knot count to a moved one. Not in the data: the RK4 stage chain rule's and
 the floating-base SO(3)/SE(3) terms' intermediates, the second-order differences of RK4 and
 impulse knots, the cost terms evaluated in Python (at most (N, nr, ndx); the library's compiled
 terms write into the data) and numpy's own iteration buffers.
@@ -109,19 +110,38 @@ class ProblemData:
 
     # ------------------------------------------------------------ structure
     def _regroup(self) -> None:
-        """Data for the problem's current dynamics groups (a group's data is kept when its
-        integrated model and knots did not change)."""
+        """Data for the problem's current dynamics groups. A group keeps its data when its
+        integrated model and knots did not change; otherwise it takes the data of a former group
+        of the same integrated model and knot count, its first-order outputs pointed at the new
+        rows (the buffers, their prepared backend calls and compiled-kernel scratch do not depend
+        on which knots they serve: a gait's re-phasing moves its groups every update), and only
+        then new data."""
         p = self.problem
-        groups = []
-        for g in p.dynamics_groups:
-            d = next((d for g0, d in self.groups if g0.item is g.item and np.array_equal(g0.knots, g.knots)), None)
-            if d is None:
-                k = self.horizon_dynamics
+        k = self.horizon_dynamics
+        spare = list(self.groups)
+        new = p.dynamics_groups
+        data: list = [None] * len(new)
+        for i, g in enumerate(new):         # unchanged groups first, then any of the same size
+            j = next((j for j, (g0, _) in enumerate(spare) if g0.item is g.item and np.array_equal(g0.knots, g.knots)),
+                     None)
+            if j is not None:
+                data[i] = spare.pop(j)[1]
+        for i, g in enumerate(new):
+            if data[i] is not None:
+                continue
+            j = next((j for j, (g0, _) in enumerate(spare) if g0.item is g.item and g0.knots.size == g.knots.size),
+                     None)
+            if j is None:
                 rows = g.rows
                 outputs = (k.xnext[rows], k.Fx[rows], k.Fu[rows]) if g.contiguous else None
-                d = g.item.create_data(g.knots.size, self.second_order, outputs)
-            groups.append((g, d))
-        self.groups = tuple(groups)
+                data[i] = g.item.create_data(g.knots.size, self.second_order, outputs)
+                continue
+            d = data[i] = spare.pop(j)[1]
+            if g.contiguous:
+                d.xnext, d.Fx, d.Fu = k.xnext[g.rows], k.Fx[g.rows], k.Fu[g.rows]
+            elif np.may_share_memory(d.Fx, k.Fx):      # it wrote rows of the problem's arrays: its own now
+                d.xnext, d.Fx, d.Fu = np.empty_like(d.xnext), np.empty_like(d.Fx), np.empty_like(d.Fu)
+        self.groups = tuple(zip(new, data))
         self._revision = p.revision
         if self.second_order:
             self._allocate_factors()

@@ -30,9 +30,10 @@ from ..kernels.packing import (
 )
 from ..kernels.packing import as_kernel_input as _f64
 from ..kernels.spatial import mot_cross, mot_to_child
-from ..kernels.threaded_batch import run_threaded
+from ..kernels.threaded_batch import _abi, run_threaded
 from ..worker_threads import use_threads
 from .kinematics_derivatives import FrameMotionDerivatives
+from .schur import check_pivots
 
 # serial cost of one state per frame and chain link [us] (rough), to decide on waking the thread pool
 _COST_US = 0.3
@@ -646,11 +647,9 @@ def supports_fused(contacts, *arrays) -> bool:
             and all(x.dtype == np.float64 for x in arrays))
 
 
-def contact_dynamics_fused(backend, model, q, v, tau, contacts, derivs: bool, out=None):
-    """``(a, lam, flag, da (3, B, nv, nv) | None, dl (3, B, nc, nv) | None)`` on flat float64 inputs;
-    ``flag`` (B,) holds the smallest relative pivot of K (the caller raises if it is too small).
-    out: a :class:`~dynamics.contact.constrained_dynamics.ContactDynamicsBuffers` (derivs only)
-    whose arrays receive the results and whose scratch holds the kernel's work arrays."""
+def _fused_call(backend, model, q, v, tau, contacts, derivs: bool, out):
+    """``(args, (a, lam, flag, da, dl), cost)``: :func:`contact_range`'s arguments but the batch
+    range, its outputs and the rough serial microseconds per state (see :func:`contact_dynamics_fused`)."""
     pm = packed(model)
     flink, ff, fbody, fbR, fbp, pref = _static(contacts)
     B, nv, nc = q.shape[0], model.nv, contacts.nc
@@ -676,14 +675,54 @@ def contact_dynamics_fused(backend, model, q, v, tau, contacts, derivs: bool, ou
         dl = np.empty((3, B if derivs else 0, nc, nv))
     args = (pm.li, pm.lf, pm.gv, pm.bl, pm.bf, _f64(q), _f64(v), _f64(tau), flink, ff, fbody, fbR, fbp, point,
             float(kp), float(kd), pref, derivs, Mi, bias, zero, pm.no_fext, fext, rd, a, lam, flag, da, dl)
+    return args, (a, lam, flag, da, dl), nv * (8.0 if derivs else 3.0) * 0.05
+
+
+def _run_fused(backend, args: tuple, B: int, cost: float, serial=contact_range) -> None:
+    """:func:`contact_range` on the B states of ``args``, serially (through ``serial``: the kernel
+    or its compiled entry point) or split over the backend's worker threads when that pays."""
     nt = backend.threads
-    cost = nv * (8.0 if derivs else 3.0) * 0.05  # rough serial microseconds per state
     if nt <= 1 or B <= 1 or B * cost < backend.parallel_threshold_us:
-        contact_range(*args, 0, B)
+        serial(*args, 0, B)
     else:
         use_threads(nt)
         run_threaded(contact_range, B, min(nt, B), *args)
+
+
+def contact_dynamics_fused(backend, model, q, v, tau, contacts, derivs: bool, out=None):
+    """``(a, lam, flag, da (3, B, nv, nv) | None, dl (3, B, nc, nv) | None)`` on flat float64 inputs;
+    ``flag`` (B,) holds the smallest relative pivot of K (the caller raises if it is too small).
+    out: a :class:`~dynamics.contact.constrained_dynamics.ContactDynamicsBuffers` (derivs only)
+    whose arrays receive the results and whose scratch holds the kernel's work arrays."""
+    args, (a, lam, flag, da, dl), cost = _fused_call(backend, model, q, v, tau, contacts, derivs, out)
+    _run_fused(backend, args, q.shape[0], cost)
     return a, lam, flag, (da if derivs else None), (dl if derivs else None)
+
+
+_entries: dict = {}    # _abi(args) -> contact_range's compiled entry point for those argument kinds
+
+
+def prepare_contact_dynamics_fused(backend, model, q, v, tau, contacts, out, func: str):
+    """``run()``: :func:`contact_dynamics_fused` with derivatives on what the caller's state
+    buffers q (B, nq), v, tau (B, nv) (checked C-contiguous float64) hold, into ``out``, with the
+    arguments bound here once and the serial kernel called through its compiled entry point for
+    these argument kinds (no per-call type dispatch); raises where the contact Jacobian lost rank
+    (func: the name the error gives)."""
+    args, outputs, cost = _fused_call(backend, model, q, v, tau, contacts, True, out)
+    flag, B = outputs[2], q.shape[0]
+    key = _abi(args)
+    serial = _entries.get(key)
+
+    def run() -> None:
+        nonlocal serial
+        if serial is None:                      # first use of these kinds: compile or load the kernel
+            contact_range(*args, 0, B)
+            serial = _entries[key] = contact_range.overloads[
+                tuple(contact_range.typeof_pyval(x) for x in (*args, 0, B))].entry_point
+        else:
+            _run_fused(backend, args, B, cost, serial)
+        check_pivots(contacts, func, flag)
+    return run
 
 
 def supports_fused_impulse(contacts, *arrays) -> bool:

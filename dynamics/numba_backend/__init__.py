@@ -378,6 +378,19 @@ class NumbaBackend(CombinedComKernel, Backend):
         d = ContactDynamicsDerivatives(*da, *dl)
         return (ContactDynamicsResult(a, lam), d) if return_values else d
 
+    def prepare_contact_dynamics_derivatives(self, model: RobotModel, q, v, tau, contacts, out):
+        """See :meth:`Backend.prepare_contact_dynamics_derivatives`: the fused kernel's arguments
+        bound once (read-only views of the caller's state buffers, which follow their contents), so
+        ``run()`` is the thread-count check, one kernel call and the pivot check."""
+        func = "prepare_contact_dynamics_derivatives"
+        B = self._prepared_batch(func, model, q, v, tau)
+        ck = _ck()
+        if not ck.supports_fused(contacts, q, v, tau):
+            return super().prepare_contact_dynamics_derivatives(model, q, v, tau, contacts, out)
+        contacts.check(model, func)
+        out.check(B, model.nv, contacts.nc, func)
+        return ck.prepare_contact_dynamics_fused(self, model, q, v, tau, contacts, out, "contact_dynamics_derivatives")
+
     def impulse_dynamics(self, model: RobotModel, q, v_minus, contacts, restitution: float = 0.0):
         func = "impulse_dynamics"
         e = check_restitution(restitution, func)

@@ -7,7 +7,8 @@ the integration are the integrator's (:mod:`solvers.integrators.actuated`).
 
 First order (both): into buffers bound once per data object (:class:`AccelerationBuffers`); free
 dynamics through :meth:`dynamics.Backend.prepare_aba_derivatives` (Plancher et al. 2021, Alg. 3),
-contact dynamics through ``contact_dynamics_derivatives(..., out=)`` (Carpentier & Mansard 2018).
+contact dynamics through :meth:`dynamics.Backend.prepare_contact_dynamics_derivatives`
+(Carpentier & Mansard 2018).
 Second order: the backend's ``aba_second_derivatives`` (FDSVA-SO, Singh, Russell & Wensing 2022
 eq. 46) or central / complex-step differences of the first-order partials; contact dynamics have
 central differences only.
@@ -123,10 +124,7 @@ class ContactAcceleration:
         from dynamics.contact import ContactDynamicsBuffers
         n, nv = q.shape[0], self.model.nv
         cb = ContactDynamicsBuffers.allocate(n, nv, self.contacts.nc)
-        be, m, cs = self.backend, self.model, self.contacts
-
-        def run() -> None:
-            be.contact_dynamics_derivatives(m, q, v, tau, cs, return_values=True, out=cb)
+        run = self.backend.prepare_contact_dynamics_derivatives(self.model, q, v, tau, self.contacts, cb)
         # ∂a/∂τ of the contact solve stands where M⁻¹ stands for free dynamics
         return AccelerationBuffers(cb.a, cb.da, np.empty((n, nv, nv)), run, cb)
 

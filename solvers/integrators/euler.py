@@ -3,9 +3,10 @@
 (:mod:`solvers.integrators.actuated`).
 
 First order: the acceleration partials over all knots in one bound backend call, plus the model's
-``integrate_jacobians``; on hinge/slide robots with free dynamics and a backend that prefers
-compiled solver kernels, the step's inputs and Jacobians are assembled by two compiled calls around
-it (:mod:`solvers.euler_numba`). Second order, in the factored form of
+``integrate_jacobians``; on a backend that prefers compiled solver kernels, the step's inputs and
+Jacobians are assembled by two compiled calls around it: :mod:`solvers.euler_numba` on hinge/slide
+robots with free dynamics, :mod:`solvers.euler_lie_numba` (the SO(3)/SE(3) step and its Jacobians)
+on robots with ball/free joints, free or on contacts. Second order, in the factored form of
 :class:`~solvers.integrators.base.DynamicsDerivatives`: with ``w = dt v⁺``,
 
     F2_v = dt Ha,   F2_q = Jw (dt² Ha) + G (the SO(3)/SE(3) integration terms, Lie rows only)
@@ -65,8 +66,9 @@ class EulerModel(ActuatedModel):
         self._lie_dofs = (np.concatenate([np.arange(va, va + n) for va, n, _ in self._lie_blocks])
                           if self._lie_blocks else np.zeros(0, dtype=int))
         self._kernels = None
+        self._lie_kernel = None
         self._step = None                   # _compiled_step, looked up on first use
-        if self.contacts is None and self._euclidean and self.backend.prefers_compiled_solver:
+        if self.backend.prefers_compiled_solver and (self.contacts is None or not self._euclidean):
             from .. import euler_numba
             sl = np.asarray(self._spring_links, dtype=np.int64)
             springs = np.stack([np.asarray(m.link_qadr)[sl], np.asarray(m.link_dofadr)[sl]],
@@ -75,6 +77,13 @@ class EulerModel(ActuatedModel):
                              np.ascontiguousarray(self.damping, dtype=float), springs,
                              np.ascontiguousarray(self.stiffness, dtype=float),
                              np.ascontiguousarray(m.qpos_spring, dtype=float))
+            if not self._euclidean:
+                # ball/free joints (free or contact dynamics): the inputs as above, the assembly
+                # with the Lie-group step and its Jacobians in one compiled call
+                from dynamics.kernels.lie import joint_rows
+
+                from .. import euler_lie_numba
+                self._lie_kernel = (euler_lie_numba.euler_lie_jacobians, joint_rows(m))
 
     def _compiled_step(self):
         """``(integrate_with_jacobians_batch, joint rows)`` of the backend's compiled kinematics for a
@@ -88,9 +97,17 @@ class EulerModel(ActuatedModel):
 
     def _compiled_euler(self):
         """``(euler_numba, B, B is I, damping, springs, stiffness, q_spring)``: the compiled
-        assembly and its arguments, or None where it does not apply (contacts, ball/free joints, a
-        backend that does not prefer compiled solver kernels)."""
-        return self._kernels
+        assembly of a hinge/slide robot with free dynamics and its arguments, or None where it does
+        not apply (contacts, ball/free joints, a backend that does not prefer compiled solver
+        kernels)."""
+        return None if self._lie_kernel is not None else self._kernels
+
+    def _compiled_lie_euler(self):
+        """``(euler_lie_jacobians, joint rows)``: the compiled assembly of a robot with ball/free
+        joints (free or contact dynamics; its inputs from :func:`solvers.euler_numba.euler_inputs`),
+        or None where it does not apply (hinge/slide robots, a backend that does not prefer
+        compiled solver kernels)."""
+        return self._lie_kernel
 
     @property
     def second_order_rows(self) -> int:
@@ -144,10 +161,17 @@ class EulerModel(ActuatedModel):
             # the same step in two compiled calls around the backend's
             kern, B, b_identity, damping, springs, stiffness, qspring = self._kernels
             kern.euler_inputs(x, u, B, b_identity, damping, springs, stiffness, qspring, q, v, tau)
-            s.acc.run()         # a, ∂a/∂q, ∂a/∂v, M⁻¹ into the buffers
+            s.acc.run()         # a, ∂a/∂q, ∂a/∂v, ∂a/∂τ (M⁻¹ for free dynamics) into the buffers
             D = s.acc.partials
-            kern.euler_jacobians(q, v, s.acc.a, D[0], D[1], D[2], B, b_identity, damping, stiffness, dt, xn, Fx, Fu)
-            return
+            if self._lie_kernel is None:
+                kern.euler_jacobians(q, v, s.acc.a, D[0], D[1], D[2], B, b_identity, damping, stiffness, dt, xn, Fx,
+                                     Fu)
+                return
+            lie_jacobians, joints = self._lie_kernel
+            if lie_jacobians(joints, q, v, s.acc.a, D[0], D[1], D[2], B, b_identity, damping, stiffness, dt, data.vn,
+                             data.w, data.qn, data.Jq, data.Jw, xn, Fx, Fu):
+                return
+            # a state that is not finite: the numpy path below, which reports it
         q[...] = x[:, :nq]
         v[...] = x[:, nq:]
         self.torques(q, v, u, out=tau, tmp=data.vn)

@@ -194,13 +194,28 @@ def test_contact_force_costs_reuse_the_dynamics_contact_solve(backend, task_name
     xs[:, p.model.nq:] += 0.1 * rng.standard_normal((p.horizon + 1, p.model.nv))
     us = 5.0 * rng.standard_normal((p.horizon, p.nu))
     be = p.backend
-    calls = []
+    calls, inside = [], []
     original = type(be).contact_dynamics_derivatives
+    original_prepare = type(be).prepare_contact_dynamics_derivatives
 
     def counting(self, *a, **k):
-        calls.append(1)
+        if not inside:                                 # not a prepared call's own (counted there)
+            calls.append(1)
         return original(self, *a, **k)
+
+    def counting_prepare(self, *a, **k):
+        run = original_prepare(self, *a, **k)
+
+        def counted() -> None:
+            calls.append(1)
+            inside.append(1)
+            try:
+                run()
+            finally:
+                inside.pop()
+        return counted
     monkeypatch.setattr(type(be), "contact_dynamics_derivatives", counting)
+    monkeypatch.setattr(type(be), "prepare_contact_dynamics_derivatives", counting_prepare)
     alone, _ = p.cost_derivatives(xs, us)            # no dynamics stage: the costs solve on their own
     n_alone = len(calls)
     into = p.derivatives(xs, us, data=p.create_data(second_order=False))
@@ -299,6 +314,18 @@ def test_data_is_allocated_when_built_and_follows_re_phasing():
     unchanged = ("running", "terminal", "rollout", "dynamics.xnext", "dynamics.Fx", "dynamics.Fu")
     assert {k: v for k, v in _addresses(data).items() if k.startswith(unchanged)} == \
         {k: v for k, v in before.items() if k.startswith(unchanged)}
+    # a gait's shift moves every group by a knot (same models, same sizes): each takes over the data
+    # of its former self, re-pointed at its new rows, and the results still equal fresh data's
+    shifted = [(g.item, g.knots.size, d) for g, d in data.groups]
+    models = list(p.running_models)
+    for shift in (1, 6, 4):                   # 6: the split group becomes contiguous, 4: split again
+        p.set_running_models(models[shift:] + models[:shift])
+        into = p.derivatives(xs, us, data=data)
+        for g, d in data.groups:
+            assert [d0 for item, n, d0 in shifted if item is g.item and n == g.knots.size] == [d]
+        fresh = p.derivatives(xs, us)
+        for f in ("xnext", "Fx", "Fu"):
+            np.testing.assert_array_equal(getattr(into.dynamics, f), getattr(fresh.dynamics, f), err_msg=f)
 
 
 def test_second_order_buffers_and_rollouts_are_declared():
