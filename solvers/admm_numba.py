@@ -259,19 +259,65 @@ def admm_iterations(Fx, Fu, FxT, FuT, gaps, K, KT, Qinv, Vxx, mu, lx, lu, lxN, G
 
 
 @jit
-def costates(Fx, Fu, hx, hu, lam):
+def costates(Fx, Fu, lx, lu, Gx, Gu, y, lam):
     """The costates ``λ_t = h_x,t + Fx_tᵀ λ_{t+1}`` into lam (N+1, ndx), from ``lam[N]`` as given,
-    and the dual residual ``max_t ‖h_u,t + Fu_tᵀ λ_{t+1}‖∞``: hx (N, ndx), hu (N, nu) the
-    Lagrangian's gradients, Fx (N, ndx, ndx), Fu (N, ndx, nu)."""
+    and the dual residual ``max_t ‖h_u,t + Fu_tᵀ λ_{t+1}‖∞``, with the Lagrangian's gradients
+    ``h_x,t = l_x,t + Gx_tᵀ y_t``, ``h_u,t = l_u,t + Gu_tᵀ y_t``: lx (N, ndx), lu (N, nu) the
+    cost's, Gx (≥N, m, ndx), Gu (≥N, m, nu) the constraints' Jacobians, y (≥N, m) their
+    multipliers, Fx (N, ndx, ndx), Fu (N, ndx, nu)."""
     N, ndx, nu = Fu.shape
     dual = 0.0
     r = np.empty(nu)
     for t in range(N - 1, -1, -1):
-        # sums of Fu's and Fx's contiguous rows, in the order of the dot products over j
+        # sums of contiguous rows, in the order of the dot products over j
         for i in range(nu):
-            r[i] = hu[t, i]
+            r[i] = lu[t, i]
+        _add_transpose_times(Gu[t], y[t], r)
         dual = max(dual, _max_abs(_add_transpose_times(Fu[t], lam[t + 1], r)))
         for i in range(ndx):
-            lam[t, i] = hx[t, i]
+            lam[t, i] = lx[t, i]
+        _add_transpose_times(Gx[t], y[t], lam[t])
         _add_transpose_times(Fx[t], lam[t + 1], lam[t])
     return dual
+
+
+@jit
+def augmented_hessians(lxx, lxu, luu, lxxN, Gx, Gu, rho, sigma, axx, axu, auu, axxN):
+    """The QP's Hessians for the per-row penalty ρ (N+1, m) and the proximal weight σ:
+    ``axx = l_xx + Gxᵀ ρ Gx + σI``, ``axu = l_xu + Gxᵀ ρ Gu``, ``auu = l_uu + Guᵀ ρ Gu + σI``
+    (N knots) and ``axxN = l_xx,N + Gx_Nᵀ ρ Gx_N + σI``: lxx (N, ndx, ndx), lxu (N, ndx, nu), luu
+    (N, nu, nu), lxxN (ndx, ndx) the cost's, Gx (N+1, m, ndx), Gu (N+1, m, nu) the Jacobians
+    (the products by BLAS, as NumPy's)."""
+    N, ndx, nu = lxu.shape
+    m = Gx.shape[1]
+    rGx = np.empty((m, ndx))
+    rGu = np.empty((m, nu))
+    pxx = np.empty((ndx, ndx))
+    pxu = np.empty((ndx, nu))
+    puu = np.empty((nu, nu))
+    for t in range(N + 1):
+        for r in range(m):
+            for i in range(ndx):
+                rGx[r, i] = rho[t, r] * Gx[t, r, i]
+            for i in range(nu):
+                rGu[r, i] = rho[t, r] * Gu[t, r, i]
+        GxT = Gx[t].T
+        np.dot(GxT, rGx, pxx)
+        if t == N:
+            for i in range(ndx):
+                for j in range(ndx):
+                    axxN[i, j] = lxxN[i, j] + pxx[i, j]
+                axxN[i, i] += sigma
+            break
+        np.dot(GxT, rGu, pxu)
+        np.dot(Gu[t].T, rGu, puu)
+        for i in range(ndx):
+            for j in range(ndx):
+                axx[t, i, j] = lxx[t, i, j] + pxx[i, j]
+            axx[t, i, i] += sigma
+            for j in range(nu):
+                axu[t, i, j] = lxu[t, i, j] + pxu[i, j]
+        for i in range(nu):
+            for j in range(nu):
+                auu[t, i, j] = luu[t, i, j] + puu[i, j]
+            auu[t, i, i] += sigma

@@ -255,19 +255,26 @@ class StagewiseAdmmQP:
         return self._bounds_seen[4]
 
     def _augmented_hessians(self, d: ProblemDerivatives, Gx: np.ndarray, Gu: np.ndarray, rho: np.ndarray) -> None:
-        """``l_xx + Gxᵀ ρ Gx + σI``, ``l_xu + Gxᵀ ρ Gu``, ``l_uu + Guᵀ ρ Gu + σI`` (+ the curvature)."""
+        """``l_xx + Gxᵀ ρ Gx + σI``, ``l_xu + Gxᵀ ρ Gu``, ``l_uu + Guᵀ ρ Gu + σI`` (+ the curvature);
+        one compiled call (:func:`solvers.admm_numba.augmented_hessians`) when the Riccati pass is compiled."""
         N, s = len(d.running.lxx), self.sigma
         a, at = self.aug, self.aug_terminal
         curv = self._curvature
-        rGx, rGu = rho[..., None] * Gx, rho[..., None] * Gu
-        GxT = np.swapaxes(Gx, -1, -2)
-        np.add(d.running.lxx, GxT[:N] @ rGx[:N], out=a.lxx)
-        np.add(d.running.lxu, GxT[:N] @ rGu[:N], out=a.lxu)
-        np.add(d.running.luu, np.swapaxes(Gu[:N], -1, -2) @ rGu[:N], out=a.luu)
-        np.add(d.terminal.lxx[0], GxT[N] @ rGx[N], out=at.lxx[0])
-        for A in (a.lxx, a.luu, at.lxx):
-            n = A.shape[-1]
-            A.reshape(A.shape[0], n * n)[:, ::n + 1] += s
+        if self.backward.compiled:
+            from . import admm_numba  # imports numba: only when used
+            admm_numba.augmented_hessians(*(np.ascontiguousarray(v, dtype=np.float64) for v in (
+                d.running.lxx, d.running.lxu, d.running.luu, d.terminal.lxx[0], Gx, Gu, rho)), s,
+                a.lxx, a.lxu, a.luu, at.lxx[0])
+        else:
+            rGx, rGu = rho[..., None] * Gx, rho[..., None] * Gu
+            GxT = np.swapaxes(Gx, -1, -2)
+            np.add(d.running.lxx, GxT[:N] @ rGx[:N], out=a.lxx)
+            np.add(d.running.lxu, GxT[:N] @ rGu[:N], out=a.lxu)
+            np.add(d.running.luu, np.swapaxes(Gu[:N], -1, -2) @ rGu[:N], out=a.luu)
+            np.add(d.terminal.lxx[0], GxT[N] @ rGx[N], out=at.lxx[0])
+            for A in (a.lxx, a.luu, at.lxx):
+                n = A.shape[-1]
+                A.reshape(A.shape[0], n * n)[:, ::n + 1] += s
         if curv is not None:
             ndx = a.lxx.shape[-1]
             a.lxx += curv[:, :ndx, :ndx]

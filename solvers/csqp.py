@@ -99,6 +99,7 @@ class CSQP(ILQR):
         self.qp = StagewiseAdmmQP(p.horizon, p.ndx, p.nu, pc.equality, self.backward, self._timed,
                                   verbose=self.verbose, **self.qp_options)
         self.costates = np.zeros((p.horizon + 1, p.ndx))
+        self._targets = np.empty((p.horizon + 1, p.nx))
         self._m = pc.m
 
     # ------------------------------------------------------------ public API
@@ -285,9 +286,10 @@ class CSQP(ILQR):
             p.costs.derivatives_into(self.xs, self.us, d.running, d.terminal, solves)
             pc.evaluate(self.xs, self.us, self.cdata, solves)
             derivs = d.derivatives()
-        ss = p.state
-        ss.difference(self.xs[0], p.x0, out=self.gaps[0])
-        ss.difference(self.xs[1:], derivs.dynamics.xnext, out=self.gaps[1:])
+        targets = self._targets         # x0 and the knots' next states: one difference for every gap
+        targets[0] = p.x0
+        targets[1:] = derivs.dynamics.xnext
+        p.state.difference(self.xs, targets, out=self.gaps)
         cd = self.cdata
         if not (sum_is_finite(cd.g) and sum_is_finite(cd.Gx) and sum_is_finite(cd.Gu)):
             bad = ~(np.isfinite(cd.g) & np.isfinite(cd.Gx).all(-1) & np.isfinite(cd.Gu).all(-1))
@@ -301,14 +303,15 @@ class CSQP(ILQR):
         """(primal, dual, complementarity, violation) residuals at the iterate; sets the costates."""
         cd, N, y = self.cdata, self.problem.horizon, self.qp.y
         Fx, Fu = d.dynamics.Fx, d.dynamics.Fu
-        hx = d.running.lx + np.einsum("tmi,tm->ti", cd.Gx[:N], y[:N])
-        hu = d.running.lu + np.einsum("tmi,tm->ti", cd.Gu[:N], y[:N])
         lam = self.costates
         lam[N] = d.terminal.lx[0] + cd.Gx[N].T @ y[N]
         if self.backward.compiled:
             from . import admm_numba     # imports numba: only when used
-            dual = admm_numba.costates(*(np.ascontiguousarray(a, dtype=np.float64) for a in (Fx, Fu, hx, hu)), lam)
+            dual = admm_numba.costates(*(np.ascontiguousarray(a, dtype=np.float64) for a in (
+                Fx, Fu, d.running.lx, d.running.lu, cd.Gx, cd.Gu, y)), lam)
         else:
+            hx = d.running.lx + np.einsum("tmi,tm->ti", cd.Gx[:N], y[:N])
+            hu = d.running.lu + np.einsum("tmi,tm->ti", cd.Gu[:N], y[:N])
             dual = 0.0
             for t in range(N - 1, -1, -1):
                 dual = max(dual, float(np.abs(hu[t] + Fu[t].T @ lam[t + 1]).max(initial=0.0)))
@@ -338,10 +341,10 @@ class CSQP(ILQR):
         xs = p.state.integrate(self.xs, alpha * self.qp.dx)
         us = self.us + alpha * self.qp.du
         with self._timed("forward"), np.errstate(all="ignore"):
-            xn, forces = self._next_states_and_forces(xs, us)   # one contact solve per knot, shared
-            if not (sum_is_finite(xs) and sum_is_finite(xn)):     # a diverging trial (the model refuses NaN)
+            targets, forces = self._next_states_and_forces(xs, us)   # one contact solve per knot, shared
+            if not (sum_is_finite(xs) and sum_is_finite(targets)):    # a diverging trial (the model refuses NaN)
                 return None
-            gaps = np.concatenate([p.state.difference(xs[:1], p.x0[None]), p.state.difference(xs[1:], xn)])
+            gaps = p.state.difference(xs, targets)
         if not (sum_is_finite(gaps) and sum_is_finite(xs)):
             return None
         with self._timed("cost"), np.errstate(all="ignore"):
@@ -352,15 +355,18 @@ class CSQP(ILQR):
         return xs, us, cost, self._infeasibility(gaps, g)
 
     def _next_states_and_forces(self, xs: np.ndarray, us: np.ndarray) -> tuple:
-        """``(f_t(xs[t], us[t]) (N, nx), forces)``: the trial's next states, one batched step per
-        dynamics group, and the contact forces ``λ(x_t, u_t)`` of every contact knot (rigid contact,
-        not impulse) for its cost and constraint terms to share (:meth:`_contact_forces`); a
+        """``(targets (N+1, nx), forces)``: x0 then the trial's next states ``f_t(xs[t], us[t])``
+        (what each knot's state is compared with for its gap: one difference for all gaps), one
+        batched step per dynamics group, and the contact forces ``λ(x_t, u_t)`` of every contact
+        knot (rigid contact, not impulse) for its cost and constraint terms to share (:meth:`_contact_forces`); a
         semi-implicit Euler contact group writes the forces of its own step's contact solve, so each
         knot's contact dynamics is solved once per trial."""
         p = self.problem
         forces = self._contact_forces(xs, us, stepped=True)
         lam = forces.lam if forces is not None else None
-        out = np.empty((p.horizon, p.nx))
+        targets = np.empty((p.horizon + 1, p.nx))
+        targets[0] = p.x0
+        out = targets[1:]
         for g in p.dynamics_groups:
             d = g.item
             if lam is not None and d.contacts is not None and d.integrator == "euler":
@@ -369,7 +375,7 @@ class CSQP(ILQR):
                 lam[0, g.rows, :d.contacts.nc] = buf
             else:
                 out[g.rows] = d.step(xs[:-1][g.rows], us[g.rows])
-        return out, forces
+        return targets, forces
 
     def _contact_forces(self, xs: np.ndarray, us: np.ndarray, stepped: bool = False) -> RolloutContactForces | None:
         """The contact forces ``λ(x_t, u_t)`` of every contact knot (rigid contact, not impulse) of a

@@ -44,19 +44,25 @@ def test_compiled_admm_matches_the_numpy_iteration(build, eps):
     np.testing.assert_allclose(r1.k, r0.k, rtol=1e-6, atol=1e-8)
 
 
-def test_costates_and_quu_inverse_against_numpy():
-    """The compiled costate recursion and ``(Q_uu + μI)⁻¹`` of :func:`factor_quu` against NumPy's
-    matrix products and inverse on random data (sizes that exercise the four-row sweeps and the
-    rows left over)."""
+def test_costates_quu_inverse_and_augmented_hessians_against_numpy():
+    """The compiled costate recursion, ``(Q_uu + μI)⁻¹`` of :func:`factor_quu` and the QP's
+    augmented Hessians against NumPy's matrix products and inverse on random data (sizes that
+    exercise the four-row sweeps and the rows left over; control-bound rows, zero in x)."""
     from solvers import admm_numba
 
     rng = np.random.default_rng(3)
-    N, ndx, nu = 5, 14, 7
+    N, ndx, nu, m = 5, 14, 7, 9
     Fx, Fu = rng.normal(size=(N, ndx, ndx)), rng.normal(size=(N, ndx, nu))
-    hx, hu = rng.normal(size=(N, ndx)), rng.normal(size=(N, nu))
+    lx, lu = rng.normal(size=(N, ndx)), rng.normal(size=(N, nu))
+    Gx, Gu, y = rng.normal(size=(N + 1, m, ndx)), rng.normal(size=(N + 1, m, nu)), rng.normal(size=(N + 1, m))
+    Gx[:, :3] = 0.0                                       # control-bound rows: one-hot in u
+    Gu[:, :3] = np.eye(nu)[:3]
+    y[:, 5] = 0.0
+    hx = lx + np.einsum("tmi,tm->ti", Gx[:N], y[:N])
+    hu = lu + np.einsum("tmi,tm->ti", Gu[:N], y[:N])
     lam = np.zeros((N + 1, ndx))
     lam[N] = rng.normal(size=ndx)
-    dual = admm_numba.costates(Fx, Fu, hx, hu, lam)
+    dual = admm_numba.costates(Fx, Fu, lx, lu, Gx, Gu, y, lam)
     ref, ref_dual = lam[N].copy(), 0.0
     for t in range(N - 1, -1, -1):
         ref_dual = max(ref_dual, np.abs(hu[t] + Fu[t].T @ ref).max())
@@ -76,3 +82,17 @@ def test_costates_and_quu_inverse_against_numpy():
     np.testing.assert_allclose(L @ np.swapaxes(L, -1, -2), Q, rtol=1e-10, atol=1e-10)
     np.testing.assert_allclose(Qinv, np.linalg.inv(Q), rtol=1e-8, atol=1e-12)
     np.testing.assert_array_equal(Qinv, np.swapaxes(Qinv, -1, -2))
+
+    S = rng.normal(size=(N + 1, ndx + nu, ndx + nu))
+    H = S @ np.swapaxes(S, -1, -2)
+    rho, sigma = rng.uniform(1e-4, 1e2, size=(N + 1, m)), 1e-6
+    out = [np.full((N, ndx, ndx), np.nan), np.full((N, ndx, nu), np.nan), np.full((N, nu, nu), np.nan),
+           np.full((ndx, ndx), np.nan)]
+    admm_numba.augmented_hessians(H[:N, :ndx, :ndx].copy(), H[:N, :ndx, ndx:].copy(), H[:N, ndx:, ndx:].copy(),
+                                  H[N, :ndx, :ndx].copy(), Gx, Gu, rho, sigma, *out)
+    G = np.concatenate([Gx, Gu], axis=-1)
+    ref = H + np.swapaxes(G, -1, -2) @ (rho[..., None] * G) + sigma * np.diag(np.r_[np.ones(ndx), np.ones(nu)])
+    np.testing.assert_allclose(out[0], ref[:N, :ndx, :ndx], rtol=1e-12, atol=1e-10)
+    np.testing.assert_allclose(out[1], ref[:N, :ndx, ndx:], rtol=1e-12, atol=1e-10)
+    np.testing.assert_allclose(out[2], ref[:N, ndx:, ndx:], rtol=1e-12, atol=1e-10)
+    np.testing.assert_allclose(out[3], ref[N, :ndx, :ndx], rtol=1e-12, atol=1e-10)

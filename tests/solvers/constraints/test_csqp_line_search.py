@@ -37,9 +37,10 @@ def test_shared_trial_forces_are_the_contact_dynamics_and_give_the_same_values(b
         _, lam = p.backend.contact_dynamics(m, q, v, d.torques(q, v, us[t]), d.contacts)
         np.testing.assert_allclose(forces.lam[0, t, :d.contacts.nc], lam, rtol=1e-12, atol=1e-9)
     # the forces the trial's own Euler step hands out are the same
-    xn, stepped = solver._next_states_and_forces(xs, us)
+    targets, stepped = solver._next_states_and_forces(xs, us)
     np.testing.assert_allclose(stepped.lam, forces.lam, rtol=1e-12, atol=1e-9)
-    np.testing.assert_allclose(xn, p.next_states(xs[:-1], us), rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(targets[0], p.x0)
+    np.testing.assert_allclose(targets[1:], p.next_states(xs[:-1], us), rtol=1e-12, atol=1e-12)
     pc = ProblemConstraints(p, box=False)
     np.testing.assert_allclose(pc.values(xs, us, forces), pc.values(xs, us), rtol=1e-12, atol=1e-9)
     assert abs(p.costs.total(xs, us, forces) - p.cost(xs, us)) <= 1e-12 * abs(p.cost(xs, us))
