@@ -316,7 +316,8 @@ class QuadrupedTrot(LeggedTask, Task):
         prev = None
         while len(knots) < horizon:
             tk, mask = tk_list[i], mask_list[i]
-            if prev is not None and any(c and not p for c, p in zip(mask, prev)) and knots[-1][1][0] != "impulse":
+            if prev is not None and mask != prev and any(c and not p for c, p in zip(mask, prev)) \
+                    and knots[-1][1][0] != "impulse":
                 landing = tuple(j for j in range(4) if mask[j] and not prev[j])
                 pair = next(p for p in self.pairs if set(landing) & set(p))
                 knots.append((tk, ("impulse", pair)))
@@ -388,14 +389,14 @@ class QuadrupedTrot(LeggedTask, Task):
         # horizon shifted by one update shares most of its probes with the previous one)
         if len(windows) > 4096:
             windows.clear()
+        rounded = [(pk, round(pk, 9)) for pk in probe.tolist()]
         for p in (0, 1):
             foot = self.pairs[p][0]
             spans = []
-            for pk in probe.tolist():
-                wk = (p, round(pk, 9))
-                span = windows.get(wk)
+            for pk, rk in rounded:
+                span = windows.get((p, rk))
                 if span is None:
-                    span = windows[wk] = self.swing_window(pk, foot)
+                    span = windows[(p, rk)] = self.swing_window(pk, foot)
                 spans.append(span)
             lo, td = np.array(spans).T
             s = np.clip((times - lo) / (td - lo), 0.0, 1.0)
@@ -430,8 +431,10 @@ class QuadrupedTrot(LeggedTask, Task):
             dq = np.stack([_quat_rpy(0.0, 0.0, psi - self._yaw_stand) for psi in self.heading(times)])
             refs[:, 3:7] = quat_multiply(dq, self.x_stand[3:7])
             refs[:, m.nq + 5] = self.yaw_command(times)       # body-frame yaw rate (level trunk)
-        for c in self._state_costs:
-            c.reference = refs
+        first = self._state_costs[0]
+        first.reference = refs
+        for c in self._state_costs[1:]:
+            c.reference = first.reference       # the validated array: not copied and checked again
         # feet: lift-off points remembered while a foot is down; footholds ahead of the hips
         feet_now = self._feet_now(x_now)
         down = self.contact_state(t)
@@ -440,19 +443,22 @@ class QuadrupedTrot(LeggedTask, Task):
                 self._liftoff[j] = feet_now[j]
         z_t = np.zeros((4, N + 1))
         xy_t = np.zeros((4, N + 1, 3))
+        # straight ahead: the trunk's predicted travel to each touchdown, once per pair
+        ahead = [None, None] if self.yaw_rate != 0.0 else [self._ahead_x(x_now, t, t + pr[1]) for pr in pairs]
         for j in range(4):
             # (N+1,) each: the swing of each knot (lift-off, touchdown relative to t) and its profiles
-            lo, tds, which, lift, stride = pairs[0 if j in self.pairs[0] else 1]
+            pair = 0 if j in self.pairs[0] else 1
+            lo, tds, which, lift, stride = pairs[pair]
             # lifted off by now (lift-off at or before t, to the schedule's 1 ns): from the lift-off point
             start = np.where((lo <= 1e-9)[:, None], self._liftoff[j][None, :2], feet_now[j][None, :2])
-            holds = self._footholds_xy(j, x_now, t, t + tds)      # a few per horizon
+            holds = self._footholds_xy(j, x_now, t, t + tds, ahead[pair])      # a few per horizon
             hold = holds[which]
             z_t[j] = self._ground[j] + self.step_height * lift
             xy_t[j, :, :2] = start + (hold - start) * stride[:, None]
             xy_t[j, :, 2] = self._ground[j]
             self._swing_z[j].target = z_t[j]
             self._swing_xy[j].target = xy_t[j]
-            self._impact[j].target = xy_t[j]
+            self._impact[j].target = self._swing_xy[j].target
 
     def warmup_times(self) -> tuple[float, ...]:
         """Halfway through the first swing: the horizon has stance, swing and touchdown-impulse knots."""
@@ -477,15 +483,21 @@ class QuadrupedTrot(LeggedTask, Task):
         mujoco.mj_kinematics(mj, d)
         return np.array([frame.position(d) for frame in self._foot_frames])
 
-    def _footholds_xy(self, j: int, x_now: np.ndarray, t: float, t_td: np.ndarray) -> np.ndarray:
+    def _ahead_x(self, x_now: np.ndarray, t: float, t_td: np.ndarray) -> np.ndarray:
+        """Straight ahead: the world x (n,) [m] that a foot's standing offset is added to for the
+        touchdown times t_td (n,): the trunk's predicted position there plus half the stance stride."""
+        return x_now[0] + self._travel(t, t_td) + 0.5 * self.stance_time * self.command(t_td)
+
+    def _footholds_xy(self, j: int, x_now: np.ndarray, t: float, t_td: np.ndarray,
+                      ahead: np.ndarray | None = None) -> np.ndarray:
         """Horizontal parts (n, 2) [m] of :meth:`_foothold` for the touchdown times t_td (n,), in one
         pass when walking straight ahead (the offset shifted by the trunk's predicted travel and half
-        the stance stride); turning, touchdown by touchdown (each its own arc)."""
+        the stance stride, :meth:`_ahead_x`, or ``ahead`` when the caller has it for these times);
+        turning, touchdown by touchdown (each its own arc)."""
         if self.yaw_rate != 0.0:
             return np.stack([self._foothold(j, x_now, t, float(d))[:2] for d in t_td]).reshape(-1, 2)
         out = np.empty((np.size(t_td), 2))
-        out[:, 0] = self._offsets[j, 0] + (x_now[0] + self._travel(t, t_td)
-                                           + 0.5 * self.stance_time * self.command(t_td))
+        out[:, 0] = self._offsets[j, 0] + (self._ahead_x(x_now, t, t_td) if ahead is None else ahead)
         out[:, 1] = self._offsets[j, 1] + self.x_stand[1]
         return out
 

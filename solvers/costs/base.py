@@ -12,6 +12,7 @@ and ``K >= N + 1`` if the same array also serves the terminal knot.
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -246,25 +247,37 @@ _PLAIN: dict = {}
 
 
 def per_knot(name: str, data: np.ndarray, knots: np.ndarray, tail: tuple[int, ...],
-             out: np.ndarray | None = None) -> np.ndarray:
+             out: np.ndarray | None = None, kmax: int | None = None) -> np.ndarray:
     """Select per-knot rows of ``data`` (constant ``tail`` or ``(K,) + tail``) for ``knots``: (B,) + tail,
-    written into ``out`` (a (B,) + tail array or view) when given."""
+    written into ``out`` (a (B,) + tail array or view) when given. kmax: ``knots.max()`` when the
+    caller knows it (None: computed here, when data is per knot)."""
     if data.shape == tail:
         if out is not None:
             out[...] = data
             return out
         return np.broadcast_to(data, knots.shape + tail)
     K = data.shape[0]
-    if knots.size and knots.max() >= K:
-        raise IndexError(f"{name} is given for {K} knots but knot {int(knots.max())} was requested; give "
+    if kmax is None and knots.size:
+        kmax = int(knots.max())
+    if kmax is not None and kmax >= K:
+        raise IndexError(f"{name} is given for {K} knots but knot {kmax} was requested; give "
                          f"horizon rows for a running cost or horizon + 1 rows to also cover the terminal knot")
     if out is not None:          # mode "clip" after the check above: no index check, no temporary
         return np.take(data, knots, axis=0, out=out, mode="clip")
     return data[knots]
 
 
+#: the arrays that :func:`check_per_knot` returned, by (id, tail), while they live: one of them
+#: handed to it again (one value assigned to several costs) comes back as it is, without another
+#: copy and check (they are read-only: validated once, they stay valid)
+_CHECKED: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+
+
 def check_per_knot(name: str, value, tail: tuple[int, ...]) -> np.ndarray:
-    """Validate a constant ``tail``-shaped or per-knot ``(K,) + tail`` array of finite floats."""
+    """Validate a constant ``tail``-shaped or per-knot ``(K,) + tail`` array of finite floats: a
+    read-only copy (or ``value`` itself when it is such a copy, made for the same ``tail``)."""
+    if type(value) is np.ndarray and not value.flags.writeable and _CHECKED.get((id(value), tail)) is value:
+        return value
     arr = np.array(value, dtype=float)
     if arr.shape != tail and not (arr.ndim == len(tail) + 1 and arr.shape[1:] == tail and arr.shape[0] > 0):
         want = f"{tail} or (K, {', '.join(map(str, tail))})" if tail else "a scalar or (K,)"
@@ -272,6 +285,7 @@ def check_per_knot(name: str, value, tail: tuple[int, ...]) -> np.ndarray:
     if not np.all(np.isfinite(arr)):
         raise ValueError(f"{name} contains non-finite values (NaN or inf)")
     arr.setflags(write=False)
+    _CHECKED[(id(arr), tail)] = arr
     return arr
 
 

@@ -42,7 +42,10 @@ row-major, the stiffness K (nv,) and damping D (nv,); per cone term ``A`` (nr, n
 ``b`` (nr,).
 The float rows of a term are re-packed only when one of the arrays behind them was replaced (the
 cost terms' references and weights are read-only arrays that the setters replace, so identity
-tells). Importing this module imports no numba; the kernel is compiled (or loaded from numba's
+tells). What a layout owes to the terms alone (kinds, frame slots, IX, CF, the Python remainder) is
+kept per set of group costs (:class:`_TermTable`): a re-phased horizon whose knots hold the same
+phases' costs in another arrangement (a gait's every update) makes only E, KS, FK and the terms'
+rows anew, in a few array operations. Importing this module imports no numba; the kernel is compiled (or loaded from numba's
 on-disk cache) on its first use.
 """
 
@@ -446,8 +449,13 @@ class _Term:
     rows: np.ndarray            # its entries' rows in E and P (one per knot of the group)
     knots: np.ndarray           # the knots of those rows
     group: int                  # index into the problem's cost groups, -1: terminal
+    #: the rows as a slice when they are evenly spaced (P[sl] is then a view: per-knot data is
+    #: written in place), else None
+    sl: slice | None = None
+    kr: slice | None = None     # the knots as a slice when they are contiguous, else None
+    owner: object = None        # the group's cost (a CostSum when ``name`` is not None: the term weight's)
     packed_from: tuple = ()
-    put: object = None          # CompiledCosts._putter(rows), made on the first packing
+    put: object = None          # CompiledCosts._putter(self), made on the first packing
 
 
 def _python_part(compiled_names: dict, group: int, cost):
@@ -466,48 +474,50 @@ def _python_part(compiled_names: dict, group: int, cost):
 
 
 @dataclass
-class _Layout:
-    """What a knot structure's compiled terms are laid out as (module docstring: E, KS, FK, IX and
-    the frame table), the terms' rows, and the float rows' shape; read-only once built. (The frame
-    table depends only on the model and the frames: any kernel-library kinematics of the problem's
-    model gives the same one.)"""
+class _TermTable:
+    """What a layout owes to its cost terms alone, not to the knots that hold them (kept per set of
+    group costs, so a re-phased horizon that re-arranges the same phases' knots reuses it): per
+    compiled term ``(group, name, cost, kind)`` and its kernel columns ``(kernel kind, frame slot,
+    offset into IX)`` (``cols``, (n, 3)), the int table IX, the float constants CF, the force
+    sources (their knots left empty), the frame table, the float rows' width, the compiled term
+    names per group and whether they cover every term."""
 
-    E: np.ndarray
-    KS: np.ndarray
-    FK: np.ndarray
+    groups: tuple               # the group costs (and the terminal cost) it was made for, kept alive
+    specs: list                 # (group index, name, cost, kind)
+    cols: np.ndarray            # (n, 3) int64: kernel kind, frame slot, IX offset per spec
+    src_of: dict                # spec index -> source index (contact-force and cone specs)
+    sources: list               # _ForceSource (knots empty)
     IX: np.ndarray
+    CF: np.ndarray
     flink: np.ndarray
     ff: np.ndarray
-    terms: list
+    width: int
     compiled_names: dict
     covers_all: bool
-    P_shape: tuple
-    CF: np.ndarray              # float constants: per force source B (nv, nu), K, D; per cone A, b
-    sources: list               # _ForceSource of the contact-force entries
     ncmax: int
-    #: which knot models give which source's forces ({(id(model), source): (model, answer)}) and
-    #: whether a rollout's per-knot models give them all ({id(models): (models, answer)}): asked at
-    #: every MPC update, answered once per model (the objects are kept, so an id is not reused)
+    #: which knot models give which source's forces ({(id(model), source): (model, answer)}), answered
+    #: once per model (the objects are kept, so an id is not reused)
     gives: dict = field(default_factory=dict)
-    models_give: dict = field(default_factory=dict)
 
     @staticmethod
-    def build(problem, kin) -> "_Layout":
+    def build(problem, kin, forces: bool = True) -> _TermTable:
+        """The table of ``problem``'s current group costs; forces False: without the terms on
+        contact forces (they then stay on the Python path)."""
         m = problem.model
         frames: list[str] = []
         ints: list[int] = []
         floats: list[np.ndarray] = []             # CF's pieces: actuation maps and cone rows
         nfl = 0
         sources: list[_ForceSource] = []
-        src_of: dict = {}                          # spec index -> source index
-        specs = []                                # (group index, name, cost, kind, knots, frame slot, ix offset)
-        groups = [(gi, g.item, g.knots) for gi, g in enumerate(problem.cost_groups)]
+        src_of: dict = {}
+        specs, cols = [], []
+        groups = [(gi, g.item) for gi, g in enumerate(problem.cost_groups)]
         if problem.terminal_cost is not None:
-            groups.append((-1, problem.terminal_cost, np.array([problem.horizon])))
-        for gi, cost, knots in groups:
+            groups.append((-1, problem.terminal_cost))
+        for gi, cost in groups:
             for name, c, _w in _terms(cost):
                 kind = _kind(c, m)
-                if kind is None or (gi < 0 and kind in (CONTACT_FORCE, FORCE_CONE)):
+                if kind is None or ((gi < 0 or not forces) and kind in (CONTACT_FORCE, FORCE_CONE)):
                     continue                      # (a terminal knot has no control, no contact forces)
                 slot, off = 0, 0
                 if kind == FRAME_POSITION or kind == FRAME_HEIGHT or kind == FRAME_ROTATION:
@@ -539,59 +549,116 @@ class _Layout:
                         piece = np.concatenate([np.asarray(c._A, float).ravel(), np.asarray(c._b, float)])
                         floats.append(piece)
                         nfl += piece.size
-                specs.append((gi, name, c, kind, np.asarray(knots, np.int64), slot, off))
+                specs.append((gi, name, c, kind))
+                cols.append((FRAME_POSITION if kind == FRAME_HEIGHT else kind, slot, off))
+        nx, ndx, nu = problem.nx, problem.ndx, problem.nu
+        widths = {STATE: 1 + nx + ndx, STATE_LIE: 1 + nx + ndx, CONTROL: 1 + 2 * nu, FRAME_POSITION: 7, FRAME_HEIGHT: 7,
+                  FRAME_ROTATION: 13,
+                  JOINT_LIMIT: 1 + 3 * max([c.nr for _, _, c, k in specs if k == JOINT_LIMIT] or [0])}
+        widths[CONTACT_FORCE] = 1 + 2 * max([c.nr for _, _, c, k in specs if k == CONTACT_FORCE] or [0])
+        widths[FORCE_CONE] = 1 + max([c.nr for _, _, c, k in specs if k == FORCE_CONE] or [0])
+        names: dict = {}
+        for gi, name, _c, _k in specs:
+            names.setdefault(gi, set()).add(name)
+        covers_all = all(_python_part(names, gi, cost) is None for gi, cost in groups)
+        flink, ff = kin.frame_table(frames)
+        return _TermTable(tuple(cost for _, cost in groups), specs, np.array(cols, np.int64).reshape(-1, 3), src_of,
+                          sources, np.array(ints or [0], np.int64), np.concatenate(floats) if floats else np.zeros(1),
+                          flink, ff, max([widths[k] for *_, k in specs] or [1]), names, covers_all,
+                          max([sr.contacts.nc for sr in sources] or [1]))
+
+
+@dataclass
+class _Layout:
+    """What a knot structure's compiled terms are laid out as (module docstring: E, KS, FK, IX and
+    the frame table), the terms' rows, and the float rows' shape; read-only once built. (The frame
+    table depends only on the model and the frames: any kernel-library kinematics of the problem's
+    model gives the same one.)"""
+
+    E: np.ndarray
+    KS: np.ndarray
+    FK: np.ndarray
+    IX: np.ndarray
+    flink: np.ndarray
+    ff: np.ndarray
+    terms: list
+    compiled_names: dict
+    covers_all: bool
+    P_shape: tuple
+    CF: np.ndarray              # float constants: per force source B (nv, nu), K, D; per cone A, b
+    sources: list               # _ForceSource of the contact-force entries
+    ncmax: int
+    #: which knot models give which source's forces (the term table's: :class:`_TermTable`) and
+    #: whether a rollout's per-knot models give them all ({id(models): (models, answer)}): asked at
+    #: every MPC update, answered once per model
+    gives: dict = field(default_factory=dict)
+    models_give: dict = field(default_factory=dict)
+
+    @staticmethod
+    def build(problem, kin, tables: dict | None = None, signature: tuple | None = None) -> "_Layout":
+        """The layout of ``problem``'s current knot structure; tables: the term tables already made
+        for this problem (:class:`_TermTable`, by the group costs' signature), used and filled;
+        signature: :meth:`CompiledCosts.signature_of` the problem, when the caller has it."""
+        tables = {} if tables is None else tables
+        key = (CompiledCosts.signature_of(problem) if signature is None else signature)[2]
+        tab = tables.get((key, True))
+        if tab is None:
+            if len(tables) >= CompiledCosts.MAX_LAYOUTS:
+                tables.clear()
+            tab = tables[(key, True)] = _TermTable.build(problem, kin)
         N = problem.horizon
+        cost_groups = problem.cost_groups
+        terminal = np.array([N], np.int64)
+        spec_knots = [cost_groups[sp[0]].knots if sp[0] >= 0 else terminal for sp in tab.specs]
         # each knot's contact-force entries read one force vector: when a knot's terms name two
         # contact sets (or actuations), every contact-force term stays on the Python path
         CK = np.full(max(N, 1), -1, np.int64)
         clash = False
-        for i, si in src_of.items():
-            k = specs[i][4]
+        for i, si in tab.src_of.items():
+            k = spec_knots[i]
             clash |= bool(np.any((CK[k] >= 0) & (CK[k] != si)))
             CK[k] = si
         if clash:
-            specs = [sp for i, sp in enumerate(specs) if i not in src_of]
-            sources, CK = [], np.full(max(N, 1), -1, np.int64)
-        for si, sr in enumerate(sources):
-            sr.knots = np.flatnonzero(CK == si)
-        ncmax = max([sr.contacts.nc for sr in sources] or [1])
-        CF = np.concatenate(floats) if floats else np.zeros(1)
-        nx, ndx, nu = problem.nx, problem.ndx, problem.nu
-        widths = {STATE: 1 + nx + ndx, STATE_LIE: 1 + nx + ndx, CONTROL: 1 + 2 * nu, FRAME_POSITION: 7, FRAME_HEIGHT: 7, FRAME_ROTATION: 13,
-                  JOINT_LIMIT: 1 + 3 * max([c.nr for _, _, c, k, *_ in specs if k == JOINT_LIMIT] or [0])}
-        widths[CONTACT_FORCE] = 1 + 2 * max([c.nr for _, _, c, k, *_ in specs if k == CONTACT_FORCE] or [0])
-        widths[FORCE_CONE] = 1 + max([c.nr for _, _, c, k, *_ in specs if k == FORCE_CONE] or [0])
-        W = max([widths[k] for _, _, _, k, *_ in specs] or [1])
-        n_e = sum(s[4].size for s in specs)
-        E = np.zeros((n_e, 4), np.int64)
-        term_of_row = np.empty(n_e, np.int64)
-        o = 0
-        for i, (gi, name, c, kind, knots, slot, off) in enumerate(specs):
-            ek = FRAME_POSITION if kind == FRAME_HEIGHT else kind
-            E[o:o + knots.size] = np.stack([knots, np.full(knots.size, ek), np.full(knots.size, slot),
-                                            np.full(knots.size, off)], axis=-1)
-            term_of_row[o:o + knots.size] = i
-            o += knots.size
+            tab = tables.get((key, False))
+            if tab is None:
+                tab = tables[(key, False)] = _TermTable.build(problem, kin, forces=False)
+            spec_knots = [cost_groups[sp[0]].knots if sp[0] >= 0 else terminal for sp in tab.specs]
+        sources = [_ForceSource(sr.contacts, sr.actuation, np.flatnonzero(CK == si), sr.cf_offset)
+                   for si, sr in enumerate(tab.sources)]
+        sizes = [k.size for k in spec_knots]
+        n_e = sum(sizes)
+        E = np.empty((n_e, 4), np.int64)
+        if n_e:
+            E[:, 0] = np.concatenate(spec_knots)
+            E[:, 1:] = np.repeat(tab.cols, sizes, axis=0)
         order = np.argsort(E[:, 0], kind="stable")          # entries by knot
-        E = np.ascontiguousarray(E[order])
+        E = E[order]
         where = np.empty(n_e, np.int64)
         where[order] = np.arange(n_e)
-        KS = np.searchsorted(E[:, 0], np.arange(N + 2)).astype(np.int64)
+        KS = np.searchsorted(E[:, 0], np.arange(N + 2))
         FK = np.zeros(N + 1, np.int64)
         FK[E[(E[:, 1] == FRAME_POSITION) | (E[:, 1] == FRAME_ROTATION), 0]] = 1
-        IX = np.array(ints or [0], np.int64)
-        flink, ff = kin.frame_table(frames)
+        # which terms' rows are evenly spaced: row j of a term equals its first row + j · (its step)
+        starts = np.cumsum([0] + sizes, dtype=np.int64)[:-1]
+        ns = np.asarray(sizes, np.int64)
+        step = np.ones_like(ns)
+        two = ns > 1
+        step[two] = where[starts[two] + 1] - where[starts[two]]
+        j = np.arange(n_e) - np.repeat(starts, ns)
+        even = np.logical_and.reduceat(where == np.repeat(where[starts], ns) + np.repeat(step, ns) * j, starts) \
+            if n_e else np.zeros(0, bool)
+        first, last = where[starts].tolist(), (where[starts] + step * (ns - 1)).tolist()
+        step_l, even_l = step.tolist(), even.tolist()
         terms = []
-        o = 0
-        for i, (gi, name, c, kind, knots, slot, off) in enumerate(specs):
-            terms.append(_Term(name, c, kind, where[o:o + knots.size], knots, gi))
-            o += knots.size
-        names: dict = {}
-        for tm in terms:
-            names.setdefault(tm.group, set()).add(tm.name)
-        covers_all = all(_python_part(names, gi, g.item) is None for gi, g in enumerate(problem.cost_groups)) \
-            and (problem.terminal_cost is None or _python_part(names, -1, problem.terminal_cost) is None)
-        return _Layout(E, KS, FK, IX, flink, ff, terms, names, covers_all, (n_e, W), CF, sources, ncmax)
+        last_knot = slice(N, N + 1)
+        for i, ((gi, name, c, kind), knots) in enumerate(zip(tab.specs, spec_knots)):
+            o = int(starts[i])
+            sl = slice(first[i], last[i] + 1, step_l[i]) if even_l[i] and step_l[i] > 0 else None
+            kr = cost_groups[gi].rows if gi >= 0 else last_knot
+            terms.append(_Term(name, c, kind, where[o:o + knots.size], knots, gi, sl,
+                               kr if isinstance(kr, slice) else None, tab.groups[gi]))
+        return _Layout(E, KS.astype(np.int64), FK, tab.IX, tab.flink, tab.ff, terms, tab.compiled_names,
+                       tab.covers_all, (n_e, tab.width), tab.CF, sources, tab.ncmax, tab.gives)
 
 
 class CompiledCosts:
@@ -602,9 +669,11 @@ class CompiledCosts:
     # waking the thread pool costs more than the slice
     MIN_KNOTS_PER_THREAD = 8
 
-    #: the layouts of each problem's recent knot structures (problem -> {structure: layout}): a
-    #: re-phased horizon often returns to a structure it had (a gait's schedule repeats), and the
-    #: layout is then reused instead of rebuilt; at most MAX_LAYOUTS per problem
+    #: the layouts of each problem's recent knot structures and the term tables they were made
+    #: from (problem -> ({structure: layout}, {group costs: term table})): a re-phased horizon often
+    #: returns to a structure it had (a gait's schedule repeats), and the layout is then reused
+    #: instead of rebuilt; a new structure of the same phases' costs reuses their term table (only
+    #: the knot columns are made anew); at most MAX_LAYOUTS of each per problem
     _layouts: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
     MAX_LAYOUTS = 128
 
@@ -616,15 +685,15 @@ class CompiledCosts:
         key = self.layout_key(problem, sig)
         cache = self._layouts.get(problem)
         if cache is None:
-            cache = self._layouts[problem] = {}
-        lay = cache.get(key)
+            cache = self._layouts[problem] = ({}, {})
+        lay = cache[0].get(key)
         if lay is None:
-            if len(cache) >= self.MAX_LAYOUTS:
-                cache.clear()
-            lay = cache[key] = _Layout.build(problem, kin)
+            if len(cache[0]) >= self.MAX_LAYOUTS:
+                cache[0].clear()
+            lay = cache[0][key] = _Layout.build(problem, kin, cache[1], sig)
         self.layout = lay
         self.E, self.KS, self.FK, self.IX, self.flink, self.ff = lay.E, lay.KS, lay.FK, lay.IX, lay.flink, lay.ff
-        self.terms = [_Term(t.name, t.cost, t.kind, t.rows, t.knots, t.group) for t in lay.terms]
+        self.terms = [_Term(t.name, t.cost, t.kind, t.rows, t.knots, t.group, t.sl, t.kr, t.owner) for t in lay.terms]
         self.compiled_names = lay.compiled_names
         self.P = np.zeros(lay.P_shape)
         #: every term of every group (and the terminal cost) is compiled: nothing on the Python path
@@ -675,10 +744,8 @@ class CompiledCosts:
         P = self.P
         for tm in self.terms:
             c = tm.cost
-            if tm.group >= 0:
-                tw = p.cost_groups[tm.group].item.terms[tm.name][1] if tm.name is not None else None
-            else:
-                tw = p.terminal_cost.terms[tm.name][1] if tm.name is not None else None
+            # (the group costs are those the layout was made for: the signature says so)
+            tw = tm.owner.terms[tm.name][1] if tm.name is not None else None
             ref = getattr(c, "_target" if tm.kind in (FRAME_POSITION, FRAME_HEIGHT, FRAME_ROTATION) else "_reference",
                           None)
             sc = scales if tm.group >= 0 else None
@@ -688,16 +755,23 @@ class CompiledCosts:
             if pf and pf[0] is tw and pf[1] is c._weights and pf[2] is ref and pf[3] is sc:
                 continue
             src = (tw, c._weights, ref, sc)
-            rows, knots = tm.rows, tm.knots
-            label = f"weight of '{tm.name}'"
-            s = np.ones(knots.size) if tw is None else per_knot(label, tw, knots, ())
+            knots = tm.knots
+            rows = tm.rows if tm.sl is None else tm.sl
             if tm.group >= 0:
-                s = s * scales[knots]
+                ks = scales[knots] if tm.kr is None else scales[tm.kr]
+            if tw is None:
+                s = ks if tm.group >= 0 else 1.0
+            elif tw.ndim == 0:
+                s = float(tw) * ks if tm.group >= 0 else float(tw)
+            else:
+                s = per_knot(f"weight of '{tm.name}'", tw, knots, ())
+                if tm.group >= 0:
+                    s = s * ks
             P[rows, 0] = s
             # per-knot data straight into P's rows when they are evenly spaced (a view; else a copy)
             put = tm.put
             if put is None:
-                put = tm.put = self._putter(tm.rows)
+                put = tm.put = self._putter(tm)
             wname = f"{c.name} weights"
             if tm.kind == STATE or tm.kind == STATE_LIE:
                 put("state reference", ref, knots, (nx,), 1, 1 + nx)
@@ -729,23 +803,20 @@ class CompiledCosts:
                 P[rows, 1 + 2 * n:1 + 3 * n] = c.upper
             tm.packed_from = src
 
-    def _putter(self, rows: np.ndarray):
+    def _putter(self, tm: _Term):
         """``put(name, data, knots, tail, a, b)``: :func:`per_knot` rows of ``data`` into columns a:b of
-        P's ``rows``, in place when the rows are evenly spaced (P[start::step] is then a view)."""
-        P = self.P
-        sl = None
-        if rows.size == 1:
-            sl = slice(int(rows[0]), int(rows[0]) + 1)
-        elif rows.size > 1:
-            step = int(rows[1] - rows[0])
-            if step > 0 and np.all(np.diff(rows) == step):
-                sl = slice(int(rows[0]), int(rows[-1]) + 1, step)
+        the term's rows of P, in place when they are evenly spaced (``tm.sl``: a view), as a slice
+        of per-knot data when the knots are contiguous (``tm.kr``)."""
+        P, sl, rows, kr = self.P, tm.sl, tm.rows, tm.kr
+        kmax = int(tm.knots[-1]) if tm.knots.size else None      # a group's knots are sorted
 
         def put(name, data, knots, tail, a, b):
-            if sl is not None:
-                per_knot(name, data, knots, tail, out=P[sl, a:b])
+            if sl is not None and kr is not None and data.shape != tail and data.shape[0] > kmax:
+                P[sl, a:b] = data[kr]
+            elif sl is not None:
+                per_knot(name, data, knots, tail, out=P[sl, a:b], kmax=kmax)
             else:
-                P[rows, a:b] = per_knot(name, data, knots, tail)
+                P[rows, a:b] = per_knot(name, data, knots, tail, kmax=kmax)
         return put
 
     def _call(self, X, U, deriv: bool, J, outs, forces=None, lxu=None) -> None:
