@@ -183,7 +183,12 @@ class MPC:
             x0, u = np.asarray(p.x0, float), p.clip_controls(p.default_controls())
             self._predictor(self.dt).step(x0, u)
 
-        extra = predict_one_step if self.latency_compensation is not None else None
+        def extra() -> None:
+            # the state-space interpolation of a warm start laid on impulse knots (Plan.sample)
+            s, x0 = self.problem.state, np.asarray(self.problem.x0, float)
+            s.integrate(np.stack([x0, x0]), s.difference(np.stack([x0, x0]), np.stack([x0, x0])))
+            if self.latency_compensation is not None:
+                predict_one_step()
         seconds = self.solver.warmup(progress=progress, extra=extra).seconds
         times = tuple(self.task.warmup_times())
         if times:
@@ -403,7 +408,7 @@ class MPC:
         """The current plan evaluated at the problem's knot times ``t + Σ dts`` (an impulse knot's
         pre- and post-impact states are at the same time): (N+1, nx), (N, nu)."""
         ts = t + np.concatenate([[0.0], np.cumsum(self.problem.dts)])
-        return self.plan.sample(ts)
+        return self.plan.sample(ts, self.problem.state)
 
     @staticmethod
     def _add_timings(acc: dict, res) -> None:

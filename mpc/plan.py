@@ -25,6 +25,7 @@ import numpy as np
 
 from dynamics.inputs import as_array, sum_is_finite
 from dynamics.model import RobotModel
+from solvers.state_space import StateSpace
 
 
 def checked_bounds(model: RobotModel, u_lower, u_upper) -> tuple[np.ndarray, np.ndarray]:
@@ -242,10 +243,13 @@ class Plan:
             return out
         return xs, us
 
-    def sample(self, ts) -> tuple[np.ndarray, np.ndarray]:
+    def sample(self, ts, state: StateSpace | None = None) -> tuple[np.ndarray, np.ndarray]:
         """The plan at times ts (K+1,): states (K+1, nx) and held controls (K, nu) at ``ts[:-1]``,
         as :meth:`reference_state` / :meth:`feedforward` give them knot by knot (one batched
-        difference/integrate instead of K+1 Python-level ones)."""
+        difference/integrate instead of K+1 Python-level ones). state: the problem's
+        :class:`~solvers.state_space.StateSpace` of this model, whose ``difference``/``integrate``
+        (compiled where the backend has them) then interpolate the configurations; the same
+        Lie-group math as the model's, equal to round-off."""
         m, M = self.model, self.horizon
         s = (np.asarray(ts, float) - self.t0) / self.dt
         i = np.minimum(np.floor(s + 1e-9).astype(int), M - 1)
@@ -253,9 +257,18 @@ class Plan:
         i = np.where(s <= 0, 0, np.where(s >= M, M - 1, i))
         frac = np.where(s <= 0, 0.0, np.where(s >= M, 1.0, frac))
         xa, xb = self.xs[i], self.xs[i + 1]
-        q = m.integrate(xa[:, :m.nq], frac[:, None] * m.difference(xa[:, :m.nq], xb[:, :m.nq]))
         v = (1.0 - frac[:, None]) * xa[:, m.nq:] + frac[:, None] * xb[:, m.nq:]
-        xs = np.concatenate([q, v], axis=-1)
+        if state is not None and not m.is_euclidean:
+            if state.model is not m:
+                raise ValueError(f"Plan.sample: the state space is of model '{state.model.name}', "
+                                 f"not of the plan's '{m.name}'")
+            dx = state.difference(xa, xb)
+            dx *= frac[:, None]
+            xs = state.integrate(xa, dx)
+            xs[:, m.nq:] = v            # the velocities as the model path blends them
+        else:
+            q = m.integrate(xa[:, :m.nq], frac[:, None] * m.difference(xa[:, :m.nq], xb[:, :m.nq]))
+            xs = np.concatenate([q, v], axis=-1)
         # knots exactly at an interval's ends take the knot state itself (as reference_state does)
         xs[frac == 0.0] = xa[frac == 0.0]
         xs[frac == 1.0] = xb[frac == 1.0]

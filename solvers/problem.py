@@ -67,6 +67,7 @@ class ShootingProblem(StateSizes):
             raise ValueError("the terminal cost depends on the control (e.g. a ControlCost); controls do not exist "
                              "at the terminal knot — remove that term from the terminal cost")
         self._integrated: dict = {}      # (dynamics description, dt) -> IntegratedModel, kept across re-phasing
+        self._structures: dict = {}      # ids of a running-model sequence -> its KnotStructure (re-phasing)
         self.structure = KnotStructure.build(running_models, self._integrated_model)
         self.u_lower = self._bound("u_lower", model.u_lower if u_lower is None else u_lower)
         self.u_upper = self._bound("u_upper", model.u_upper if u_upper is None else u_upper)
@@ -121,10 +122,20 @@ class ShootingProblem(StateSizes):
         if len(running_models) != self.horizon:
             raise ValueError(f"set_running_models: got {len(running_models)} action models, expected {self.horizon} "
                              f"(the problem's horizon; build a new ShootingProblem for another horizon)")
-        running_models = check_running_models(running_models, "set_running_models", self.model)
         if running_models == self.running_models:
             return
-        self.structure = KnotStructure.build(running_models, self._integrated_model)
+        # a sequence of (frozen) action models met before (a gait's phases come round every cycle)
+        # has its checked, grouped structure kept: the structure holds the models, so their ids
+        # stay theirs while it is kept
+        key = tuple(map(id, running_models))
+        structure = self._structures.get(key)
+        if structure is None:
+            running_models = check_running_models(running_models, "set_running_models", self.model)
+            structure = KnotStructure.build(running_models, self._integrated_model)
+            if len(self._structures) >= 256:        # a few gait cycles' phases in practice
+                self._structures.clear()
+            self._structures[key] = structure
+        self.structure = structure
         self.costs.restructured()
         self.revision += 1
 

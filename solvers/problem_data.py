@@ -18,7 +18,9 @@ Second-order buffers exist from construction with ``second_order=True``, or from
 :meth:`ProblemData.enable_second_order` (a solver's setup). A re-phased problem
 (:meth:`ShootingProblem.set_running_models`) gets data for its new groups on the next evaluation,
 keeping the data of groups that did not change and handing that of a former group of the same
-integrated model and knot count to a moved one. Not in the data: the RK4 stage chain rule's and
+integrated model and knot count to a moved one, or that of a group dropped by an earlier
+re-phasing (kept, up to :attr:`ProblemData.pool_knots` knots per horizon knot, for a gait's
+next cycle, which meets the same sizes again). Not in the data: the RK4 stage chain rule's and
 the floating-base SO(3)/SE(3) terms' intermediates, the second-order differences of RK4 and
 impulse knots, the cost terms evaluated in Python (at most (N, nr, ndx); the library's compiled
 terms write into the data) and numpy's own iteration buffers.
@@ -89,6 +91,12 @@ class ProblemData:
     the second-order buffers too; max_candidates: rollout buffers for 1 … max_candidates
     candidates (one set each: a solver may hold two candidate batches at once)."""
 
+    #: the knots of dropped groups' data :meth:`_regroup` keeps for reuse, per knot of the horizon:
+    #: a trot's groups meet every size once per gait cycle (~25 N knots of data at N = 16, ~43 N at
+    #: N = 40, each ~25 KiB on HyQ), and a pool smaller than that cycle's is emptied before a size
+    #: comes back; 0: none kept
+    pool_knots: int = 48
+
     def __init__(self, problem, second_order: bool = True, max_candidates: int = 1):
         if int(max_candidates) != max_candidates or max_candidates < 1:
             raise ValueError(f"max_candidates must be a positive integer, got {max_candidates}")
@@ -106,6 +114,10 @@ class ProblemData:
         self.groups: tuple[tuple[KnotGroup, IntegratedData], ...] = ()
         self._factors: tuple[np.ndarray, np.ndarray] | None = None     # (C, T) of several groups, padded
         self._revision = None
+        #: data of groups a re-phasing dropped, newest last: (integrated model, knot count, data);
+        #: a gait's groups come back with the same few sizes every cycle, so a group of a model and
+        #: size met before takes its data (buffers, prepared backend calls) instead of new data
+        self._pool: list = []
         self._regroup()
 
     # ------------------------------------------------------------ structure
@@ -131,20 +143,32 @@ class ProblemData:
                 continue
             j = next((j for j, (g0, _) in enumerate(spare) if g0.item is g.item and g0.knots.size == g.knots.size),
                      None)
-            if j is None:
+            d = spare.pop(j)[1] if j is not None else self._from_pool(g.item, g.knots.size)
+            if d is None:
                 rows = g.rows
                 outputs = (k.xnext[rows], k.Fx[rows], k.Fu[rows]) if g.contiguous else None
                 data[i] = g.item.create_data(g.knots.size, self.second_order, outputs)
                 continue
-            d = data[i] = spare.pop(j)[1]
+            data[i] = d
             if g.contiguous:
                 d.xnext, d.Fx, d.Fu = k.xnext[g.rows], k.Fx[g.rows], k.Fu[g.rows]
             elif np.may_share_memory(d.Fx, k.Fx):      # it wrote rows of the problem's arrays: its own now
                 d.xnext, d.Fx, d.Fu = np.empty_like(d.xnext), np.empty_like(d.Fx), np.empty_like(d.Fu)
+        for g0, d in spare:                 # former groups' data, for a later structure with their size
+            self._pool.append((g0.item, g0.knots.size, d))
+        pooled, cap = sum(n for _, n, _ in self._pool), self.pool_knots * self.horizon
+        while pooled > cap:                 # the oldest go first
+            pooled -= self._pool.pop(0)[1]
         self.groups = tuple(zip(new, data))
         self._revision = p.revision
         if self.second_order:
             self._allocate_factors()
+
+    def _from_pool(self, item, size: int):
+        """A former group's data for integrated model ``item`` and ``size`` knots, taken out of the
+        pool, or None."""
+        j = next((j for j, (it, n, _) in enumerate(self._pool) if it is item and n == size), None)
+        return None if j is None else self._pool.pop(j)[2]
 
     def _allocate_factors(self) -> None:
         """The (N, R, ...) factors gathering several groups' (None for one group)."""
@@ -166,6 +190,8 @@ class ProblemData:
             self.second_order = True
             for g, d in self.groups:
                 g.item.enable_second_order(d)
+            for item, _, d in self._pool:
+                item.enable_second_order(d)
             self._allocate_factors()
 
     @property

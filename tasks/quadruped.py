@@ -84,10 +84,23 @@ class QuadrupedStand(LeggedTask, Task):
         self._setup_cones()
 
     # ------------------------------------------------------------ Task interface
+    def _pose_index(self, t) -> np.ndarray:
+        """The row of the pose table active at times t [s] (...,)."""
+        i = np.searchsorted(self._poses[:, 0], np.asarray(t, float), side="right") - 1
+        return np.clip(i, 0, len(self._poses) - 1)
+
     def pose_at(self, t) -> np.ndarray:
         """(dz, roll, pitch, yaw) targets (..., 4) active at times t [s]."""
-        i = np.searchsorted(self._poses[:, 0], np.asarray(t, float), side="right") - 1
-        return self._poses[np.clip(i, 0, len(self._poses) - 1), 1:]
+        return self._poses[self._pose_index(t), 1:]
+
+    def _pose_references(self) -> np.ndarray:
+        """:meth:`reference_state` of each pose (P, nx), one row per pose of the table (the targets
+        are piecewise constant in time: every update's horizon picks its rows), made once per pose
+        table and standing state."""
+        kept = getattr(self, "_pose_refs", None)
+        if kept is None or kept[0] is not self._poses or kept[1] is not self.x_stand:
+            kept = self._pose_refs = (self._poses, self.x_stand, self.reference_state(self._poses[:, 0]))
+        return kept[2]
 
     def reference_state(self, t) -> np.ndarray:
         """Target states (..., nx): trunk at the target pose, legs standing, at rest."""
@@ -129,7 +142,7 @@ class QuadrupedStand(LeggedTask, Task):
 
     def update_problem(self, problem: ShootingProblem, t: float) -> None:
         times = float(t) + np.concatenate([[0.0], np.cumsum(problem.dts)])
-        refs = self.reference_state(times)
+        refs = self._pose_references()[self._pose_index(times)]
         for cost in (problem.running_cost, problem.terminal_cost):
             state_cost = next(c for c, _ in cost.terms.values() if isinstance(c, StateCost)) \
                 if hasattr(cost, "terms") else cost

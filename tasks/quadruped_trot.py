@@ -218,15 +218,22 @@ class QuadrupedTrot(LeggedTask, Task):
 
     def swing_window(self, t: float, foot: int) -> tuple[float, float]:
         """(lift-off, touchdown) times [s] of the swing of ``foot`` that contains t, or of its next
-        swing if it is on the ground at t."""
+        swing if it is on the ground at t (:meth:`swing_windows` of one time; also the biped gait's,
+        :class:`tasks.biped_gait.BipedGait`, which has the same attributes)."""
+        lo, td = QuadrupedTrot.swing_windows(self, np.array([float(t)]), foot)
+        return float(lo[0]), float(td[0])
+
+    def swing_windows(self, t: np.ndarray, foot: int) -> tuple[np.ndarray, np.ndarray]:
+        """(lift-off, touchdown) times [s], each shaped as t, of the swings of ``foot`` that contain
+        the times t [s] (a foot on the ground: its next swing). Times and phases are compared after
+        rounding to 1 ns, as :meth:`contact_state` does."""
         pair = 0 if foot in self.pairs[0] else 1
         offset = self.start_time + pair * (self.swing_time + self.double_support_time)
-        t = round(float(t), 9)
-        n = np.floor(round((t - offset) / self.cycle, 9))
-        lo = offset + max(n, 0.0) * self.cycle
-        if t >= round(lo + self.swing_time, 9):
-            lo += self.cycle
-        return float(lo), float(lo + self.swing_time)
+        t = np.round(np.asarray(t, float), 9)
+        n = np.floor(np.round((t - offset) / self.cycle, 9))
+        lo = offset + np.maximum(n, 0.0) * self.cycle
+        lo = np.where(t >= np.round(lo + self.swing_time, 9), lo + self.cycle, lo)
+        return lo, lo + self.swing_time
 
     # ------------------------------------------------------------ Task interface
     def _weights(self) -> np.ndarray:
@@ -348,11 +355,11 @@ class QuadrupedTrot(LeggedTask, Task):
         before them, the swing that ends there (an impulse knot's time can be up to half a knot past
         the scheduled touchdown, where the foot is already down and its next swing would be found)."""
         probe = np.empty(len(schedule) + 1)
-        for k, (tk, kind) in enumerate(schedule):
-            if kind[0] != "impulse":
-                probe[k] = tk + 0.5 * dt
-            else:                       # the middle of the knot before (first knot: where it would be)
-                probe[k] = probe[k - 1] if k > 0 else tk - 0.5 * dt
+        tks = np.array([tk for tk, _ in schedule])
+        probe[:-1] = tks + 0.5 * dt
+        for k in (k for k, (_, kind) in enumerate(schedule) if kind[0] == "impulse"):
+            # the middle of the knot before (first knot: where it would be)
+            probe[k] = probe[k - 1] if k > 0 else tks[k] - 0.5 * dt
         probe[-1] = probe[-2]
         return probe
 
@@ -364,10 +371,10 @@ class QuadrupedTrot(LeggedTask, Task):
         knots))``. Once every probe of the horizon is past start_time the pattern repeats every gait
         cycle, so it is kept per phase (rounded to 1 ns, as :meth:`contact_state`), for the phase
         models of the last :meth:`build_problem`."""
-        owner, cache, windows = getattr(self, "_pattern_cache", (None, None, None))
+        owner, cache = getattr(self, "_pattern_cache", (None, None))
         if owner is not self._phase_models:
-            cache, windows = {}, {}
-            self._pattern_cache = (self._phase_models, cache, windows)
+            cache = {}
+            self._pattern_cache = (self._phase_models, cache)
         key = None
         if t >= self.start_time + dt:   # every probe (down to t - dt/2) inside the periodic gait
             key = (N, dt, self.start_time, self.cycle, round(float(np.mod(t - self.start_time, self.cycle)), 9))
@@ -378,27 +385,18 @@ class QuadrupedTrot(LeggedTask, Task):
         # running models: a swing knot followed by a touchdown takes the "last" variant
         models = [self._phase_models[kind if kind[0] == "impulse" else (kind, self.touchdown_next(sched, k))]
                   for k, (_, kind) in enumerate(sched)]
-        controls = np.stack([self.u_stand if kind[0] == "impulse" else self._phase_controls[kind]
-                             for _, kind in sched])
+        # each kind's torques once, then a row per knot
+        row = {kind: None for _, kind in sched}
+        table = np.stack([self.u_stand if kind[0] == "impulse" else self._phase_controls[kind] for kind in row])
+        row = dict(zip(row, range(len(row))))
+        controls = table[[row[kind] for _, kind in sched]]
         controls.setflags(write=False)
         times = self.knot_times(sched, dt)
         probe = self.swing_probes(sched, dt)
         impulse = np.array([kind[0] == "impulse" for _, kind in sched] + [False])
         pairs = []
-        # swing_window depends on the probe only to 1 ns: its answers are kept per rounded probe (a
-        # horizon shifted by one update shares most of its probes with the previous one)
-        if len(windows) > 4096:
-            windows.clear()
-        rounded = [(pk, round(pk, 9)) for pk in probe.tolist()]
         for p in (0, 1):
-            foot = self.pairs[p][0]
-            spans = []
-            for pk, rk in rounded:
-                span = windows.get((p, rk))
-                if span is None:
-                    span = windows[(p, rk)] = self.swing_window(pk, foot)
-                spans.append(span)
-            lo, td = np.array(spans).T
+            lo, td = self.swing_windows(probe, self.pairs[p][0])
             s = np.clip((times - lo) / (td - lo), 0.0, 1.0)
             s[impulse] = 1.0            # the impulse knot is the touchdown: on the foothold
             tds, which = np.unique(td - t, return_inverse=True)

@@ -273,10 +273,15 @@ def per_knot(name: str, data: np.ndarray, knots: np.ndarray, tail: tuple[int, ..
 _CHECKED: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
 
+def _already_checked(value, tail: tuple[int, ...]) -> bool:
+    """Whether ``value`` is a read-only array :func:`check_per_knot` returned for this ``tail``."""
+    return type(value) is np.ndarray and not value.flags.writeable and _CHECKED.get((id(value), tail)) is value
+
+
 def check_per_knot(name: str, value, tail: tuple[int, ...]) -> np.ndarray:
     """Validate a constant ``tail``-shaped or per-knot ``(K,) + tail`` array of finite floats: a
     read-only copy (or ``value`` itself when it is such a copy, made for the same ``tail``)."""
-    if type(value) is np.ndarray and not value.flags.writeable and _CHECKED.get((id(value), tail)) is value:
+    if _already_checked(value, tail):
         return value
     arr = np.array(value, dtype=float)
     if arr.shape != tail and not (arr.ndim == len(tail) + 1 and arr.shape[1:] == tail and arr.shape[0] > 0):
@@ -302,11 +307,12 @@ class PerKnotReference:
         return self if cost is None else getattr(cost, self.store)
 
     def __set__(self, cost, value) -> None:
-        label = self.label.format(name=cost.name)
         if self.check is not None:
-            value = self.check(label, value)
+            value = self.check(self.label.format(name=cost.name), value)
         else:
-            value = check_per_knot(label, value, self.tail(cost) if callable(self.tail) else self.tail)
+            tail = self.tail(cost) if callable(self.tail) else self.tail
+            if not _already_checked(value, tail):       # (a validated array is stored as it is)
+                value = check_per_knot(self.label.format(name=cost.name), value, tail)
         setattr(cost, self.store, value)
 
 

@@ -105,3 +105,34 @@ def test_of_solver_checks_only_the_gains_when_the_solver_checked_the_states(bund
     ctrl = MPC(tasks.get_task("iiwa-reach"), solver="ilqr", backend="numpy", horizon=4, dt=0.01)
     res = ctrl.solver.solve(max_iter=1)
     assert res.finite is True
+
+
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+def test_sample_through_the_state_space_equals_the_knot_by_knot_reference(bundled, rng, backend):
+    """``Plan.sample`` with a state space (compiled Lie-group math where the backend has it) gives
+    the states :meth:`Plan.reference_state` gives one time at a time (to round-off; the velocities
+    and the knots met exactly, bitwise) and the same held controls; a state space of another robot
+    is refused."""
+    if backend == "numba":
+        pytest.importorskip("numba")
+    from dynamics import get_backend
+    from solvers.state_space import StateSpace
+
+    m = bundled["hyq"]
+    be = get_backend(backend)
+    state = StateSpace(m, compiled=be.compiled_kinematics(m))
+    N, dt, t0 = 6, 0.02, 0.3
+    xs, us, K = _arrays(m, rng, N)
+    plan = Plan(m, t0, dt, xs, us, K)
+    ts = t0 + np.array([-0.01, 0.0, 0.005, 0.02, 0.02, 0.0333, 3 * dt, 0.1 + 1e-13, 0.119, 0.12, 0.2])
+    got_x, got_u = plan.sample(ts, state)
+    ref_x, ref_u = plan.sample(ts)
+    np.testing.assert_array_equal(got_u, ref_u)
+    np.testing.assert_array_equal(got_x[:, m.nq:], ref_x[:, m.nq:])
+    np.testing.assert_allclose(got_x, ref_x, rtol=0, atol=1e-12)
+    for t, x in zip(ts, got_x):
+        np.testing.assert_allclose(x, plan.reference_state(t), rtol=0, atol=1e-12)
+    on_knot = np.isin(ts, t0 + dt * np.arange(N + 1)) | (ts <= t0) | (ts >= t0 + N * dt)
+    np.testing.assert_array_equal(got_x[on_knot], ref_x[on_knot])
+    with pytest.raises(ValueError, match="state space"):
+        plan.sample(ts, StateSpace(bundled["atlas"]))

@@ -350,3 +350,39 @@ def test_second_order_buffers_and_rollouts_are_declared():
     assert not any(np.shares_memory(a.X, b.X) for i, a in enumerate(sets) for b in sets[i + 1:])
     with pytest.raises(ValueError, match="max_candidates=5"):
         data.rollout(5)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+def test_dropped_groups_data_is_pooled_and_reused_after_re_phasing(backend):
+    """A gait's groups change size every few updates and come back to sizes met before: their data
+    is taken back from the pool of dropped groups' data (not made anew), and the derivatives into
+    it equal those into data built fresh for that knot structure."""
+    if backend == "numba":
+        pytest.importorskip("numba")
+    task = get_task("hyq-trot", cones="penalty")
+    x0 = task.initial_state()
+    N, dt = 10, 0.02
+    p = task.build_problem(x0, horizon=N, dt=dt, backend=backend)
+    rng = np.random.default_rng(8)
+    xs = np.tile(x0, (N + 1, 1))
+    xs[:, p.model.nq:] += 0.1 * rng.standard_normal((N + 1, p.model.nv))
+    us = np.tile(p.default_controls(), (N, 1)) + rng.standard_normal((N, p.nu))
+    data = p.create_data(second_order=False)
+    seen: list = []             # every data object the groups held so far
+    pooled = 0
+    for t in np.arange(task.start_time - 2 * dt, task.start_time + task.cycle + 4 * dt, dt):
+        task.update_problem(p, float(t))
+        dropped = [d for _, _, d in data._pool]
+        into = p.derivatives(xs, us, data=data)
+        for g, d in data.groups:
+            assert any(d is d0 for d0 in seen) or all(d is not d0 for d0 in dropped)
+            pooled += any(d is d0 for d0 in dropped)
+            if not any(d is d0 for d0 in seen):
+                seen.append(d)
+        fresh = p.derivatives(xs, us, data=p.create_data(second_order=False))
+        for f in ("xnext", "Fx", "Fu"):
+            np.testing.assert_array_equal(getattr(into.dynamics, f), getattr(fresh.dynamics, f), err_msg=f"{t}: {f}")
+        for f in ("l", "lx", "lu", "lxx", "lxu", "luu"):
+            np.testing.assert_array_equal(getattr(into.running, f), getattr(fresh.running, f), err_msg=f"{t}: {f}")
+        assert sum(n for _, n, _ in data._pool) <= data.pool_knots * N
+    assert pooled > 0

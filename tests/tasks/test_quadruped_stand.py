@@ -83,3 +83,24 @@ def test_bad_quadruped_arguments():
         QuadrupedStand(robot="iiwa")   # no free trunk
     with pytest.raises(ValueError, match="4 feet"):
         QuadrupedStand(feet=("lf_foot", "rf_foot"))
+
+
+def test_update_problem_takes_each_pose_reference_as_reference_state_gives_it():
+    """The horizon's state references (running and terminal) are :meth:`reference_state` at the
+    knot times, bitwise, across pose switches and past the last pose (each pose's reference is made
+    once and picked per knot); a replaced pose table is followed."""
+    task = get_task("hyq-stand", poses=((0.0, 0.0, 0.0, 0.0, 0.0), (0.13, -0.05, 0.1, -0.05, 0.2),
+                                        (0.3, 0.02, 0.0, 0.08, -0.3)))
+    N, dt = 12, 0.02
+    p = task.build_problem(task.initial_state(), N, dt, backend="numpy")
+    from solvers.costs import StateCost
+    costs = [next(c for c, _ in p.running_cost.terms.values() if isinstance(c, StateCost)), p.terminal_cost]
+    offsets = np.concatenate([[0.0], np.cumsum(p.dts)])          # the knot times update_problem takes
+    for t in (0.0, 0.011, 0.1, 0.13, 0.2999, 0.5):
+        task.update_problem(p, t)
+        want = task.reference_state(t + offsets)
+        for c in costs:
+            np.testing.assert_array_equal(c.reference, want, err_msg=f"t = {t}")
+    task._poses = np.array([[0.0, 0.05, 0.0, 0.0, 0.0]])
+    task.update_problem(p, 0.2)
+    np.testing.assert_array_equal(costs[1].reference, task.reference_state(0.2 + offsets))

@@ -4,6 +4,8 @@ updates, from perturbed states, the re-phased problem equals the one computed af
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from tasks.registry import get_task
@@ -29,7 +31,7 @@ def test_cached_rephasing_equals_rephasing_afresh():
         before = len(a._pattern_cache[1]) if hasattr(a, "_pattern_cache") else 0
         a.update_problem(pa, t)
         hits += len(a._pattern_cache[1]) == before and t >= a.start_time + dt
-        b._pattern_cache = (None, {}, {})      # b: every update computed afresh
+        b._pattern_cache = (None, {})      # b: every update computed afresh
         b.update_problem(pb, t)
         assert _phase_key(a, pa) == _phase_key(b, pb), f"t = {t}: other phase models"
         np.testing.assert_array_equal(a.nominal_controls(pa), b.nominal_controls(pb))
@@ -43,23 +45,41 @@ def test_cached_rephasing_equals_rephasing_afresh():
     assert hits >= round(0.4 * a.cycle / dt)
 
 
-def test_kept_swing_windows_and_footholds_match_the_schedule():
-    """The swing windows kept per rounded probe are :meth:`swing_window`'s answers for that probe and
-    pair, reused by the next horizon (which shares most probes); the footholds of one update, made
-    in one pass, are :meth:`_foothold`'s, straight ahead and turning."""
+def _swing_window_by_decimals(task, t: float, foot: int) -> tuple[float, float]:
+    """The swing window of ``foot`` around t as written down from the gait's definition, knot by
+    knot in Python scalars (``round`` to 1 ns by decimal rounding)."""
+    pair = 0 if foot in task.pairs[0] else 1
+    offset = task.start_time + pair * (task.swing_time + task.double_support_time)
+    t = round(float(t), 9)
+    n = math.floor(round((t - offset) / task.cycle, 9))
+    lo = offset + max(n, 0) * task.cycle
+    if t >= round(lo + task.swing_time, 9):
+        lo += task.cycle
+    return lo, lo + task.swing_time
+
+
+def test_swing_windows_and_footholds_match_the_schedule():
+    """The swing windows of a whole horizon's probes, found in one vectorised call, are those of the
+    gait's definition probe by probe (exactly, on probes at and around phase switches too); the
+    footholds of one update, made in one pass, are :meth:`_foothold`'s, straight ahead and turning."""
     N, dt = 12, 0.01
     for yaw in (0.0, 0.5):
         task = get_task("hyq-trot", cones="penalty", yaw_rate=yaw)
-        problem = task.build_problem(task.initial_state(), N, dt, backend="numpy")
-        looked_up = 0
-        for t in np.arange(task.start_time - 2 * dt, task.start_time + 0.5 * task.cycle, dt):
-            task.update_problem(problem, float(t))
-            looked_up += 2 * (N + 1)
-        windows = task._pattern_cache[2]
-        assert 0 < len(windows) < looked_up / 2          # kept answers were reused
-        for (p, probe), span in windows.items():
-            assert span == task.swing_window(probe, task.pairs[p][0]), (p, probe)
-            assert span == task.swing_window(probe, task.pairs[p][1])
+        task.build_problem(task.initial_state(), N, dt, backend="numpy")      # sets the gait's start
+        probes = []
+        for t in np.arange(task.start_time - 2 * dt, task.start_time + 1.5 * task.cycle, dt / 2):
+            probes.append(task.swing_probes(task.knot_schedule(float(t), N, dt), dt))
+        switches = task.start_time + np.arange(6)[:, None] * task.cycle + np.array(
+            [0.0, task.swing_time, task.swing_time + task.double_support_time, 2 * task.swing_time
+             + task.double_support_time])[None]
+        probes.append(switches.ravel()[:, None] + np.array([-1e-9, -4e-10, 0.0, 4e-10, 1e-9, 1e-12])[None])
+        probes = np.concatenate([np.ravel(p) for p in probes])
+        for foot in range(4):
+            lo, td = task.swing_windows(probes, foot)
+            want = np.array([_swing_window_by_decimals(task, pk, foot) for pk in probes.tolist()])
+            np.testing.assert_array_equal(lo, want[:, 0])
+            np.testing.assert_array_equal(td, want[:, 1])
+            assert task.swing_window(float(probes[7]), foot) == tuple(want[7])
         x = task.initial_state()
         x[0] += 0.07
         t = task.start_time + 0.1
@@ -102,3 +122,33 @@ def test_kept_compiled_costs_take_the_new_references_after_a_rephase():
     check(t0 + 2 * dt, 0.0)                       # a third structure: `shifted` goes, `first` stays
     assert check(t0 + task.cycle, 0.1) is first
     assert check(t0 + dt, 0.05) is not shifted
+
+
+def test_kept_knot_structures_equal_structures_built_afresh():
+    """A running-model sequence met again (the gait's next cycle) gets its kept knot structure back,
+    and every structure equals the one built afresh from the same models."""
+    from solvers.knots import KnotStructure
+
+    N, dt = 12, 0.01
+    task = get_task("hyq-trot", cones="penalty")
+    p = task.build_problem(task.initial_state(), N, dt, backend="numpy")
+    seen: dict = {}
+    reused = 0
+    for t in np.arange(task.start_time - 2 * dt, task.start_time + 2.2 * task.cycle, dt):
+        task.update_problem(p, float(t))
+        s = p.structure
+        key = tuple(map(id, s.running_models))
+        reused += seen.get(key) is s
+        seen[key] = s
+        fresh = KnotStructure.build(s.running_models, p._integrated_model)
+        np.testing.assert_array_equal(s.dts, fresh.dts)
+        np.testing.assert_array_equal(s.cost_scales, fresh.cost_scales)
+        assert s.common_dt == fresh.common_dt
+        for name in ("dynamics_groups", "cost_groups"):
+            a, b = getattr(s, name), getattr(fresh, name)
+            assert [g.item for g in a] == [g.item for g in b], name
+            for ga, gb in zip(a, b):
+                np.testing.assert_array_equal(ga.knots, gb.knots)
+                assert ga.rows == gb.rows if ga.contiguous else np.array_equal(ga.rows, gb.rows)
+        assert list(s.knot_dynamics) == list(fresh.knot_dynamics)
+    assert reused > 0

@@ -366,3 +366,26 @@ def test_per_knot_into_a_strided_view():
     np.testing.assert_array_equal(P[1:9:3, 1:4], np.tile([7.0, 8.0, 9.0], (3, 1)))
     with pytest.raises(IndexError, match="given for 4 knots but knot 5"):
         per_knot("x", data, np.array([0, 5]), (3,), out=np.zeros((2, 3)))
+
+
+def test_reference_setter_keeps_a_validated_array_and_checks_anything_else():
+    """Assigning a reference that a setter already validated (read-only, same shape) stores that very
+    array; a writable array is copied, made read-only and checked (shape, finiteness) with the
+    cost's name in the error; a validated array of another shape is checked and refused."""
+    m = dynamics.load_model("iiwa")
+    a, b = FramePositionCost(m, "ee", np.zeros(3)), FramePositionCost(m, "ee", np.zeros(3))
+    targets = np.arange(15.0).reshape(5, 3)
+    a.target = targets
+    assert a.target is not targets and not a.target.flags.writeable
+    np.testing.assert_array_equal(a.target, targets)
+    b.target = a.target
+    assert b.target is a.target
+    targets[0, 0] = np.nan
+    with pytest.raises(ValueError, match="target contains non-finite"):
+        b.target = targets
+    assert b.target is a.target                   # a refused value leaves the old one
+    with pytest.raises(ValueError, match="target has shape"):
+        b.target = np.zeros((5, 2))
+    ctrl = ControlCost(m, np.zeros(m.nu))
+    with pytest.raises(ValueError, match="control reference has shape"):
+        ctrl.reference = a.target                 # validated for (3,), not for (nu,)
