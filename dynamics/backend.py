@@ -148,6 +148,13 @@ class CompiledKinematics:
     ``source_hash`` changes whenever the compiled code behind the functions changes (a caller
     caching its own kernel on disk adds it to its stamp). ``threads()``: as
     :attr:`CompiledForwardDynamics.threads`.
+    ``frame_velocity_dq(li, link, v, J, out)`` (``li = model_args[0]``, link = a frame's
+    ``flink`` entry): the derivative (3, nv) with respect to q at fixed v (nv,) of the frame origin's
+    linear velocity ``J[:3] v``, from the frame's ``local_world_aligned`` Jacobian J (6, nv) that
+    ``frames_knot`` gave, into out; None where the backend does not offer it.
+    ``com_knot(*model_args, ws, with_J, com, J)``: the centre of mass (3,) into com and, when
+    ``with_J``, its Jacobian (3, nv) into J, at the configuration of the last ``frames_knot`` call
+    on the workspace ws; None where the backend does not offer it.
     """
 
     workspace: Callable
@@ -162,6 +169,8 @@ class CompiledKinematics:
     threads: Callable[[], int] = lambda: 1
     integrate_batch: Callable | None = None
     integrate_with_jacobians_batch: Callable | None = None
+    frame_velocity_dq: Callable | None = None
+    com_knot: Callable | None = None
 
 
 class Backend:

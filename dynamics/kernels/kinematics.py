@@ -172,6 +172,10 @@ def frame_jacobian_knot(li, lf, oR, op, link, ff, v, ref, with_dJ, Jw, dJw, chai
 FRAMES_SCRATCH = PLACEMENTS.then(
     ("Jw", (DOFS, 6)),
     ("dJw", (DOFS, 6)),
+    ("x", (LINKS, 3)),          # the centre of mass of com_knot
+    ("msub", (LINKS,)),
+    ("mx", (LINKS, 3)),
+    ("jc", (6,)),
 )
 _FRAMES = FRAMES_SCRATCH.spec
 
@@ -204,6 +208,75 @@ def frames_knot(li, lf, q, flink, ff, with_J, ws, wsi, oRf, opf, J):
             # J[f] stands in for dJ and q for v (neither is touched without dJ)
             frame_jacobian_knot(li, lf, oR, op, flink[f], ff[f:f + 1], q, REF_LWA, False, Jw, dJw, wsi, oRf[f],
                                 opf[f], tmp, J[f], J[f])
+
+
+@jit
+def frame_velocity_dq(li, link, v, J, out):
+    """Derivative ``out`` (3, nv) with respect to q (tangent, at fixed v (nv,)) of the linear velocity
+    ``J[:3] v`` of the origin of a frame on ``link`` (``-1``: fixed to the world), from its
+    ``local_world_aligned`` Jacobian J (6, nv) (:func:`frames_knot`).
+
+    With Ĵ_c = J[:, c] the spatial column of dof c about the frame origin in world axes, the column
+    of dof c moves as ``∂Ĵ_d/∂q_c = Ĵ_c × Ĵ_d`` (spatial motion cross product) for every dof d of the
+    same joint or below it on the chain, so the spatial velocity ``V̂ = J v`` moves as
+    ``Ĵ_c × Σ_{d ≥ joint(c)} Ĵ_d v_d``; its linear part, plus ``ω × ∂p/∂q_c`` because the reference
+    point is the frame origin itself, is column c:
+    ``ω_c × a_lin + Ĵlin_c × a_ang + ω × Ĵlin_c`` with ``a = Σ_{d ≥ joint(c)} Ĵ_d v_d`` and ω the
+    frame's angular velocity. Columns of the dofs that do not move the frame are zero."""
+    nv = J.shape[1]
+    for r in range(3):
+        for c in range(nv):
+            out[r, c] = 0.0
+    w0 = 0.0
+    w1 = 0.0
+    w2 = 0.0
+    j = link
+    while j >= 0:
+        d0 = li[j, LI_DOFADR]
+        for d in range(d0, d0 + li[j, LI_NV]):
+            w0 += J[3, d] * v[d]
+            w1 += J[4, d] * v[d]
+            w2 += J[5, d] * v[d]
+        j = li[j, LI_PARENT]
+    a0 = 0.0
+    a1 = 0.0
+    a2 = 0.0
+    a3 = 0.0
+    a4 = 0.0
+    a5 = 0.0
+    j = link
+    while j >= 0:                 # leaf first: a accumulates the velocity of this joint and below
+        d0 = li[j, LI_DOFADR]
+        d1 = d0 + li[j, LI_NV]
+        for d in range(d0, d1):
+            a0 += J[0, d] * v[d]
+            a1 += J[1, d] * v[d]
+            a2 += J[2, d] * v[d]
+            a3 += J[3, d] * v[d]
+            a4 += J[4, d] * v[d]
+            a5 += J[5, d] * v[d]
+        for c in range(d0, d1):
+            l0, l1, l2 = J[0, c], J[1, c], J[2, c]
+            o0, o1, o2 = J[3, c], J[4, c], J[5, c]
+            out[0, c] = (o1 * a2 - o2 * a1) + (l1 * a5 - l2 * a4) + (w1 * l2 - w2 * l1)
+            out[1, c] = (o2 * a0 - o0 * a2) + (l2 * a3 - l0 * a5) + (w2 * l0 - w0 * l2)
+            out[2, c] = (o0 * a1 - o1 * a0) + (l0 * a4 - l1 * a3) + (w0 * l1 - w1 * l0)
+        j = li[j, LI_PARENT]
+
+
+@jit
+def com_knot(li, lf, ws, with_J, com, J):
+    """Centre of mass ``com`` (3,) and, if ``with_J``, its Jacobian J (3, nv) at the configuration of
+    the last :func:`frames_knot` call on the workspace ``ws`` (its link placements): the single-state
+    form of :func:`com_range` for compiled callers."""
+    L = li.shape[0]
+    nv = J.shape[1]
+    _, _, oR, op, _, _, tmp = placement_views(ws, L, nv)
+    M = 0.0
+    for i in range(L):
+        M += lf[i, LF_MASS]
+    _com_state(li, lf, M, oR, op, view2(ws, _FRAMES.x, L, nv), view1(ws, _FRAMES.msub, L, nv),
+               view2(ws, _FRAMES.mx, L, nv), view1(ws, _FRAMES.jc, L, nv), tmp[0], with_J, com, J)
 
 
 #: scratch of :func:`frame_jacobian_range`: one state's work arrays
@@ -251,6 +324,44 @@ _COM = COM_SCRATCH.spec
 
 
 @jit
+def _com_state(li, lf, M, oR, op, x, msub, mx, jc, t, with_J, com, J):
+    """Centre of mass ``com`` (3,) of the links placed at ``oR``, ``op`` (total mass M) and, if
+    ``with_J``, its Jacobian J (3, nv); x, msub, mx (per link), jc (6,), t (6,): scratch."""
+    L = li.shape[0]
+    for i in range(L):
+        for r in range(3):
+            x[i, r] = op[i, r] + (oR[i, r, 0] * lf[i, LF_COM] + oR[i, r, 1] * lf[i, LF_COM + 1]
+                                  + oR[i, r, 2] * lf[i, LF_COM + 2])
+    for r in range(3):
+        s = 0.0
+        for i in range(L):
+            s += lf[i, LF_MASS] * x[i, r]
+        com[r] = s / M
+    if not with_J:
+        return
+    for i in range(L):
+        msub[i] = lf[i, LF_MASS]
+        for r in range(3):
+            mx[i, r] = lf[i, LF_MASS] * x[i, r]
+    for i in range(L - 1, -1, -1):
+        lam = li[i, LI_PARENT]
+        if lam >= 0:
+            msub[lam] += msub[i]
+            for r in range(3):
+                mx[lam, r] += mx[i, r]
+    for i in range(L):
+        d0 = li[i, LI_DOFADR]
+        for k in range(li[i, LI_NV]):
+            for r in range(6):
+                t[r] = lf[i, LF_ST + 6 * k + r]
+            mot_to_parent(oR[i], op[i], t, jc)
+            # msub v_lin + w x (m x)_subtree
+            J[0, d0 + k] = (msub[i] * jc[0] + (jc[4] * mx[i, 2] - jc[5] * mx[i, 1])) / M
+            J[1, d0 + k] = (msub[i] * jc[1] + (jc[5] * mx[i, 0] - jc[3] * mx[i, 2])) / M
+            J[2, d0 + k] = (msub[i] * jc[2] + (jc[3] * mx[i, 1] - jc[4] * mx[i, 0])) / M
+
+
+@jit
 def com_range(li, lf, gv, q, com, J, start, stop):
     """Centre of mass ``com`` (B, 3) and, if ``J`` is (B, 3, nv), its Jacobian (pass (0, 3, nv) for
     the centre of mass alone). Runs states ``start`` to ``stop - 1`` on the calling thread."""
@@ -262,40 +373,10 @@ def com_range(li, lf, gv, q, com, J, start, stop):
     msub = view1(buf, _COM.msub, L, nv)
     mx = view2(buf, _COM.mx, L, nv)
     jc = view1(buf, _COM.jc, L, nv)
-    t = tmp[0]
     with_J = J.shape[0] > 0
-    M = gv[3]
+    none = np.empty((3, nv))          # the Jacobian rows of a call without J (not written)
     for b in range(start, stop):
         all_placements(li, lf, q[b], RJ, R, p)
         world_placements(li, R, p, oR, op)
-        for i in range(L):
-            for r in range(3):
-                x[i, r] = op[i, r] + (oR[i, r, 0] * lf[i, LF_COM] + oR[i, r, 1] * lf[i, LF_COM + 1]
-                                      + oR[i, r, 2] * lf[i, LF_COM + 2])
-        for r in range(3):
-            s = 0.0
-            for i in range(L):
-                s += lf[i, LF_MASS] * x[i, r]
-            com[b, r] = s / M
-        if not with_J:
-            continue
-        for i in range(L):
-            msub[i] = lf[i, LF_MASS]
-            for r in range(3):
-                mx[i, r] = lf[i, LF_MASS] * x[i, r]
-        for i in range(L - 1, -1, -1):
-            lam = li[i, LI_PARENT]
-            if lam >= 0:
-                msub[lam] += msub[i]
-                for r in range(3):
-                    mx[lam, r] += mx[i, r]
-        for i in range(L):
-            d0 = li[i, LI_DOFADR]
-            for k in range(li[i, LI_NV]):
-                for r in range(6):
-                    t[r] = lf[i, LF_ST + 6 * k + r]
-                mot_to_parent(oR[i], op[i], t, jc)
-                # msub v_lin + w x (m x)_subtree
-                J[b, 0, d0 + k] = (msub[i] * jc[0] + (jc[4] * mx[i, 2] - jc[5] * mx[i, 1])) / M
-                J[b, 1, d0 + k] = (msub[i] * jc[1] + (jc[5] * mx[i, 0] - jc[3] * mx[i, 2])) / M
-                J[b, 2, d0 + k] = (msub[i] * jc[2] + (jc[3] * mx[i, 1] - jc[4] * mx[i, 0])) / M
+        Jb = J[b] if with_J else none
+        _com_state(li, lf, gv[3], oR, op, x, msub, mx, jc, tmp[0], with_J, com[b], Jb)

@@ -261,7 +261,9 @@ class NumbaBackend(CombinedComKernel, Backend):
 
     def compiled_kinematics(self, model: RobotModel):
         """:class:`~dynamics.backend.CompiledKinematics` for the solvers' compiled cost terms: this
-        backend's single-state frame kinematics (:func:`.kinematics.frames_knot`)."""
+        backend's single-state frame kinematics (:func:`.kinematics.frames_knot`, and
+        :func:`.kinematics.frame_velocity_dq` for frame velocities, :func:`.kinematics.com_knot` for the
+        centre of mass)."""
         from ..backend import CompiledKinematics
         from ..kernels.jit import package_source_hash
         pm = packed(model)
@@ -280,7 +282,8 @@ class NumbaBackend(CombinedComKernel, Backend):
         k = _k().kinematics
         return CompiledKinematics(k.frames_workspace, k.frames_knot, (pm.li, pm.lf), frame_table, lie.difference_x,
                                   lie.difference_jacobian, lie.difference_batch, rows, package_source_hash(),
-                                  lambda: self.threads, lie.integrate_batch, lie.integrate_with_jacobians_batch)
+                                  lambda: self.threads, lie.integrate_batch, lie.integrate_with_jacobians_batch,
+                                  k.frame_velocity_dq, k.com_knot)
 
     def compiled_contact_dynamics(self, model: RobotModel, contacts):
         """:class:`~dynamics.backend.CompiledContactDynamics` for the solvers' compiled contact

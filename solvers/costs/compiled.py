@@ -10,11 +10,16 @@ compiled SO(3)/SE(3) difference and its Jacobian),
 Gauss–Newton Hessian, :class:`~solvers.costs.FrameHeightCost` (a frame position entry whose x and
 y weights are zero: the same residual row, Jacobian row and Gauss–Newton products),
 :class:`~solvers.costs.FrameRotationCost` (``log(R_refᵀ R)`` through the kernel library's SO(3)
-log and ``Jr⁻¹``, Gauss–Newton), :class:`~solvers.costs.JointLimitCost`, and the terms on a
+log and ``Jr⁻¹``, Gauss–Newton), :class:`~solvers.costs.FrameVelocityCost` (``J(q) v − v_ref`` on
+the linear rows of the ``local_world_aligned`` Jacobian; ``∂r/∂q`` at fixed v from the kernel
+library's :func:`dynamics.kernels.kinematics.frame_velocity_dq`, Gauss–Newton),
+:class:`~solvers.costs.ComPositionCost` (``c(q) − c_ref`` with the kernel library's
+:func:`~dynamics.kernels.kinematics.com_knot`, Gauss–Newton), :class:`~solvers.costs.JointLimitCost`,
+and the terms on a
 running knot's contact forces λ: :class:`~solvers.costs.ContactForceCost` (``λ − λ_ref``),
 :class:`~solvers.costs.FrictionConeCost` and :class:`~solvers.costs.WrenchConeCost` (``max(0, A λ
-+ b)``, the constant rows A, b of the term). Every other term (frame velocities, centre of mass,
-plain-Python custom costs, ...) stays on the Python path, term by term, and is added to what the
++ b)``, the constant rows A, b of the term). Every other term (plain-Python custom costs, subclasses
+that change a term's math, ...) stays on the Python path, term by term, and is added to what the
 kernel computes; a problem's cost is the same either way (to rounding: the kernel scales each
 term by its weight and dt in another order).
 
@@ -31,7 +36,8 @@ knot's force terms name two contact sets or actuations, all force terms stay on 
 The math is the Python terms' own (their docstrings): ``l = s · ½ Σ_i w_i r_i²`` with ``s`` the
 term's weight times the knot's cost scale (dt), Gauss–Newton ``l_x = s Rᵀ W r``,
 ``l_xx = s Rᵀ W R``, with the residual Jacobian R the identity (state, control), the frame's
-``local_world_aligned`` position Jacobian, the active joint-limit rows, or for states
+``local_world_aligned`` position Jacobian or the centre-of-mass Jacobian, the active joint-limit
+rows, ``(∂(J v)/∂q, J)`` of a frame velocity, or for states
 ``blockdiag(∂(q ⊖ q_ref)/∂q, 1)`` (identity on hinge/slide robots, where the Hessian is exact).
 
 Layout: one *entry* per (term, knot), sorted by knot; entry e has an int row ``E[e] = (knot,
@@ -60,8 +66,9 @@ from dynamics.worker_threads import use_threads
 
 from ..contact_or_nan import contact_dynamics_or_nan
 from .base import CostSum, _plain, per_knot
+from .com import ComPositionCost
 from .contact import _FUSED, ContactForceCost, FrictionConeCost
-from .foot import FrameHeightCost
+from .foot import FrameHeightCost, FrameVelocityCost
 from .frame import FramePositionCost, FrameRotationCost
 from .limits import JointLimitCost
 from .state import ControlCost, StateCost
@@ -71,12 +78,15 @@ STATE, CONTROL, FRAME_POSITION, JOINT_LIMIT, STATE_LIE = 0, 1, 2, 3, 4
 FRAME_HEIGHT = 5            # packed as a FRAME_POSITION entry (the kernel never sees this kind)
 FRAME_ROTATION = 6
 CONTACT_FORCE, FORCE_CONE = 7, 8      # ContactForceCost; FrictionConeCost and WrenchConeCost (A λ + b ≤ 0)
+FRAME_VELOCITY, COM_POSITION = 9, 10
 _MATH = ("value", "derivatives", "residual", "residual_jacobian", "_accumulate")
 
 frames_knot = None                       # the kernel library's, bound on the first compilation
 frames_workspace = None
 difference_x = None
 difference_jacobian = None
+frame_velocity_dq = None
+com_knot = None
 run_threaded_parts = None                # dynamics.kernels.threaded_batch's, bound with them
 
 
@@ -87,7 +97,8 @@ def _cost_kernel(margs, joints, flink, ff, nq, nv, E, KS, FK, P, IX, X, U, deriv
     ``t0 <= t < t1``, for ``s0 <= s < s1``, and with ``deriv`` (S = 1) their derivatives added into
     the running rows rl (N,), rlx (N, ndx), rlu (N, nu), rlxx (N, ndx, ndx), rluu (N, nu, nu) and
     the terminal row tl (1,), tlx (1, ndx), tlxx (1, ndx, ndx), rlxu (N, ndx, nu). E, KS (N+2,) entry
-    offsets per knot, FK (N+1,) knots with frame entries, P, IX: module docstring. ``forces = (CF,
+    offsets per knot, FK (N+1,) knots with frame or centre-of-mass entries (2: with a frame
+    velocity entry, whose value needs the frame Jacobians), P, IX: module docstring. ``forces = (CF,
     LAM, DL, koff, rlxu)``: the layout's float constants CF (module docstring); contact-force entries
     read the forces ``LAM[s, t - koff]`` (≥ nc,) of knot t and, with ``deriv``, their partials
     ``DL[:, t - koff]`` (3, ≥ nc, nv) = (∂λ/∂q, ∂λ/∂v, ∂λ/∂τ) at fixed τ. (One tuple: a call of more
@@ -109,6 +120,8 @@ def _cost_kernel(margs, joints, flink, ff, nq, nv, E, KS, FK, P, IX, X, U, deriv
     tmp = np.empty((8, 3, 3))
     M = np.empty((3, 3))
     A3 = np.empty((3, nv))
+    R3 = np.empty((3, 2 * nv))
+    cp = np.empty(3)
     nu = U.shape[2]
     ncm = LAM.shape[2]
     gL = np.empty(ncm)                 # ∂l/∂λ and ∂²l/∂λ² of a knot's contact-force entries
@@ -126,7 +139,8 @@ def _cost_kernel(margs, joints, flink, ff, nq, nv, E, KS, FK, P, IX, X, U, deriv
             if FK[t]:
                 for i in range(nq):
                     q[i] = x[i]
-                frames_knot(*margs, q, flink, ff, deriv, ws, wsi, oRf, opf, Jf)
+                with_J = deriv or FK[t] > 1      # FK 2: a frame velocity needs them for its value too
+                frames_knot(*margs, q, flink, ff, with_J, ws, wsi, oRf, opf, Jf)
             term = t == N
             row = 0 if (term or not deriv) else t      # value only: the outputs are 1-row dummies
             lx = tlx[0] if (term or not deriv) else rlx[row]
@@ -171,19 +185,11 @@ def _cost_kernel(margs, joints, flink, ff, nq, nv, E, KS, FK, P, IX, X, U, deriv
                     val = _diagonal_residual(U[s, t], P[e], nu, sc, deriv, rlu[row], rluu[row])
                 elif kind == FRAME_POSITION:
                     f = E[e, 2]
-                    for i in range(3):
-                        r = opf[f, i] - P[e, 1 + i]
-                        w = P[e, 4 + i]
-                        wr[i] = w * r
-                        val += w * r * r
-                    if deriv:
-                        Jp = Jf[f]
-                        w0, w1, w2 = P[e, 4], P[e, 5], P[e, 6]
-                        for a in range(nv):
-                            lx[a] += sc * (Jp[0, a] * wr[0] + Jp[1, a] * wr[1] + Jp[2, a] * wr[2])
-                            ja0, ja1, ja2 = sc * w0 * Jp[0, a], sc * w1 * Jp[1, a], sc * w2 * Jp[2, a]
-                            for b in range(nv):
-                                lxx[a, b] += ja0 * Jp[0, b] + ja1 * Jp[1, b] + ja2 * Jp[2, b]
+                    val = _point_residual(opf[f], Jf[f], P[e], nv, sc, deriv, wr, lx, lxx)
+                elif kind == COM_POSITION:
+                    # r = c(q) - c_ref: the centre of mass at the knot's placements (frames_knot's)
+                    com_knot(*margs, ws, deriv, cp, A3)
+                    val = _point_residual(cp, A3, P[e], nv, sc, deriv, wr, lx, lxx)
                 elif kind == FRAME_ROTATION:
                     # r = log(R_refᵀ R_f); Gauss–Newton with ∂r/∂v = Jr⁻¹(r) R_fᵀ J_angular (world-aligned)
                     f = E[e, 2]
@@ -207,6 +213,33 @@ def _cost_kernel(margs, joints, flink, ff, nq, nv, E, KS, FK, P, IX, X, U, deriv
                             ja0, ja1, ja2 = sc * w0 * A3[0, a], sc * w1 * A3[1, a], sc * w2 * A3[2, a]
                             for b in range(nv):
                                 lxx[a, b] += ja0 * A3[0, b] + ja1 * A3[1, b] + ja2 * A3[2, b]
+                elif kind == FRAME_VELOCITY:
+                    # r = J(q) v - v_ref (J: linear rows, local_world_aligned); Gauss–Newton with
+                    # ∂r/∂x = (∂(J v)/∂q at fixed v, J)
+                    f = E[e, 2]
+                    Jp = Jf[f]
+                    for i in range(3):
+                        r = -P[e, 1 + i]
+                        for a in range(nv):
+                            r += Jp[i, a] * x[nq + a]
+                        w = P[e, 4 + i]
+                        wr[i] = w * r
+                        val += w * r * r
+                    if deriv:
+                        frame_velocity_dq(margs[0], flink[f], x[nq:], Jp, A3)
+                        for i in range(3):
+                            for a in range(nv):
+                                R3[i, a] = A3[i, a]
+                                R3[i, nv + a] = Jp[i, a]
+                        w0, w1, w2 = P[e, 4], P[e, 5], P[e, 6]
+                        for a in range(2 * nv):
+                            ja0, ja1, ja2 = R3[0, a], R3[1, a], R3[2, a]
+                            if ja0 == 0.0 and ja1 == 0.0 and ja2 == 0.0:
+                                continue              # a dof that does not move the frame
+                            lx[a] += sc * (ja0 * wr[0] + ja1 * wr[1] + ja2 * wr[2])
+                            ja0, ja1, ja2 = sc * w0 * ja0, sc * w1 * ja1, sc * w2 * ja2
+                            for b in range(2 * nv):
+                                lxx[a, b] += ja0 * R3[0, b] + ja1 * R3[1, b] + ja2 * R3[2, b]
                 elif kind == CONTACT_FORCE or kind == FORCE_CONE:
                     # functions of the knot's contact forces λ: Gauss–Newton on the nc force rows,
                     # gathered over the knot's entries and chained to x, u once (after the loop)
@@ -268,6 +301,26 @@ def _cost_kernel(margs, joints, flink, ff, nq, nv, E, KS, FK, P, IX, X, U, deriv
                 _chain_force_rows(nv, nu, cnc, cact, CF, DL, t - koff, gL, HL, L, HLL, lx, lxx,
                                   rlu[row], rlxu[row], rluu[row])
         J[s] = total
+
+
+def _point_residual(pos, Jp, Pe, nv, sc, deriv, wr, lx, lxx):
+    """``Σ_i w_i r_i²`` of a point ``r = pos − Pe[1:4]`` (3,) with weights ``w = Pe[4:7]``; with
+    ``deriv`` adds the Gauss–Newton ``sc Jpᵀ W r`` into lx and ``sc Jpᵀ W Jp`` into lxx (configuration
+    columns) from the point's Jacobian Jp (≥ 3, nv); wr (3,): scratch."""
+    val = 0.0
+    for i in range(3):
+        r = pos[i] - Pe[1 + i]
+        w = Pe[4 + i]
+        wr[i] = w * r
+        val += w * r * r
+    if deriv:
+        w0, w1, w2 = Pe[4], Pe[5], Pe[6]
+        for a in range(nv):
+            lx[a] += sc * (Jp[0, a] * wr[0] + Jp[1, a] * wr[1] + Jp[2, a] * wr[2])
+            ja0, ja1, ja2 = sc * w0 * Jp[0, a], sc * w1 * Jp[1, a], sc * w2 * Jp[2, a]
+            for b in range(nv):
+                lxx[a, b] += ja0 * Jp[0, b] + ja1 * Jp[1, b] + ja2 * Jp[2, b]
+    return val
 
 
 def _diagonal_residual(y, Pe, n, sc, deriv, g, H):
@@ -367,7 +420,8 @@ def runs_kernel_library(kin) -> bool:
         return False
     from dynamics.kernels import kinematics, lie
     return (kin.frames_knot is kinematics.frames_knot and kin.workspace is kinematics.frames_workspace
-            and kin.difference_x is lie.difference_x and kin.difference_jacobian is lie.difference_jacobian)
+            and kin.difference_x is lie.difference_x and kin.difference_jacobian is lie.difference_jacobian
+            and kin.frame_velocity_dq is kinematics.frame_velocity_dq and kin.com_knot is kinematics.com_knot)
 
 
 def _kernel():
@@ -376,6 +430,7 @@ def _kernel():
     backend whose :meth:`~dynamics.Backend.compiled_kinematics` runs the kernel library shares it;
     compiled with the project's options and cache stamp (:mod:`dynamics.kernels.jit`)."""
     global _compiled, frames_knot, frames_workspace, difference_x, difference_jacobian, run_threaded_parts
+    global frame_velocity_dq, com_knot
     global so3_log_matrix, so3_right_jacobian_inverse
     if _compiled is not None:
         return _compiled
@@ -383,6 +438,7 @@ def _kernel():
     from dynamics.kernels.jit import jit, jit_inline
     run_threaded_parts = threaded_batch.run_threaded_parts
     frames_knot, frames_workspace = kinematics.frames_knot, kinematics.frames_workspace
+    frame_velocity_dq, com_knot = kinematics.frame_velocity_dq, kinematics.com_knot
     difference_x, difference_jacobian = lie.difference_x, lie.difference_jacobian
     so3_log_matrix, so3_right_jacobian_inverse = lie.so3_log_matrix, lie.so3_right_jacobian_inverse
     # the kernel body is inlined into the part function, the one function compiled (a callee compiled
@@ -391,31 +447,31 @@ def _kernel():
     g["_cost_kernel"] = jit_inline(_cost_kernel)
     g["_chain_force_rows"] = jit_inline(_chain_force_rows)
     g["_diagonal_residual"] = jit_inline(_diagonal_residual)
+    g["_point_residual"] = jit_inline(_point_residual)
     _compiled = jit(_cost_part)
     return _compiled
 
 
 # ---------------------------------------------------------------- Python side
+#: (class, kernel kind, the methods a subclass must not override) of the compiled terms, in the
+#: order they are tried; StateCost's kind depends on the state space, FramePositionCost's on its Hessian
+_KINDS = ((StateCost, STATE, _MATH), (ControlCost, CONTROL, _MATH), (FramePositionCost, FRAME_POSITION, _MATH),
+          (JointLimitCost, JOINT_LIMIT, _MATH), (FrameHeightCost, FRAME_HEIGHT, _MATH),
+          (FrameRotationCost, FRAME_ROTATION, _MATH), (FrameVelocityCost, FRAME_VELOCITY, _MATH),
+          (ComPositionCost, COM_POSITION, _MATH), (ContactForceCost, CONTACT_FORCE, _FUSED),
+          (FrictionConeCost, FORCE_CONE, _FUSED), (WrenchConeCost, FORCE_CONE, _FUSED))
+
+
 def _kind(cost, model) -> int | None:
     """The kernel's kind for a cost term, None when it stays on the Python path."""
     t = type(cost)
-    if t is StateCost or (isinstance(cost, StateCost) and _plain(cost, StateCost, _MATH)):
-        return STATE if cost.state.euclidean else STATE_LIE
-    if t is ControlCost or (isinstance(cost, ControlCost) and _plain(cost, ControlCost, _MATH)):
-        return CONTROL
-    if t is FramePositionCost or (isinstance(cost, FramePositionCost) and _plain(cost, FramePositionCost, _MATH)):
-        return FRAME_POSITION if cost.hessian == "gauss-newton" else None
-    if t is JointLimitCost or (isinstance(cost, JointLimitCost) and _plain(cost, JointLimitCost, _MATH)):
-        return JOINT_LIMIT
-    if t is FrameHeightCost or (isinstance(cost, FrameHeightCost) and _plain(cost, FrameHeightCost, _MATH)):
-        return FRAME_HEIGHT
-    if t is FrameRotationCost or (isinstance(cost, FrameRotationCost) and _plain(cost, FrameRotationCost, _MATH)):
-        return FRAME_ROTATION
-    if t is ContactForceCost or (isinstance(cost, ContactForceCost) and _plain(cost, ContactForceCost, _FUSED)):
-        return CONTACT_FORCE
-    for cls in (FrictionConeCost, WrenchConeCost):
-        if t is cls or (isinstance(cost, cls) and _plain(cost, cls, _FUSED)):
-            return FORCE_CONE
+    for cls, kind, math in _KINDS:
+        if t is cls or (isinstance(cost, cls) and _plain(cost, cls, math)):
+            if cls is StateCost:
+                return STATE if cost.state.euclidean else STATE_LIE
+            if cls is FramePositionCost and cost.hessian != "gauss-newton":
+                return None
+            return kind
     return None
 
 
@@ -520,7 +576,7 @@ class _TermTable:
                 if kind is None or ((gi < 0 or not forces) and kind in (CONTACT_FORCE, FORCE_CONE)):
                     continue                      # (a terminal knot has no control, no contact forces)
                 slot, off = 0, 0
-                if kind == FRAME_POSITION or kind == FRAME_HEIGHT or kind == FRAME_ROTATION:
+                if kind in (FRAME_POSITION, FRAME_HEIGHT, FRAME_ROTATION, FRAME_VELOCITY):
                     if c.frame not in frames:
                         frames.append(c.frame)
                     slot = frames.index(c.frame)
@@ -553,7 +609,7 @@ class _TermTable:
                 cols.append((FRAME_POSITION if kind == FRAME_HEIGHT else kind, slot, off))
         nx, ndx, nu = problem.nx, problem.ndx, problem.nu
         widths = {STATE: 1 + nx + ndx, STATE_LIE: 1 + nx + ndx, CONTROL: 1 + 2 * nu, FRAME_POSITION: 7, FRAME_HEIGHT: 7,
-                  FRAME_ROTATION: 13,
+                  FRAME_ROTATION: 13, FRAME_VELOCITY: 7, COM_POSITION: 7,
                   JOINT_LIMIT: 1 + 3 * max([c.nr for _, _, c, k in specs if k == JOINT_LIMIT] or [0])}
         widths[CONTACT_FORCE] = 1 + 2 * max([c.nr for _, _, c, k in specs if k == CONTACT_FORCE] or [0])
         widths[FORCE_CONE] = 1 + max([c.nr for _, _, c, k in specs if k == FORCE_CONE] or [0])
@@ -637,7 +693,8 @@ class _Layout:
         where[order] = np.arange(n_e)
         KS = np.searchsorted(E[:, 0], np.arange(N + 2))
         FK = np.zeros(N + 1, np.int64)
-        FK[E[(E[:, 1] == FRAME_POSITION) | (E[:, 1] == FRAME_ROTATION), 0]] = 1
+        FK[E[(E[:, 1] == FRAME_POSITION) | (E[:, 1] == FRAME_ROTATION) | (E[:, 1] == COM_POSITION), 0]] = 1
+        FK[E[E[:, 1] == FRAME_VELOCITY, 0]] = 2           # frames with their Jacobians, values too
         # which terms' rows are evenly spaced: row j of a term equals its first row + j · (its step)
         starts = np.cumsum([0] + sizes, dtype=np.int64)[:-1]
         ns = np.asarray(sizes, np.int64)
@@ -746,8 +803,8 @@ class CompiledCosts:
             c = tm.cost
             # (the group costs are those the layout was made for: the signature says so)
             tw = tm.owner.terms[tm.name][1] if tm.name is not None else None
-            ref = getattr(c, "_target" if tm.kind in (FRAME_POSITION, FRAME_HEIGHT, FRAME_ROTATION) else "_reference",
-                          None)
+            targeted = tm.kind in (FRAME_POSITION, FRAME_HEIGHT, FRAME_ROTATION, FRAME_VELOCITY, COM_POSITION)
+            ref = getattr(c, "_target" if targeted else "_reference", None)
             sc = scales if tm.group >= 0 else None
             pf = tm.packed_from
             # identity of what the rows were packed from (explicit: this runs for every term twice
@@ -779,7 +836,7 @@ class CompiledCosts:
             elif tm.kind == CONTROL:
                 put("control reference", ref, knots, (nu,), 1, 1 + nu)
                 put(wname, c._weights, knots, (c.nr,), 1 + nu, 1 + 2 * nu)
-            elif tm.kind == FRAME_POSITION:
+            elif tm.kind == FRAME_POSITION or tm.kind == FRAME_VELOCITY or tm.kind == COM_POSITION:
                 put(f"{c.name} target", ref, knots, (3,), 1, 4)
                 put(wname, c._weights, knots, (c.nr,), 4, 7)
             elif tm.kind == FRAME_ROTATION:

@@ -12,7 +12,7 @@ import pytest
 
 import tasks
 from solvers.costs import ContactForceCost
-from solvers.costs.compiled import CONTACT_FORCE, FORCE_CONE
+from solvers.costs.compiled import COM_POSITION, CONTACT_FORCE, FORCE_CONE
 from solvers.problem_costs import RolloutContactForces
 
 N = 6
@@ -153,12 +153,14 @@ def test_two_contact_sets_at_a_knot_stay_on_the_python_path(stand):
 
 
 def test_wrench_cone_on_atlas_compiled_against_the_python_terms():
-    """atlas-balance (6-D sole contacts: contact-force and wrench-cone terms compiled, the CoM term
+    """atlas-balance (6-D sole contacts: contact-force, wrench-cone and CoM terms compiled, nothing
     on the Python path): values and derivatives equal the Python path, some cone rows active."""
     task = tasks.get_task("atlas-balance", cones="penalty")
     p = task.build_problem(task.initial_state(), 4, 0.01, backend="numba")
-    kinds = {t.name: t.kind for t in p._compiled_costs().terms if t.group >= 0}
-    assert kinds["force"] == CONTACT_FORCE and kinds["wrench_cone"] == FORCE_CONE
+    cc = p._compiled_costs()
+    kinds = {t.name: t.kind for t in cc.terms if t.group >= 0}
+    assert kinds["force"] == CONTACT_FORCE and kinds["wrench_cone"] == FORCE_CONE and kinds["com"] == COM_POSITION
+    assert cc.covers_all
     xs, us = _perturbed(task, p, 2, du=40.0)
     ref_cost, ref = _python_path(p, xs, us)
     np.testing.assert_allclose(p.cost(xs, us), ref_cost, rtol=1e-13)

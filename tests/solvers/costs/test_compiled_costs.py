@@ -351,3 +351,87 @@ def test_frame_rotation_far_from_its_target_and_on_a_floating_base():
         xs = p.state.integrate(np.tile(task.initial_state(), (N + 1, 1)), dx)
         us = rng.normal(size=(N, m.nu))
         _compiled_equals_python(p, xs, us, cost_rtol=1e-12, tol=1e-11)
+
+
+def _equal_to_python_and_differences(p, task, rng, knots, n_dirs, S=3):
+    """On S random states (tangent perturbations of the task's initial state) and controls: the
+    compiled values and derivatives equal the Python path's (:func:`_compiled_equals_python`), the
+    configuration blocks of l_xx and the terminal l_x are not all zero, and l_x at ``knots`` equals
+    central differences of the compiled cost along the state manifold (``x ⊕ ±h e_i``) in the first
+    n_dirs tangent directions."""
+    m, nv = p.model, p.model.nv
+    dx = np.concatenate([0.6 * rng.normal(size=(S, N + 1, nv)), rng.normal(size=(S, N + 1, nv))], -1)
+    X = p.state.integrate(np.broadcast_to(task.initial_state(), (S, N + 1, p.nx)).copy(), dx)
+    U = rng.normal(size=(S, N, m.nu))
+    got = _compiled_equals_python(p, X, U, cost_rtol=1e-12, tol=1e-12)
+    assert np.abs(got["running.lxx"][:, :nv, :nv]).max() > 0 and np.abs(got["terminal.lx"][0, :nv]).max() > 0
+    xs, us = X[0], U[0]
+    h = 1e-6
+    for t in knots:
+        for i in range(n_dirs):
+            e = np.zeros((N + 1, p.ndx))
+            e[t, i] = h
+            fd = (p.cost(p.state.integrate(xs, e), us) - p.cost(p.state.integrate(xs, -e), us)) / (2 * h)
+            an = got["terminal.lx"][0, i] if t == N else got["running.lx"][t, i]
+            assert fd == pytest.approx(an, rel=1e-6, abs=1e-6), (t, i)
+
+
+@pytest.mark.parametrize("name", ["iiwa-reach", "hyq-stand"])
+def test_frame_velocity_term_compiled_against_the_python_term_and_differences(name):
+    """FrameVelocityCost (per-knot targets, weights and term weight; a terminal term) on the compiled
+    path, on a fixed base (iiwa) and a floating one (a HyQ foot): values, l_x, l_xx (Gauss–Newton)
+    against the Python term, and l_x against central differences of the cost along the state
+    manifold (x ⊕ ±h e_i)."""
+    from solvers.costs import FrameVelocityCost
+    task = tasks.get_task(name)
+    m = task.model
+    frame = "ee" if name == "iiwa-reach" else task.feet[1]
+    rng = np.random.default_rng(21)
+    targets = rng.normal(size=(N + 1, 3))
+    weights = rng.uniform(0.5, 2.0, size=(N + 1, 3))
+    run = CostSum({"vel": (FrameVelocityCost(m, frame, targets, weights=weights), np.linspace(2.0, 4.0, N + 1)),
+                   "control": (ControlCost(m, np.zeros(m.nu)), 1e-3)})
+    terminal = CostSum({"vel": (FrameVelocityCost(m, frame, weights=[1.0, 0.5, 2.0]), 10.0)})
+    dyn = FreeDynamics()
+    p = ShootingProblem(task.initial_state(), [ActionModel(m, run, 0.02, dyn)] * N,
+                        ActionModel(m, terminal, 0.0, dyn), backend="numba")
+    cc = p._compiled_costs()
+    assert {(t.group, t.name) for t in cc.terms} == {(0, "vel"), (0, "control"), (-1, "vel")} and cc.covers_all
+    _equal_to_python_and_differences(p, task, rng, (3, N), 2 * m.nv)
+
+
+def test_trot_problem_costs_all_compiled():
+    """Every cost term of a re-phased hyq-trot problem, its touchdown velocity terms included, is
+    compiled: nothing stays on the Python path."""
+    task = tasks.get_task("hyq-trot", cones="penalty")
+    p = task.build_problem(task.initial_state(), 16, 0.01, backend="numba")
+    task.update_problem(p, 0.5)
+    cc = p._compiled_costs()
+    assert any(type(t.cost).__name__ == "FrameVelocityCost" for t in cc.terms)
+    assert cc.covers_all
+
+
+@pytest.mark.parametrize("name", ["hyq-stand", "iiwa-reach"])
+def test_com_position_term_compiled_against_the_python_term_and_differences(name):
+    """ComPositionCost (per-knot targets, weights and term weight; a terminal term) on the compiled
+    path, on a floating base (HyQ) and a fixed one (iiwa), at knots with and without frame terms:
+    values, l_x, l_xx (Gauss–Newton) against the Python term, and l_x against central differences
+    of the cost along the state manifold."""
+    from solvers.costs import ComPositionCost
+    task = tasks.get_task(name)
+    m = task.model
+    frame = "ee" if name == "iiwa-reach" else task.feet[2]
+    rng = np.random.default_rng(23)
+    targets = rng.normal(scale=0.3, size=(N + 1, 3))
+    weights = rng.uniform(0.5, 2.0, size=(N + 1, 3))
+    run_a = CostSum({"com": (ComPositionCost(m, targets, weights=weights), np.linspace(20.0, 40.0, N + 1)),
+                     "control": (ControlCost(m, np.zeros(m.nu)), 1e-3)})
+    run_b = CostSum({"com": (ComPositionCost(m, targets[-1]), 30.0),
+                     "foot": (FramePositionCost(m, frame, rng.normal(size=3)), 5.0)})
+    terminal = CostSum({"com": (ComPositionCost(m, targets[-1], weights=[1.0, 0.5, 2.0]), 100.0)})
+    dyn = FreeDynamics()
+    p = ShootingProblem(task.initial_state(),
+                        [ActionModel(m, run_a, 0.02, dyn)] * (N // 2) + [ActionModel(m, run_b, 0.02, dyn)] * (N // 2),
+                        ActionModel(m, terminal, 0.0, dyn), backend="numba")
+    assert p._compiled_costs().covers_all
+    _equal_to_python_and_differences(p, task, rng, (1, N // 2 + 1, N), m.nv)
