@@ -179,11 +179,7 @@ class PreparedIteration:
         s = d.states
         kern, B, b_identity, damping, _, stiffness, _ = kernels
         aba2 = item.backend.prepare_aba_second_derivatives(item.model, s.q, s.v, s.tau, d.A2)
-        dt = float(item.dt)
-        C.fill(0.0)
-        ar = np.arange(nv)
-        C[:, ar, ar] = dt * dt
-        C[:, ar, nv + ar] = dt
+        item.write_factor_C(d)
         self._second = (aba2, (kern.acceleration_hessian, (d.A2, B, b_identity, damping, stiffness, T[:, :nv])),
                         d.factors)
         return self._second

@@ -216,7 +216,7 @@ class EulerModel(ActuatedModel):
         nv = m.nv
         s = data.states
         q, v, tau = s.q, s.v, s.tau
-        C, T = data.factors
+        T = data.factors[1]
         H = T[:, :nv]
         if self._kernels is not None and data.A2 is not None:
             # the backend writes its tensors into A2 and one compiled call assembles Ha from them
@@ -225,15 +225,26 @@ class EulerModel(ActuatedModel):
             kern.acceleration_hessian(data.A2, B, b_identity, damping, stiffness, H)
         else:
             self._acceleration_hessian(q, v, tau, out=H, tensor_out=data.A2)
+        self.write_factor_C(data)
+        lie = self._lie_dofs
+        if lie.size:
+            W = dt * np.concatenate([data.Fx[:, nv:], data.Fu[:, nv:]], axis=-1)   # ∂w/∂z = dt ∂v⁺/∂z
+            T[:, nv:] = lie_integration_terms(m, self._lie_blocks, q, data.w, data.Jq, data.Jw, W)[:, lie]
+
+    def write_factor_C(self, data: EulerData) -> None:
+        """The factor ``C`` (N, R, ndx) of the second-order term into ``data.factors[0]``: the rows
+        of the acceleration Hessian map through ``∂q⁺/∂v⁺ = dt² I`` (``dt² Jwᵀ`` on Lie-group joints)
+        and ``∂v⁺/∂v⁺ = dt I``, the Lie-group rows through the identity. Constant on a hinge/slide
+        robot (the prepared iteration writes it once)."""
+        C = data.factors[0]
+        nv, dt = self.model.nv, self.dt
         C.fill(0.0)
         ar = np.arange(nv)
-        lie = self._lie_dofs
         if self._euclidean:
             C[:, ar, ar] = dt * dt
         else:
             C[:, :nv, :nv] = dt * dt * np.swapaxes(data.Jw, -1, -2)
         C[:, ar, nv + ar] = dt
+        lie = self._lie_dofs
         if lie.size:
-            W = dt * np.concatenate([data.Fx[:, nv:], data.Fu[:, nv:]], axis=-1)   # ∂w/∂z = dt ∂v⁺/∂z
-            T[:, nv:] = lie_integration_terms(m, self._lie_blocks, q, data.w, data.Jq, data.Jw, W)[:, lie]
             C[:, nv + np.arange(lie.size), lie] = 1.0
