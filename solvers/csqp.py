@@ -99,7 +99,6 @@ class CSQP(ILQR):
         self.qp = StagewiseAdmmQP(p.horizon, p.ndx, p.nu, pc.equality, self.backward, self._timed,
                                   verbose=self.verbose, **self.qp_options)
         self.costates = np.zeros((p.horizon + 1, p.ndx))
-        self._targets = np.empty((p.horizon + 1, p.nx))
         self._m = pc.m
 
     # ------------------------------------------------------------ public API
@@ -286,7 +285,7 @@ class CSQP(ILQR):
             p.costs.derivatives_into(self.xs, self.us, d.running, d.terminal, solves)
             pc.evaluate(self.xs, self.us, self.cdata, solves)
             derivs = d.derivatives()
-        targets = self._targets         # x0 and the knots' next states: one difference for every gap
+        targets = self._gap_targets     # x0 and the knots' next states: one difference for every gap
         targets[0] = p.x0
         targets[1:] = derivs.dynamics.xnext
         p.state.difference(self.xs, targets, out=self.gaps)

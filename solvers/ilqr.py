@@ -243,7 +243,6 @@ class ILQR:
         feedback around the guess (the cheapest of all step sizes, α = 0 included), after which
         every iterate is feasible and the cost decreases monotonically. FDDP starts from
         ``xs_init`` as given and closes the gaps gradually."""
-        p = self.problem
         t_start = self._start_solve(max_iter, tol)
         self.backward.reset()
         if self.uses_second_order:
@@ -375,10 +374,10 @@ class ILQR:
         if ss.euclidean:
             # x1 ⊖ x0 = x1 - x0, without StateSpace.difference's re-checks: the iterate and x0 are finite
             # (checked when set), so a gap is non-finite exactly where xnext is, which the largest
-            # |gap| shows (NaN or inf) — one reduction for the finiteness check and the gap test
+            # |gap| shows (NaN or inf): the finiteness check and the gap test in one
             np.subtract(self.problem.x0, self.xs[0], out=gaps[0])
             np.subtract(d.dynamics.xnext, self.xs[1:], out=gaps[1:])
-            largest = float(np.abs(gaps, out=self._gap_targets[:, :gaps.shape[1]]).max())
+            largest = float(max(gaps.max(), -gaps.min()))
             if not math.isfinite(largest):
                 raise SolverFailure(_NON_FINITE_DYNAMICS)
         else:

@@ -55,8 +55,8 @@ class PreparedIteration:
         data = solver.data
         self.solver = solver
         self.key = self._key(solver, cc)
-        #: the dynamics derivatives are the three prepared calls (first order); DDP's second-order
-        #: dynamics stage goes through the data's general evaluation, its cost derivatives prepared
+        #: the dynamics derivatives are the three prepared calls (first order); DDP adds its prepared
+        #: second-order stage (:meth:`_second_order`) or, where that does not apply, the data's general evaluation
         self.first_order = not solver.uses_second_order
         N = p.horizon
         g, d = data.groups[0]
@@ -82,7 +82,7 @@ class PreparedIteration:
         self.refresh_costs = cc.refresh
         self.derivs = ProblemDerivatives(run, term, d)
         self._cc, self._rollout = cc, rollout
-        self._candidates: dict = {}         # (S, with gaps) -> (rollout run, cost run, J)
+        self._candidates: dict = {}         # (S, with gaps) -> (rollout run, rollout buffers)
         self._passes: dict = {}             # (with gaps, curvature) -> prepared backward pass or None
 
     @staticmethod

@@ -503,8 +503,9 @@ class QuadrupedTrot(LeggedTask, Task):
         """Planned touchdown point (3,) of foot j: its standing offset from the trunk at the trunk
         position predicted for the touchdown, plus half the stance stride (the neutral point)."""
         p = self._offsets[j].copy()
-        if self.yaw_rate == 0.0:
-            p[:2] = self._footholds_xy(j, x_now, t, np.array([float(t_td)]))[0]
+        if self.yaw_rate == 0.0:     # one touchdown of _footholds_xy's straight-ahead pass
+            p[0] += x_now[0] + self._travel(t, t_td) + 0.5 * self.stance_time * float(self.command(t_td))
+            p[1] += self.x_stand[1]
         else:   # the offset turned with the commanded heading, at the trunk's commanded position
             psi = float(self.heading(t_td))
             c, s = np.cos(psi - self._yaw_stand), np.sin(psi - self._yaw_stand)
