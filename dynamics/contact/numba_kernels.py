@@ -30,7 +30,7 @@ from ..kernels.packing import (
 )
 from ..kernels.packing import as_kernel_input as _f64
 from ..kernels.spatial import mot_cross, mot_to_child
-from ..kernels.threaded_batch import _abi, run_threaded
+from ..kernels.threaded_batch import _abi, entry_point, run_threaded
 from ..worker_threads import use_threads
 from .kinematics_derivatives import FrameMotionDerivatives
 from .schur import check_pivots
@@ -717,8 +717,7 @@ def prepare_contact_dynamics_fused(backend, model, q, v, tau, contacts, out, fun
         nonlocal serial
         if serial is None:                      # first use of these kinds: compile or load the kernel
             contact_range(*args, 0, B)
-            serial = _entries[key] = contact_range.overloads[
-                tuple(contact_range.typeof_pyval(x) for x in (*args, 0, B))].entry_point
+            serial = _entries[key] = entry_point(contact_range, (*args, 0, B))
         else:
             _run_fused(backend, args, B, cost, serial)
         check_pivots(contacts, func, flag)

@@ -128,13 +128,24 @@ def run_parts(address, nt, *args):
         _call_at(address, pack, c, nt)
 
 
-def kernel_address(kernel, args: tuple) -> int:
-    """Address of ``kernel``'s compiled code (numba's calling convention) for the types of ``args``
-    (its whole argument list); compiles the kernel, or loads it from numba's cache, when needed."""
+def _compiled(kernel, args: tuple):
+    """numba's compile result of ``kernel`` for the types of ``args`` (its whole argument list);
+    compiles the kernel, or loads it from numba's cache, when needed."""
     sig = tuple(kernel.typeof_pyval(a) for a in args)
     kernel.compile(sig)
-    cres = kernel.overloads[sig]
+    return kernel.overloads[sig]
+
+
+def kernel_address(kernel, args: tuple) -> int:
+    """Address of ``kernel``'s compiled code (numba's calling convention) for the types of ``args``."""
+    cres = _compiled(kernel, args)
     return cres.library.get_pointer_to_function(cres.fndesc.llvm_func_name)
+
+
+def entry_point(kernel, args: tuple):
+    """``kernel``'s compiled entry point for the types of ``args``: a Python callable that skips the
+    dispatcher's per-call type resolution (the caller keeps it for arguments of the same kinds)."""
+    return _compiled(kernel, args).entry_point
 
 
 def _abi(args: tuple) -> tuple:

@@ -432,8 +432,7 @@ class NumbaBackend(CombinedComKernel, Backend):
         # caller's writeable arrays
         args = args[:first] + tuple(_f64(a) for a in args[first:first + 3]) + args[first + 3:]
         result = kernel(*args)
-        sig = tuple(kernel.typeof_pyval(a) for a in args)
-        self._entries[name] = kernel.overloads[sig].entry_point
+        self._entries[name] = _k().threaded_batch.entry_point(kernel, args)
         return result
 
     def _one_vector(self, name: str, model, q, v, w):
