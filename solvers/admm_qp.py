@@ -115,6 +115,7 @@ class StagewiseAdmmQP:
         scale_q = float(dual_scale)
         Cd = np.zeros_like(g)
         self._closed_loop = None            # new Fx, Fu: the closed-loop matrices are rebuilt
+        g_scale = _divergence_scale(g)
         it = 0
         for it in range(1, self.max_iter + 1):
             with self._timed("backward"):
@@ -138,7 +139,7 @@ class StagewiseAdmmQP:
                 # not left to rounding, as the rows' active flags (y ≠ 0) read it
                 np.copyto(y, np.where(z == zu, 0.0, y + rho * (wr - z)))
                 r_prim = float(np.abs(w - z).max(initial=0.0))
-                _check_divergence(r_prim, g, it)
+                _check_divergence(r_prim, g_scale, it)
                 dz = rho * (z - z_prev)
                 r_dual = max(float(np.abs(np.einsum("tmi,tm->ti", Gx, dz)).max(initial=0.0)),
                              float(np.abs(np.einsum("tmi,tm->ti", Gu[:N], dz[:N])).max(initial=0.0)))
@@ -181,7 +182,7 @@ class StagewiseAdmmQP:
         FxT, FuT, GxT, GuT = (_transposed(v) for v in (Fx, Fu, Gx, Gu))
         lx, lu = np.ascontiguousarray(d.running.lx), np.ascontiguousarray(d.running.lu)
         lxN = np.ascontiguousarray(d.terminal.lx[0])
-        it, factored = 0, None
+        it, factored, g_scale = 0, None, _divergence_scale(g)
         while True:
             with self._timed("backward"):
                 if factored is not rho:         # a new penalty (or the first pass): K, V_xx and the factors
@@ -204,7 +205,7 @@ class StagewiseAdmmQP:
                                     "the last finite iterate is returned")
             if status == kern.CONVERGED:
                 return it
-            _check_divergence(float(out[0]), g, it)
+            _check_divergence(float(out[0]), g_scale, it)
             if self.rho_update_interval and it % self.rho_update_interval == 0:
                 rho = self._update_rho(d, Gx, Gu, w, lo, hi, it, out[4], out[5], out[:4], rho)
             if it >= self.max_iter:
@@ -307,10 +308,15 @@ class StagewiseAdmmQP:
                                     f"{reg.mu_max:.1e})")
 
 
-def _check_divergence(r_prim: float, g: np.ndarray, it: int) -> None:
+def _divergence_scale(g: np.ndarray) -> float:
+    """``1 + max|g|``: the size of the QP's constraint values that its ADMM residuals are judged by."""
+    return 1.0 + float(np.abs(g).max(initial=0.0))
+
+
+def _check_divergence(r_prim: float, scale: float, it: int) -> None:
     """Raise :class:`SolverFailure` when the primal residual after ``it`` ADMM iterations is beyond
-    ``DIVERGED_FACTOR (1 + max|g|)`` (or not a number) rather than let ADMM run to ``max_qp_iter``."""
-    scale = 1.0 + float(np.abs(g).max(initial=0.0))
+    ``DIVERGED_FACTOR scale`` (``scale``: :func:`_divergence_scale` of the QP's g; or not a number)
+    rather than let ADMM run to ``max_qp_iter``."""
     if not r_prim <= DIVERGED_FACTOR * scale:
         raise SolverFailure(f"the QP's ADMM diverged: primal residual {r_prim:.2e} after {it} ADMM iterations, beyond "
                             f"{DIVERGED_FACTOR:.0e} x (1 + max|g| = {scale:.2e}) (an ill-conditioned QP, e.g. controls "
