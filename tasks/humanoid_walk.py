@@ -366,8 +366,11 @@ class HumanoidWalk(HumanoidBalance):
             self._impact_rot[j].target = rot
 
     def warmup_times(self) -> tuple[float, ...]:
-        """Halfway through the first swing: the horizon has stance, swing and touchdown-impulse knots."""
-        return (self.start_time + 0.5 * self.swing_time,)
+        """Halfway through the first swing (swing and, with a horizon past the touchdown, impulse and
+        stance knots) and 1.5 knots before the touchdown (swing, touchdown-impulse and stance knots
+        with any horizon of 3 knots or more: half a 0.5 s swing is longer than a short horizon)."""
+        touchdown = self.start_time + self.swing_time
+        return (self.start_time + 0.5 * self.swing_time, touchdown - 1.5 * self.dt)
 
     def nominal_controls(self, problem: ShootingProblem) -> np.ndarray:
         """Each knot's phase standing torques (N, nu) (:meth:`Task.nominal_controls`): a swing knot
