@@ -1,4 +1,4 @@
-"""Benchmark of the constrained solver: time per SQP iteration of :class:`solvers.CSQP` against
+"""Benchmark of the constrained solvers: time per SQP iteration of :class:`solvers.CSQP` against
 mim-solvers' ``SolverCSQP`` on the identical problem (solvers/crocoddyl_problem.py maps costs,
 dynamics and constraints) and against our own unconstrained FDDP iteration on the same problem
 built without its constraints (FDDP refuses constrained problems), all timed in the same run.
@@ -26,6 +26,13 @@ compare, wall-clock ratios move with the other processes' load.
 Solves to convergence (KKT residuals ≤ 1e-6, each solver's default ADMM settings) are reported
 too: iterations, ADMM iterations (ours) and wall time.
 
+The augmented-Lagrangian DDP (:class:`solvers.ALDDP`: one Riccati pass per iteration, no QP) is
+timed the same way from the same guess (``alddp``; its default settings, tolerance 0 so every
+iteration runs), with its ratios to mim-solvers' CSQP iteration and to our FDDP iteration
+(``alddp_ratio_*``), and its solve to KKT residuals ≤ 1e-6 next to CSQP's and mim-solvers'
+(``alddp_converged_solve_tol_1e-6``: iterations and wall and CPU time — time to solution, the
+honest comparison when the iterations differ in cost and in number).
+
     python benchmarks/constrained.py                 # numba backend, both problems
     python benchmarks/constrained.py --quick         # smoke run
 """
@@ -52,7 +59,7 @@ from benchmarks.machine import machine_info
 from benchmarks.output import Column, TextTable, add_output_arguments, run_and_emit
 from benchmarks.problems import hyq_push, iiwa_wall
 from benchmarks.timing import IterationTiming, time_iterations
-from solvers import CSQP, FDDP, ShootingProblem
+from solvers import ALDDP, CSQP, FDDP, ShootingProblem
 
 
 def hyq_push_problem(N: int, backend: str, constrained: bool = True) -> ShootingProblem:
@@ -98,6 +105,21 @@ def time_ours(problem, K: int, Q: int | None, repeats: int) -> dict[str, Any]:
     per = t.per_iteration_s()
     return {"per_iteration_s": per, "per_iteration_cpu_s": _cpu_per_iteration(t), "qp_iterations_per_iteration": qp,
             "per_qp_iteration_s": per / max(qp, 1),
+            "per_iteration_stage_s": t.per_iteration_stage_s(("derivatives", "backward", "forward", "cost"))}
+
+
+def time_alddp(problem, K: int, repeats: int) -> dict[str, Any]:
+    """The augmented-Lagrangian DDP iteration (default settings, tolerance 0) from the same guess."""
+    solver = ALDDP(problem, box=False, warm_start_multipliers=False)
+    xs0, us0 = _from_guess(problem)
+
+    def solve(k):
+        c = time.process_time()
+        r = solver.solve(xs0, us0, max_iter=k, tol=0.0)
+        return dict(r.timings, iterations=r.iterations, cpu=time.process_time() - c)
+
+    t = time_iterations(solve, K, repeats)
+    return {"per_iteration_s": t.per_iteration_s(), "per_iteration_cpu_s": _cpu_per_iteration(t),
             "per_iteration_stage_s": t.per_iteration_stage_s(("derivatives", "backward", "forward", "cost"))}
 
 
@@ -155,6 +177,15 @@ def converged_counts(problem, tol: float) -> dict[str, Any]:
             "total_s": r.timings["total"], "cost": r.cost}
 
 
+def alddp_converged_counts(problem, tol: float) -> dict[str, Any]:
+    """ALDDP's solve to KKT residuals <= tol from the default guess (default settings)."""
+    c = time.process_time()
+    r = ALDDP(problem, box=False).solve(max_iter=500, tol=tol)
+    cpu = time.process_time() - c
+    return {"converged": r.converged, "iterations": r.iterations, "total_s": r.timings["total"], "total_cpu_s": cpu,
+            "cost": r.cost, "final_rho": r.rho}
+
+
 def mim_converged_counts(problem, tol: float) -> dict[str, Any]:
     """mim-solvers' solve to its KKT measure <= tol from the same guess (its default ADMM settings)."""
     import crocoddyl  # noqa: F401
@@ -170,6 +201,16 @@ def mim_converged_counts(problem, tol: float) -> dict[str, Any]:
     ok = s.solve(list(to_pinocchio_states(problem, xs0)), list(us0), 200, False)
     return {"converged": bool(ok), "iterations": int(s.iter), "total_s": time.perf_counter() - t0, "cost": s.cost,
             "kkt": s.KKT}
+
+
+def _ratios(prefix: str, timed: dict[str, Any], anchors: dict[str, dict | None]) -> dict[str, float | None]:
+    """``{prefix}ratio_vs_{anchor}`` (wall clock) and ``…_cpu`` (CPU time) of ``timed``'s
+    per-iteration time to each anchor's (None where the anchor was not timed)."""
+    out: dict[str, float | None] = {}
+    for name, anchor in anchors.items():
+        for suffix, key in (("", "per_iteration_s"), ("_cpu", "per_iteration_cpu_s")):
+            out[f"{prefix}ratio_vs_{name}{suffix}"] = timed[key] / anchor[key] if anchor else None
+    return out
 
 
 def run(args) -> dict[str, Any]:
@@ -191,10 +232,12 @@ def run(args) -> dict[str, Any]:
         problem = make(N, backend=args.backend)
         print(f"[constrained benchmark] {name} N={N}", file=sys.stderr)
         CSQP(problem, box=False).warmup()
+        ALDDP(problem, box=False).warmup()
         ours = time_ours(problem, K, Q, repeats)
         default = time_ours(problem, K, None, repeats)
         free = time_unconstrained(make(N, backend=args.backend, constrained=False), K, repeats)
         mim = time_mim(problem, K, Q, repeats) if have_mim else None
+        al = time_alddp(problem, K, repeats)
         entries.append({
             "problem": name, "horizon": N, "backend": args.backend, "csqp": ours, "fddp_unconstrained": free,
             "mim_csqp": mim, "csqp_default_admm": default,
@@ -205,7 +248,9 @@ def run(args) -> dict[str, Any]:
             "ratio_vs_unconstrained_cpu": ours["per_iteration_cpu_s"] / free["per_iteration_cpu_s"],
             "ratio_vs_unconstrained_default_admm_cpu": default["per_iteration_cpu_s"] / free["per_iteration_cpu_s"],
             "converged_solve_tol_1e-6": None if args.quick else converged_counts(problem, 1e-6),
-            "mim_converged_solve_tol_1e-6": None if args.quick or not have_mim else mim_converged_counts(problem, 1e-6)})
+            "mim_converged_solve_tol_1e-6": None if args.quick or not have_mim else mim_converged_counts(problem, 1e-6),
+            "alddp": al, **_ratios("alddp_", al, {"mim_csqp": mim, "unconstrained": free, "csqp": ours}),
+            "alddp_converged_solve_tol_1e-6": None if args.quick else alddp_converged_counts(problem, 1e-6)})
     return {"benchmark": "constrained", "sqp_iterations_per_timed_solve": K, "qp_iterations_per_sqp_iteration": Q,
             "repeats": repeats, "mim_solvers_available": have_mim, "results": entries, "machine": machine_info(),
             "wall_s": time.perf_counter() - t_start}
@@ -225,7 +270,10 @@ format_table = TextTable((
     Column("vs fddp dflt", "12.2f", lambda e: e["ratio_vs_unconstrained_default_admm"]),
     Column("cpu: vs mim", "11.2f", lambda e: e["ratio_vs_mim_csqp_cpu"] or float("nan")),
     Column("vs fddp", "8.2f", lambda e: e["ratio_vs_unconstrained_cpu"]),
-    Column("vs fddp dflt", "12.2f", lambda e: e["ratio_vs_unconstrained_default_admm_cpu"])))
+    Column("vs fddp dflt", "12.2f", lambda e: e["ratio_vs_unconstrained_default_admm_cpu"]),
+    Column("al ms/it", "9.2f", lambda e: 1e3 * e["alddp"]["per_iteration_s"]),
+    Column("al cpu: vs mim", "14.2f", lambda e: e["alddp_ratio_vs_mim_csqp_cpu"] or float("nan")),
+    Column("vs fddp", "8.2f", lambda e: e["alddp_ratio_vs_unconstrained_cpu"])))
 
 
 if __name__ == "__main__":

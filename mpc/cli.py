@@ -559,11 +559,12 @@ def cmd_run(a: argparse.Namespace, on_result=None) -> int:
             a.solver, a.horizon, a.dt, update_every, from_task = run_settings(a, task, h)
         except (TypeError, ValueError) as e:
             raise _ArgError(str(e)) from e
-        if getattr(task, "wall_plane", None) is not None and a.solver != "csqp":
-            raise _ArgError(f"task '{a.task}': the wall is a hard constraint and only --solver csqp enforces it "
+        constrained = getattr(SOLVER_CLASSES.get(a.solver), "handles_constraints", False)
+        if getattr(task, "wall_plane", None) is not None and not constrained:
+            raise _ArgError(f"task '{a.task}': the wall is a hard constraint and only --solver csqp or alddp enforces it "
                             f"(got --solver {a.solver}); drop --solver to use the task's default (csqp)")
-        if getattr(task, "cones", None) == "hard" and a.solver != "csqp":
-            raise _ArgError(f"task '{a.task}': cones=hard are constraints and only --solver csqp enforces them "
+        if getattr(task, "cones", None) == "hard" and not constrained:
+            raise _ArgError(f"task '{a.task}': cones=hard are constraints and only --solver csqp or alddp enforces them "
                             f"(got --solver {a.solver}); drop --solver to use csqp, or give --task-arg "
                             f"cones=penalty (the cones as costs) to run --solver {a.solver}")
         duration = a.duration if a.duration is not None else float(getattr(task, "duration", 0) or 0)

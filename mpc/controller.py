@@ -83,8 +83,8 @@ class MPC:
     """Model-predictive controller for a task (see ``tasks``).
 
     task: the task (model, costs, references); solver: ``"ilqr"``, ``"ddp"``, ``"fddp"``, ``"csqp"``
-    (hard constraints), ...; None: the task's own (``task.defaults.solver``, e.g. csqp for the legged
-    tasks' hard cones; ``"ddp"`` for a task without defaults);
+    or ``"alddp"`` (hard constraints), ...; None: the task's own (``task.defaults.solver``, e.g. csqp for
+    the legged tasks' hard cones; ``"ddp"`` for a task without defaults);
     backend: dynamics backend name, None for :func:`dynamics.default_backend_name` (``"numba"``
     when numba imports: compiled dynamics and solver kernels, call :meth:`warmup` once before
     timing; else ``"numpy"``, the reference); horizon: number of knots N; dt: knot spacing [s];

@@ -6,10 +6,12 @@
 >>> res = DDP(problem, box=True).solve(max_iter=50, tol=1e-6)
 
 :class:`ILQR` (Gauss–Newton), :class:`DDP` (with second-order dynamics terms), :class:`FDDP`
-(feasibility-driven multiple shooting); costs in :mod:`solvers.costs`. See docs/solvers.md.
+(feasibility-driven multiple shooting), :class:`CSQP` and :class:`ALDDP` (hard constraints); costs in
+:mod:`solvers.costs`. See docs/solvers.md.
 """
 
 from .action_model import ActionModel, ContactDynamics, FreeDynamics, ImpulseDynamics
+from .augmented_lagrangian import ALDDP
 from .box_qp import BoxQPResult, box_qp
 from .constraints import (Constraint, ControlBounds, CustomConstraint, FrameHalfSpace, FrictionCone,
                           JointPositionBounds, JointVelocityBounds, WrenchCone, as_constraint)
@@ -27,7 +29,7 @@ from .result import ConstrainedResult, SolverResult
 from .sampling import CEM, MPPI, PredictiveSampling
 from .state_space import StateSpace
 
-SOLVERS = {"ilqr": ILQR, "ddp": DDP, "fddp": FDDP, "csqp": CSQP,
+SOLVERS = {"ilqr": ILQR, "ddp": DDP, "fddp": FDDP, "csqp": CSQP, "alddp": ALDDP,
            "sampling": PredictiveSampling, "mppi": MPPI, "cem": CEM}
 
 __all__ = ["ActionModel", "ContactDynamics", "FreeDynamics", "ImpulseDynamics", "ShootingProblem", "ILQR", "DDP",
@@ -36,7 +38,8 @@ __all__ = ["ActionModel", "ContactDynamics", "FreeDynamics", "ImpulseDynamics", 
            "BoxQPResult",
            "Cost", "CostSum", "ResidualCost", "CustomCost", "as_cost", "StateCost", "ControlCost",
            "FramePositionCost", "FrameRotationCost", "FramePlacementCost", "ComPositionCost", "JointLimitCost",
-           "gravity_compensation", "CSQP", "ConstrainedResult", "Constraint", "ControlBounds", "CustomConstraint",
+           "gravity_compensation", "CSQP", "ALDDP", "ConstrainedResult", "Constraint", "ControlBounds",
+           "CustomConstraint",
            "FrameHalfSpace", "FrictionCone", "JointPositionBounds", "JointVelocityBounds", "WrenchCone",
            "as_constraint",
            "PredictiveSampling", "MPPI", "CEM"]

@@ -106,7 +106,7 @@ class StagewiseAdmmQP:
         a, at = self.aug, self.aug_terminal
         rho = self._rho_rows(g, lo, hi)
         with self._timed("backward"):
-            self._augmented_hessians(d, Gx, Gu, rho)
+            self.augmented_hessians(d, Gx, Gu, rho)
         lqr = ProblemDerivatives(a, at, d.dynamics)
         if self.backward.compiled:
             return self._solve_compiled(d, lqr, g, Gx, Gu, lo, hi, gaps, us, reg, rho, float(dual_scale))
@@ -124,7 +124,7 @@ class StagewiseAdmmQP:
                 np.subtract(d.running.lu + np.einsum("tmi,tm->ti", Gu[:N], v[:N]), s * du, out=a.lu)
                 at.lx[0] = d.terminal.lx[0] + Gx[N].T @ v[N] - s * dx[N]
                 self._riccati(lqr, reg, us, gaps)
-                self._linear_rollout(Fx, Fu, gaps)
+                self.linear_rollout(Fx, Fu, gaps)
                 if not (sum_is_finite(dx) and sum_is_finite(du)):
                     raise SolverFailure("the QP step is non-finite (ill-conditioned constraints or dynamics); "
                                         "the last finite iterate is returned")
@@ -228,7 +228,7 @@ class StagewiseAdmmQP:
         rows = self._rho_rows(w, lo, hi)
         if np.array_equal(rows, rho):
             return rho
-        self._augmented_hessians(d, Gx, Gu, rows)
+        self.augmented_hessians(d, Gx, Gu, rows)
         return rows
 
     def _rho_rows(self, w: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -255,7 +255,7 @@ class StagewiseAdmmQP:
             self._bounds_seen = (lo, hi, lo.copy(), hi.copy(), near)
         return self._bounds_seen[4]
 
-    def _augmented_hessians(self, d: ProblemDerivatives, Gx: np.ndarray, Gu: np.ndarray, rho: np.ndarray) -> None:
+    def augmented_hessians(self, d: ProblemDerivatives, Gx: np.ndarray, Gu: np.ndarray, rho: np.ndarray) -> None:
         """``l_xx + Gxᵀ ρ Gx + σI``, ``l_xu + Gxᵀ ρ Gu``, ``l_uu + Guᵀ ρ Gu + σI`` (+ the curvature);
         one compiled call (:func:`solvers.admm_numba.augmented_hessians`) when the Riccati pass is compiled."""
         N, s = len(d.running.lxx), self.sigma
@@ -282,7 +282,7 @@ class StagewiseAdmmQP:
             a.lxu += curv[:, :ndx, ndx:]
             a.luu += curv[:, ndx:, ndx:]
 
-    def _linear_rollout(self, Fx: np.ndarray, Fu: np.ndarray, gaps: np.ndarray) -> None:
+    def linear_rollout(self, Fx: np.ndarray, Fu: np.ndarray, gaps: np.ndarray) -> None:
         """``dx_0 = f̄_0``, ``du_t = k_t + K_t dx_t``, ``dx_{t+1} = Fx dx_t + Fu du_t + f̄_{t+1}``
         into (dx, du): one matrix-vector product per knot with the closed-loop ``Fx + Fu K``
         (the same for every ADMM iteration at one ρ and μ: rebuilt when K changes)."""

@@ -71,8 +71,8 @@ def refuse_constraints(solver: str, problem: ShootingProblem) -> None:
     if knots or term:
         raise ValueError(f"{solver} does not handle hard constraints, but the problem has constraints on {knots} "
                          f"of its {problem.horizon} running knots and {'the' if term else 'not the'} terminal knot; "
-                         f"solve it with CSQP (--solver csqp / solvers.CSQP), or build the problem without "
-                         f"constraints")
+                         f"solve it with CSQP or ALDDP (--solver csqp|alddp / solvers.CSQP, solvers.ALDDP), or build "
+                         f"the problem without constraints")
 
 
 _NON_FINITE_DYNAMICS = ("the dynamics of the current iterate are non-finite (a diverged warm start); give a better "

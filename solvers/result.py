@@ -70,7 +70,7 @@ class SolverResult:
 
 @dataclass
 class ConstrainedResult(SolverResult):
-    """Outcome of a constrained solve (:class:`solvers.CSQP`): the fields of :class:`SolverResult`
+    """Outcome of a constrained solve (:class:`solvers.CSQP`, :class:`solvers.ALDDP`): the fields of :class:`SolverResult`
     (``gradient_norm`` is the dual residual, ``gap`` the largest dynamics gap) and
 
     multipliers (N+1, m): the constraint multipliers ``y`` of the stacked rows of every knot
@@ -80,7 +80,8 @@ class ConstrainedResult(SolverResult):
     or constraint violation; dual_residual: ∞-norm of the Lagrangian's gradient in the controls
     (the states' part is zero by the choice of λ); complementarity: the largest ``min(|y_i|,
     distance of g_i to the bound y_i's sign selects)``; constraint_violation: the largest
-    violation; qp_iterations: ADMM iterations per SQP iteration; rho: the final ADMM penalty."""
+    violation; qp_iterations: ADMM iterations per SQP iteration (empty for ALDDP); rho: the final ADMM penalty
+    (ALDDP: the augmented-Lagrangian penalty)."""
 
     multipliers: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
     costates: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))

@@ -55,7 +55,7 @@ def test_wall_makes_csqp_the_default_and_other_solvers_are_refused(tmp_path, cap
     code = main(["run", "iiwa-reach", "--task-arg", "wall=y<=0.1", "--solver", "ddp", "--duration", "0.1",
                  "--out", str(tmp_path / "r"), "--quiet"])
     assert code != 0
-    assert "only --solver csqp enforces it" in capsys.readouterr().err
+    assert "only --solver csqp or alddp enforces it" in capsys.readouterr().err
 
 
 def test_closed_loop_stays_behind_the_wall_and_reaches_along_it(tmp_path):
