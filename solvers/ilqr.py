@@ -94,7 +94,8 @@ def initial_controls(p: ShootingProblem, us_init, box: bool, clip_default: bool 
         us = np.tile(p.clip_controls(u) if clip_default else u, (p.horizon, 1))
     else:
         us = np.asarray(us_init, dtype=float) if out is not None else np.array(us_init, dtype=float)
-        if us.shape != (p.horizon, p.nu) or not sum_is_finite(us):
+        # (out, when given, has the shape us must have: compared first, without the problem's properties)
+        if (us.shape != out.shape if out is not None else us.shape != (p.horizon, p.nu)) or not sum_is_finite(us):
             raise ValueError(f"us_init must be a finite ({p.horizon}, {p.nu}) array (horizon, nu), "
                              f"got shape {us.shape}")
         if out is not None:
@@ -106,8 +107,12 @@ def initial_controls(p: ShootingProblem, us_init, box: bool, clip_default: bool 
     return p.clip_controls(us) if box else us
 
 
-def initial_states(p: ShootingProblem, xs_init) -> np.ndarray:
-    """``xs_init`` checked as a (N+1, nx) state trajectory of ``p`` (not copied: the solver copies it)."""
+def initial_states(p: ShootingProblem, xs_init, shape: tuple | None = None) -> np.ndarray:
+    """``xs_init`` checked as a (N+1, nx) state trajectory of ``p`` (not copied: the solver copies it).
+    shape: ``(N+1, nx)`` when the caller has it at hand (its own state buffer's shape)."""
+    if (shape is not None and type(xs_init) is np.ndarray and xs_init.dtype == np.float64
+            and xs_init.shape == shape and sum_is_finite(xs_init)):
+        return xs_init          # a float64 array of the right shape, finite: what the checks below pass
     xs = p.state.check(xs_init, "xs_init", "solve")
     if xs.shape != (p.horizon + 1, p.nx):
         raise ValueError(f"xs_init must have shape ({p.horizon + 1}, {p.nx}) (horizon+1, nx), got {xs.shape}")
@@ -173,6 +178,7 @@ class ILQR:
         self.gaps = np.zeros((N + 1, ndx))
         self._gap_targets = np.empty((N + 1, nx))   # (x0, f(xs_t, us_t)): what the gaps measure xs from
         self._gaps_current = False          # whether ``gaps`` are those of the current iterate
+        self._finite_iterate = False        # whether the iterate is known finite without a check
         self.verbose = verbose
         self._sources_of = None             # (knot structure, its second-order sources)
         #: the iteration's compiled calls with their arguments bound (:mod:`solvers.prepared_iteration`),
@@ -240,22 +246,23 @@ class ILQR:
         x0). ILQR/DDP: with ``us_init`` only, the guess is its open-loop rollout from x0; with
         ``xs_init`` too (a warm start, e.g. ``res.shifted(1)``), the first iteration linearises
         around ``(xs_init, us_init)`` — gaps allowed — and its forward pass rolls out from x0 with
-        feedback around the guess (the cheapest of all step sizes, α = 0 included), after which
+        feedback around the guess (the full step when it costs no more than the guess, or than
+        α = 0; else the cheapest of all step sizes, α = 0 included:
+        :func:`solvers.line_search.warm_start_step`), after which
         every iterate is feasible and the cost decreases monotonically. FDDP starts from
         ``xs_init`` as given and closes the gaps gradually."""
         t_start = self._start_solve(max_iter, tol)
         self.backward.reset()
         if self.uses_second_order:
             self.data.enable_second_order()     # allocates once, on the first second-order solve
-        self.gaps[:] = 0.0
+        self.gaps.fill(0.0)
         self._gaps_current = False
         self.feasible = True
         self.fallbacks = 0
         self.reg = Regularization(**self.reg_params)
-        # until an initial trajectory exists, the iterate is NaN (a failure before it returns that)
-        self._xs_buf.fill(np.nan)
-        self._us_buf.fill(np.nan)
         self.xs, self.us = self._xs_buf, self._us_buf
+        self._finite_iterate = False
+        started = False
         history: list[float] = []
         steps: list[float] = []
         converged, reason = False, ""
@@ -263,11 +270,12 @@ class ILQR:
         it = 0
         try:
             self._take(*self._initial_trajectory(xs_init, us_init))
+            started = True
             # the derivatives at the initial trajectory give its cost too (their l; Crocoddyl's
             # calcDiff likewise): no separate cost evaluation
             derivs = self._derivatives()
             self.cost = derivs.cost
-            if not np.isfinite(self.cost):
+            if not math.isfinite(self.cost):
                 raise SolverFailure("the initial trajectory has a non-finite cost")
             gnorm = self._gradient_norm(derivs) if self.feasible else np.inf
             history.append(self.cost)
@@ -310,8 +318,13 @@ class ILQR:
                                             f"mu > {self.reg.mu_max:.1e} (projected gradient norm {gnorm:.3e})")
         except SolverFailure as e:
             converged, reason = False, str(e)
+            if not started:
+                # no initial trajectory: the iterate returned is NaN, not what the buffers held
+                self._xs_buf.fill(np.nan)
+                self._us_buf.fill(np.nan)
         self.timings["total"] = time.perf_counter() - t_start
-        finite = sum_is_finite(self.xs) and sum_is_finite(self.us)
+        # an iterate taken from a finite candidate (_accept_step) needs no second look
+        finite = self._finite_iterate or (sum_is_finite(self.xs) and sum_is_finite(self.us))
         if not finite:
             converged = False
             reason = reason + "; the returned trajectory contains non-finite values"
@@ -331,6 +344,7 @@ class ILQR:
             np.copyto(self._us_buf, us)
         self.xs, self.us = self._xs_buf, self._us_buf
         self._gaps_current = False
+        self._finite_iterate = False    # set again by whoever knows the new iterate is finite
 
     def _second_order_sources(self) -> tuple:
         """The distinct second-order sources of the problem's dynamics groups (once per knot structure)."""
@@ -352,7 +366,7 @@ class ILQR:
             # warm start: linearise around the (possibly infeasible) guess; the first forward pass
             # rolls out from x0 with feedback around it, which closes every gap at once
             self.feasible = False
-            return initial_states(p, xs_init), us
+            return initial_states(p, xs_init, self._xs_buf.shape), us
         c = self._rollout_open_loop(us)
         if not c.ok[0]:
             raise SolverFailure("the initial rollout diverged (non-finite states); give a better us_init")
@@ -408,9 +422,10 @@ class ILQR:
 
     def _accept_step(self, ls) -> None:
         self._take(ls.xs, ls.us)
+        self._finite_iterate = True     # a line search accepts finite candidates only (Candidates.ok)
         self.cost = ls.cost
         self.feasible = True    # single shooting: every rollout is feasible
-        self.gaps[:] = 0.0
+        self.gaps.fill(0.0)
 
     def _final_gap(self) -> float:
         return 0.0
@@ -483,7 +498,9 @@ class ILQR:
     # ------------------------------------------------------------ forward pass
     def _line_search(self):
         if not self.feasible:
-            return warm_start_step(self._rollout, self.alphas)
+            # the cost of the guess (the derivatives' l at it): the full step that costs no more is
+            # taken without rolling out α = 0
+            return warm_start_step(self._rollout, self.alphas, self.cost)
         return line_search(self._rollout, self._accept_candidate, self.alphas, self.line_search)
 
     def _accept_candidate(self, alpha: float, cost_try: float) -> bool:

@@ -10,6 +10,7 @@ mode trades extra rollouts for fewer (batched) dynamics calls.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Callable
 
@@ -62,16 +63,36 @@ def line_search(rollout: Callable[[np.ndarray], Candidates], accept: Callable[[f
     return LineSearchResult(False, float(alphas[-1]), None, None, np.inf, alphas.size)
 
 
-def warm_start_step(rollout: Callable[[np.ndarray], Candidates], alphas: np.ndarray) -> LineSearchResult:
+def warm_start_step(rollout: Callable[[np.ndarray], Candidates], alphas: np.ndarray,
+                    guess_cost: float | None = None) -> LineSearchResult:
     """First step from an infeasible warm start (xs, us given, gaps allowed): roll out from x0 with
-    the feedback policy around the guess. The full step is taken when it costs no more than α = 0
-    (pure tracking of the guess) — the usual case in MPC, two rollouts; otherwise every other step
-    size is rolled out too (one batch) and the cheapest of all is kept. Every candidate is a
-    rollout, so the iterate is feasible from then on."""
-    first = np.array([alphas[0], 0.0])
-    c = rollout(first)
+    the feedback policy around the guess. The full step is taken when it costs no more than the
+    guess itself (``guess_cost``: the cost of the given xs, us, which the derivatives at the guess
+    already gave) — the usual case in MPC, one rollout — or, failing that, no more than α = 0 (pure
+    tracking of the guess); otherwise every other step size is rolled out too (one batch) and the
+    cheapest of all is kept. Without ``guess_cost`` (None or non-finite) α = 1 and α = 0 are rolled
+    out together and compared. Every candidate is a rollout, so the iterate is feasible from then on."""
+    if guess_cost is not None and math.isfinite(guess_cost):
+        c = rollout(alphas[:1])
+        if c.ok[0] and c.cost[0] <= guess_cost:
+            return LineSearchResult(True, float(alphas[0]), c.xs[0], c.us[0], float(c.cost[0]), 1)
+        # α = 1 stays a candidate, copied: the next rollout may reuse the buffers it lies in
+        c = Candidates(c.xs[:1].copy(), c.us[:1].copy(), c.cost[:1].copy(), c.ok[:1].copy())
+        zero = rollout(np.zeros(1))
+        c = Candidates(np.concatenate([c.xs, zero.xs]), np.concatenate([c.us, zero.us]),
+                       np.concatenate([c.cost, zero.cost]), np.concatenate([c.ok, zero.ok]))
+        return _full_or_cheapest(rollout, alphas, c)
+    return _full_or_cheapest(rollout, alphas, rollout(np.array([alphas[0], 0.0])))
+
+
+def _full_or_cheapest(rollout: Callable[[np.ndarray], Candidates], alphas: np.ndarray,
+                      c: Candidates) -> LineSearchResult:
+    """:func:`warm_start_step` once α = 1 and α = 0 are rolled out (``c``, in that order): the full
+    step when it costs no more than α = 0, else the cheapest of them and every other step size (one
+    more batch)."""
     if c.ok[0] and (not c.ok[1] or c.cost[0] <= c.cost[1]):
-        return LineSearchResult(True, float(first[0]), c.xs[0], c.us[0], float(c.cost[0]), 2)
+        return LineSearchResult(True, float(alphas[0]), c.xs[0], c.us[0], float(c.cost[0]), 2)
+    first = np.array([alphas[0], 0.0])
     rest = rollout(alphas[1:]) if alphas.size > 1 else None
     every = first if rest is None else np.concatenate([first, alphas[1:]])
     ok = c.ok if rest is None else np.concatenate([c.ok, rest.ok])

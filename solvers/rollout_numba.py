@@ -430,6 +430,7 @@ class CompiledRollout:
         # the sampling rollouts' lanes (_sample_rollout_lanes_part): hinge/slide models only
         self._lane_rows = lane_rows(li.shape[0], self.nv) if self.nq == self.nv and lanes_supported(li, lf) else None
         self._lane_ws = np.empty((0, 0))
+        self._direct = False         # run() has run once: a single part then runs on the calling thread
 
     def run(self, x0, alphas, xs, us, k, K, u_lower, u_upper, clip: bool, gaps=None, dts=None, out=None):
         """Roll out ``u = us + α k + K (x̂ ⊖ xs)`` from x0 for every step size α.
@@ -465,7 +466,9 @@ class CompiledRollout:
                 raise ValueError(f"CompiledRollout.run: out buffers are for {ok.shape[0]} candidates, not {S}")
         q, vt, q_ro, vt_ro = self._aba_inputs(S)
         nt = max(1, min(S, self.fd.threads()))
-        use_threads(nt)                     # 1: no worker woken
+        if nt > 1 or not self._direct:
+            use_threads(nt)                 # 1: no worker woken (see prepared's run)
+        self._direct = True
         run_threaded_parts(_rollout_part, nt, self.fd.model_args, self.fd.no_fext, *self._dyn_args, arr["dts"],
                            arr["x0"], alphas, arr["xs"], us, arr["k"], arr["K"], arr["u_lower"], arr["u_upper"],
                            bool(clip), arr.get("gaps", self._no_gaps), X, U, ok, q, vt, q_ro, vt_ro)
@@ -508,9 +511,17 @@ class CompiledRollout:
         x0_buf, alphas_buf = np.empty(self.nx), np.empty(S)
         x0_ro, alphas_ro = read_only(x0_buf), read_only(alphas_buf)
 
+        direct = False
+
         def run(x0: np.ndarray, alphas: np.ndarray) -> tuple[np.ndarray, float] | None:
+            nonlocal direct
             nt = min(S, threads())
-            use_threads(nt)                 # 1: no worker woken
+            if nt > 1 or not direct:
+                # 1: no worker woken. After the first call one part runs on the calling thread,
+                # outside numba's pool (run_threaded_parts), so its thread count is left as the
+                # other stages set it: changing it costs µs (a process lock), twice per update
+                use_threads(nt)
+            direct = True
             np.copyto(x0_buf, x0)
             np.copyto(alphas_buf, alphas)
             run_threaded_parts(kernel, nt, *head, x0_ro, alphas_ro, *tail)
