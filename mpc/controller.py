@@ -171,7 +171,8 @@ class MPC:
         solver's compiled backward pass, rollout and cost terms, and (with latency compensation)
         the state predictor's step — so that no update pays for compilation
         (:meth:`solvers.ILQR.warmup`, :mod:`solvers.warmup`); also at the task's
-        :meth:`~tasks.Task.warmup_times` (a gait's swing and impulse knots).
+        :meth:`~tasks.Task.warmup_times` (a gait's swing and impulse knots; the trot's: every knot time
+        of its first cycle, which also builds the knot structures the loop meets).
 
         progress: optional ``progress(label, done, total)``: for a backend compiled on first use
         (numba) called with each kernel numba starts compiling (``total`` None: not known in

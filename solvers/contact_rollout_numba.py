@@ -39,6 +39,9 @@ numba's on-disk cache) on the first :meth:`CompiledContactRollout.run` or by
 
 from __future__ import annotations
 
+import weakref
+from dataclasses import dataclass, field
+
 import numpy as np
 
 from dynamics.contact.numba_kernels import contact_range, impulse_range
@@ -188,6 +191,20 @@ def compiled_contact_rollout_available(problem) -> bool:
     :meth:`~dynamics.backend.Backend.compiled_contact_dynamics` are the kernel library's and
     :mod:`dynamics.contact.numba_kernels`'."""
     groups = problem.dynamics_groups
+    shared = _shared(problem)
+    key = tuple([id(g.item) for g in groups])
+    hit = shared.available.get(key)
+    if hit is None:
+        if len(shared.available) > 256:
+            shared.available.clear()
+        # the integrated models are the problem's own, kept for its lifetime (their ids stay theirs)
+        hit = shared.available[key] = (tuple(g.item for g in groups), _available(problem))
+    return hit[1]
+
+
+def _available(problem) -> bool:
+    """:func:`compiled_contact_rollout_available`, evaluated."""
+    groups = problem.dynamics_groups
     if all(g.item.contacts is None for g in groups):
         return False                  # free dynamics only: solvers.rollout_numba
     timed = [g.item for g in groups if g.item.integrator != "impulse"]
@@ -205,9 +222,42 @@ def compiled_contact_rollout_available(problem) -> bool:
     return True
 
 
+@dataclass(eq=False)
+class _SharedTables:
+    """What a problem's compiled contact rollouts share across its knot structures (a gait re-phases
+    the horizon every MPC update): the backend's packed forward dynamics, the contact sets met so
+    far (never dropped: a re-phased horizon meets the same few phases' sets again) with their
+    arrays stacked, the torque terms per timed integrated model, the kernel's scratch per candidate
+    count and the availability answer per set of dynamics groups."""
+
+    backend: object
+    fd: object = None
+    sets: list = field(default_factory=list)          # contact sets, in the order they were met
+    cds: list = field(default_factory=list)           # their compiled contact dynamics
+    stacked: tuple | None = None                      # the kernel's ``sets`` tuple of ``sets``
+    ncmax: int = 0
+    dyn_args: dict = field(default_factory=dict)      # id(integrated model) -> (model, kernel args)
+    scratch: dict = field(default_factory=dict)       # (S, ncmax) -> the kernel's ``work`` tuple
+    available: dict = field(default_factory=dict)     # ids of the groups' models -> (models, answer)
+
+
+_SHARED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _shared(problem) -> _SharedTables:
+    """The problem's :class:`_SharedTables` (made on first use, anew if its backend was replaced)."""
+    sh = _SHARED.get(problem)
+    if sh is None or sh.backend is not problem.backend:
+        sh = _SHARED[problem] = _SharedTables(problem.backend)
+    return sh
+
+
 class CompiledContactRollout:
     """The batched closed-loop rollout of the solvers' forward pass for ``problem`` (a
-    :class:`~solvers.problem.ShootingProblem` with ``compiled_contact_rollout_available``)."""
+    :class:`~solvers.problem.ShootingProblem` with ``compiled_contact_rollout_available``), for
+    its current knot structure. What does not depend on the structure (model and contact-set
+    arrays, torque terms, scratch) is kept per problem and shared by the rollouts of its later
+    structures: a re-phasing makes only the per-knot tables."""
 
     def __init__(self, problem):
         if not compiled_contact_rollout_available(problem):
@@ -216,19 +266,37 @@ class CompiledContactRollout:
                              f"got integrator '{problem.integrator}' on '{problem.backend.name}'")
         m = problem.model
         be = problem.backend
-        self.fd = be.compiled_forward_dynamics(m)
-        sets = _contact_sets(problem)
-        cds = [be.compiled_contact_dynamics(m, c) for c in sets]
-        self.cd = cds[0]
+        sh = _shared(problem)
+        if sh.fd is None:
+            sh.fd = be.compiled_forward_dynamics(m)
+        self.fd = sh.fd
+        new = [c for c in _contact_sets(problem) if not any(c is o for o in sh.sets)]
+        if new or sh.stacked is None:
+            sh.sets += new
+            sh.cds += [be.compiled_contact_dynamics(m, c) for c in new]
+            cds = sh.cds
+            # the contact sets' arrays stacked frame by frame (one kernel signature for any number of sets)
+            soff = np.cumsum([0] + [cd.contact_args[0].shape[0] for cd in cds]).astype(np.int64)
+            stacked = [read_only(np.concatenate([cd.contact_args[i] for cd in cds]), cds[0].contact_args[i].dtype)
+                       for i in range(5)]
+            sh.stacked = (read_only(soff, np.int64), read_only(np.array([cd.point for cd in cds]), np.bool_),
+                          read_only([cd.kp for cd in cds]), read_only([cd.kd for cd in cds]), *stacked,
+                          read_only(np.concatenate([cd.pref for cd in cds])), float(cds[0].pivot_rtol), False)
+            sh.ncmax = max(cd.nc for cd in cds)
+        sets = sh.sets
+        self.cd = sh.cds[0]
         self.model = m
         self.nq, self.nv, self.nu = m.nq, m.nv, m.nu
         self.nx, self.ndx = m.nq + m.nv, 2 * m.nv
         self.nbody = m.nbody
-        self.ncmax = max(cd.nc for cd in cds)
+        self.ncmax = sh.ncmax
         # passive forces of the timed (free and contact) knots; impulse knots take no torque
         timed = [g.item for g in problem.dynamics_groups if g.item.integrator != "impulse"]
         dyn = timed[0] if timed else problem.dynamics_groups[0].item
-        self._dyn_args = (read_only(self.fd.joint_rows, np.int64), passive_args(m, dyn))
+        hit = sh.dyn_args.get(id(dyn))
+        if hit is None:
+            hit = sh.dyn_args[id(dyn)] = (dyn, (read_only(self.fd.joint_rows, np.int64), passive_args(m, dyn)))
+        self._dyn_args = hit[1]
         # per-knot tables
         N = problem.horizon
         kind = np.zeros(N, dtype=np.int64)
@@ -241,24 +309,20 @@ class CompiledContactRollout:
             kind[g.knots] = IMPULSE if d.integrator == "impulse" else CONTACT
             cset[g.knots] = next(i for i, c in enumerate(sets) if c is d.contacts)
             rest[g.knots] = d.restitution
-        # the contact sets' arrays stacked frame by frame (one kernel signature for any number of sets)
-        soff = np.cumsum([0] + [cd.contact_args[0].shape[0] for cd in cds]).astype(np.int64)
-        stacked = [read_only(np.concatenate([cd.contact_args[i] for cd in cds]), cds[0].contact_args[i].dtype)
-                   for i in range(5)]
         self._knots = (read_only(kind, np.int64), read_only(cset, np.int64), read_only(problem.dts), read_only(rest))
-        self._sets = (read_only(soff, np.int64), read_only(np.array([cd.point for cd in cds]), np.bool_),
-                      read_only([cd.kp for cd in cds]), read_only([cd.kd for cd in cds]), *stacked,
-                      read_only(np.concatenate([cd.pref for cd in cds])), float(self.cd.pivot_rtol), False)
+        self._sets = sh.stacked
         self._no_gaps = read_only(np.zeros((0, self.ndx)))
         #: per knot, the integrated model whose contact forces the rollout writes (contact knots), else None
-        self.force_models = tuple(problem.knot_dynamics(t) if kind[t] == CONTACT else None for t in range(N))
+        self.force_models = tuple(np.where(kind == CONTACT, problem.structure.knot_dynamics, None).tolist())
         self._problem = problem
-        self._scratch: dict = {}
+        self._scratch = sh.scratch
 
     def _work(self, S: int) -> tuple:
         """The kernel's ``work`` tuple for S candidates (rows: :func:`solvers.rollout_numba.input_rows`),
-        made once per S (the line search uses one or two sizes)."""
-        w = self._scratch.get(S)
+        made once per S and contact-row width (the line search uses one or two sizes; the scratch is
+        shared with the problem's rollouts of other knot structures, whose sets may be fewer)."""
+        key = (S, self.ncmax)
+        w = self._scratch.get(key)
         if w is None:
             nq, nv, R = self.nq, self.nv, input_rows(S)
             q = np.empty((R, nq))
@@ -268,7 +332,7 @@ class CompiledContactRollout:
                  np.empty((R, self.ncmax)), np.empty(R), np.empty((3, 0, nv, nv)), np.empty((3, 0, self.ncmax, nv)))
             if len(self._scratch) > 8:
                 self._scratch.clear()
-            self._scratch[S] = w
+            self._scratch[key] = w
         return w
 
     def run(self, x0, alphas, xs, us, k, K, u_lower, u_upper, clip: bool, gaps=None, out=None):

@@ -82,8 +82,10 @@ class ProblemCosts:
     """Cost evaluation of ``problem`` (a :class:`~solvers.problem.ShootingProblem`, which owns this)."""
 
     #: at most this many kept CompiledCosts per problem, the least recently used dropped first (a
-    #: gait cycle's structures at one update per knot; each holds its float rows, ~0.1 MB at N = 40)
-    MAX_KEPT_COMPILED = 96
+    #: gait's first cycle and its lead-in at one update per knot: ~100 structures for the trot at
+    #: 10 ms knots, which a smaller cache visited in the same order would drop one by one just before
+    #: their next use; each holds its float rows, ~0.1 MB at N = 40)
+    MAX_KEPT_COMPILED = 160
 
     def __init__(self, problem):
         self.problem = problem

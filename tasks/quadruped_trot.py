@@ -459,8 +459,16 @@ class QuadrupedTrot(LeggedTask, Task):
             self._impact[j].target = self._swing_xy[j].target
 
     def warmup_times(self) -> tuple[float, ...]:
-        """Halfway through the first swing: the horizon has stance, swing and touchdown-impulse knots."""
-        return (self.start_time + 0.5 * self.swing_time,)
+        """Every knot time (``dt`` of the last :meth:`build_problem`) from dt to ``start_time +
+        cycle``, and halfway through the first swing: the horizons of the gait's first cycle, which
+        has stance, swing and touchdown-impulse knots. An MPC updating on that grid then meets, after
+        its warm-up, only knot structures that its problem keeps (structures, cost layouts, dynamics
+        data, phase patterns: built during the warm-up, not by the closed loop's first cycle); the
+        gait repeats them every cycle after."""
+        dt = self.dt
+        n = int(np.floor(round((self.start_time + self.cycle) / dt, 9)))
+        grid = np.round(dt * np.arange(1, n + 1), 9).tolist()
+        return tuple(sorted(set(grid) | {self.start_time + 0.5 * self.swing_time}))
 
     def nominal_controls(self, problem: ShootingProblem) -> np.ndarray:
         """Each knot's phase standing torques (N, nu) (:meth:`Task.nominal_controls`): a knot that

@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -462,6 +463,10 @@ _KINDS = ((StateCost, STATE, _MATH), (ControlCost, CONTROL, _MATH), (FramePositi
           (FrictionConeCost, FORCE_CONE, _FUSED), (WrenchConeCost, FORCE_CONE, _FUSED))
 
 
+#: the kinds whose packed reference is a term's ``_target`` (the others': ``_reference``)
+_TARGETED = (FRAME_POSITION, FRAME_HEIGHT, FRAME_ROTATION, FRAME_VELOCITY, COM_POSITION)
+
+
 def _kind(cost, model) -> int | None:
     """The kernel's kind for a cost term, None when it stays on the Python path."""
     t = type(cost)
@@ -512,6 +517,22 @@ class _Term:
     owner: object = None        # the group's cost (a CostSum when ``name`` is not None: the term weight's)
     packed_from: tuple = ()
     put: object = None          # CompiledCosts._putter(self), made on the first packing
+
+
+class _TermRows(NamedTuple):
+    """A layout's record of one compiled term: the first fields of :class:`_Term` (what each
+    :class:`CompiledCosts` of the layout copies into its own, mutable, term; a tuple is made in a
+    fraction of a dataclass's time, and a layout makes one per term of every new structure)."""
+
+    name: str | None
+    cost: object
+    kind: int
+    rows: np.ndarray
+    knots: np.ndarray
+    group: int
+    sl: slice | None
+    kr: slice | None
+    owner: object
 
 
 def _python_part(compiled_names: dict, group: int, cost):
@@ -637,7 +658,7 @@ class _Layout:
     IX: np.ndarray
     flink: np.ndarray
     ff: np.ndarray
-    terms: list
+    terms: list                 # _TermRows: the fields of each compiled term's :class:`_Term`
     compiled_names: dict
     covers_all: bool
     P_shape: tuple
@@ -670,10 +691,13 @@ class _Layout:
         # contact sets (or actuations), every contact-force term stays on the Python path
         CK = np.full(max(N, 1), -1, np.int64)
         clash = False
-        for i, si in tab.src_of.items():
-            k = spec_knots[i]
-            clash |= bool(np.any((CK[k] >= 0) & (CK[k] != si)))
-            CK[k] = si
+        if tab.src_of:
+            # a knot with entries of two sources keeps one of them in CK, which then differs from the other's
+            fk = [spec_knots[i] for i in tab.src_of]
+            fk_all = np.concatenate(fk)
+            fs_all = np.repeat(np.fromiter(tab.src_of.values(), np.int64, len(fk)), [k.size for k in fk])
+            CK[fk_all] = fs_all
+            clash = bool(np.any(CK[fk_all] != fs_all))
         if clash:
             tab = tables.get((key, False))
             if tab is None:
@@ -712,8 +736,8 @@ class _Layout:
             o = int(starts[i])
             sl = slice(first[i], last[i] + 1, step_l[i]) if even_l[i] and step_l[i] > 0 else None
             kr = cost_groups[gi].rows if gi >= 0 else last_knot
-            terms.append(_Term(name, c, kind, where[o:o + knots.size], knots, gi, sl,
-                               kr if isinstance(kr, slice) else None, tab.groups[gi]))
+            terms.append(_TermRows(name, c, kind, where[o:o + knots.size], knots, gi, sl,
+                                   kr if isinstance(kr, slice) else None, tab.groups[gi]))
         return _Layout(E, KS.astype(np.int64), FK, tab.IX, tab.flink, tab.ff, terms, tab.compiled_names,
                        tab.covers_all, (n_e, tab.width), tab.CF, sources, tab.ncmax, tab.gives)
 
@@ -750,7 +774,7 @@ class CompiledCosts:
             lay = cache[0][key] = _Layout.build(problem, kin, cache[1], sig)
         self.layout = lay
         self.E, self.KS, self.FK, self.IX, self.flink, self.ff = lay.E, lay.KS, lay.FK, lay.IX, lay.flink, lay.ff
-        self.terms = [_Term(t.name, t.cost, t.kind, t.rows, t.knots, t.group, t.sl, t.kr, t.owner) for t in lay.terms]
+        self.terms = [_Term(*t) for t in lay.terms]
         self.compiled_names = lay.compiled_names
         self.P = np.zeros(lay.P_shape)
         #: every term of every group (and the terminal cost) is compiled: nothing on the Python path
@@ -803,8 +827,7 @@ class CompiledCosts:
             c = tm.cost
             # (the group costs are those the layout was made for: the signature says so)
             tw = tm.owner.terms[tm.name][1] if tm.name is not None else None
-            targeted = tm.kind in (FRAME_POSITION, FRAME_HEIGHT, FRAME_ROTATION, FRAME_VELOCITY, COM_POSITION)
-            ref = getattr(c, "_target" if targeted else "_reference", None)
+            ref = getattr(c, "_target" if tm.kind in _TARGETED else "_reference", None)
             sc = scales if tm.group >= 0 else None
             pf = tm.packed_from
             # identity of what the rows were packed from (explicit: this runs for every term twice
