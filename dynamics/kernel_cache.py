@@ -32,6 +32,7 @@ COMPILED_SOURCES = (
     "dynamics/numba_backend/compile_ahead.py",
     "solvers/*_numba.py",
     "solvers/costs/compiled.py",
+    "solvers/constraints/compiled.py",
 )
 
 #: the folder holding the ``dynamics`` and ``solvers`` packages

@@ -5,7 +5,10 @@ evaluated with one batched call per term per group of knots that share the same 
 cost groups of :mod:`solvers.knots` are.
 
 Built by the constrained solver (:class:`solvers.CSQP`); ``box`` adds the problem's control bounds
-``u_lower ≤ u ≤ u_upper`` as rows of every running knot.
+``u_lower ≤ u ≤ u_upper`` as rows of every running knot. On a backend with compiled kinematics (the
+``numba`` backend) the library terms of every group are evaluated in one compiled call
+(:mod:`solvers.constraints.compiled`), the others (custom terms, ...) in Python into their own rows;
+``compile_terms = False`` evaluates every term in Python (the reference).
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .constraints import ControlBounds
+from .constraints.compiled import CompiledConstraints
+from .costs.compiled import runs_kernel_library
 from .problem_costs import RolloutContactForces, candidate_contact_solves, contact_solves_for
 
 
@@ -39,6 +44,9 @@ class ProblemConstraints:
     """Constraint evaluation of ``problem`` (a :class:`~solvers.problem.ShootingProblem`) for a
     solver; rebuilt when the problem is re-phased (:meth:`ShootingProblem.set_running_models`)."""
 
+    #: evaluate the library terms compiled where the backend allows it (False: all in Python)
+    compile_terms: bool = True
+
     def __init__(self, problem, box: bool):
         self.problem = problem
         self.box = bool(box) and problem.has_bounds
@@ -46,6 +54,7 @@ class ProblemConstraints:
         if self._box_term is not None:
             self._box_term.name = "control box (problem u_lower/u_upper)"
         self._key = None
+        self._cc = None                 # (CompiledConstraints or None, backend, model) of the layout
         self.build()
 
     # ------------------------------------------------------------ structure
@@ -97,6 +106,7 @@ class ProblemConstraints:
         self.equality = (self.lower == self.upper)
         self.bounded = np.isfinite(self.lower) | np.isfinite(self.upper)
         self._key = key
+        self._cc = None
 
     @property
     def empty(self) -> bool:
@@ -117,25 +127,49 @@ class ProblemConstraints:
         return f"row {r} at knot {t}"
 
     # ------------------------------------------------------------ evaluation
+    def compiled(self) -> CompiledConstraints | None:
+        """The compiled evaluation of the current layout's library terms (made on the first call
+        after a (re)build), or None: turned off, no compiled kinematics on the backend, no such term."""
+        if not self.compile_terms or not self.groups:
+            return None
+        p = self.problem
+        cc = self._cc
+        if cc is not None and cc[1] is p.backend and cc[2] is p.model:
+            return cc[0]
+        kin = p.backend.compiled_kinematics(p.model)
+        made = CompiledConstraints(p, kin, self.groups) if runs_kernel_library(kin) else None
+        self._cc = (None if made is None or made.empty else made, p.backend, p.model)
+        return self._cc[0]
+
+    def _python_terms(self, cc: CompiledConstraints | None):
+        """Per group, its ``(term, first row)`` pairs evaluated in Python (all without ``cc``)."""
+        for gi, g in enumerate(self.groups):
+            done = () if cc is None else cc.compiled[gi]
+            yield [(c, o) for i, (c, o) in enumerate(zip(g.terms, g.offsets)) if i not in done]
+
     def _ctx(self, g: _Group, x, u, knots, **kw):
         return self.problem.costs.ctx(x, u, knots, **kw)
 
     def _knot_sets(self):
-        """``(group, knots, terminal)`` for every group: its running knots, then its terminal knot
+        """``(group, its Python terms, knots, terminal)`` for every group with terms evaluated in
+        Python (:meth:`compiled`: the others): its running knots, then its terminal knot
         (evaluated without a control), each only when it has some — or all its knots at once,
         without a control, when it has the terminal knot and none of its terms uses the control
         (its terms are then evaluated without one anyway: one kinematics evaluation, not two)."""
         N = self.problem.horizon
-        for g in self.groups:
+        cc = self.compiled()
+        for g, terms in zip(self.groups, self._python_terms(cc)):
+            if not terms:
+                continue
             term = g.knots[-1] == N
-            if term and not any(c.uses_control for c in g.terms):
-                yield g, g.knots, True
+            if term and not any(c.uses_control for c, _ in terms):
+                yield g, terms, g.knots, True
                 continue
             run = g.knots[:-1] if term else g.knots
             if run.size:
-                yield g, run, False
+                yield g, terms, run, False
             if term:
-                yield g, g.knots[-1:], True
+                yield g, terms, g.knots[-1:], True
 
     def values(self, xs: np.ndarray, us: np.ndarray, forces: RolloutContactForces | None = None) -> np.ndarray:
         """``g`` (..., N+1, m) for trajectories xs (..., N+1, nx), us (..., N, nu) (batched over the
@@ -148,13 +182,17 @@ class ProblemConstraints:
         S = int(np.prod(lead, dtype=int))
         X, U = xs.reshape(S, N + 1, nx), us.reshape(S, N, nu)
         out = np.zeros((S, N + 1, self.m))
-        for g, knots, terminal in self._knot_sets():
+        cc = self.compiled()
+        if cc is not None:
+            cc.values_into(np.ascontiguousarray(X, dtype=np.float64), np.ascontiguousarray(U, dtype=np.float64), out,
+                           forces)
+        for g, terms, knots, terminal in self._knot_sets():
             x = X[:, knots].reshape(-1, nx)
             u = None if terminal else U[:, knots].reshape(-1, nu)
             solves = None if terminal or forces is None else candidate_contact_solves(
                 forces, knots, S, bool(knots[-1] - knots[0] + 1 == knots.size))
             ctx = self._ctx(g, x, u, np.tile(knots, S), contact_solves=solves)
-            for c, o in zip(g.terms, g.offsets):
+            for c, o in terms:
                 out[:, knots, o:o + c.nc] = c.residual(ctx).reshape(S, knots.size, c.nc)
         return out.reshape(lead + (N + 1, self.m))
 
@@ -162,7 +200,16 @@ class ProblemConstraints:
         """Values and Jacobians along one trajectory xs (N+1, nx), us (N, nu), into ``data``. solves:
         the contact solves of the dynamics stage at the same trajectory (shared with contact-force
         terms, as for the costs: :meth:`solvers.problem_costs.ProblemCosts.derivatives_into`)."""
-        for g, knots, terminal in self._knot_sets():
+        cc = self.compiled()
+        if cc is not None:
+            arrays = (data.g, data.Gx, data.Gu)
+            out = [np.ascontiguousarray(a, dtype=np.float64) for a in arrays]     # the arrays themselves, usually
+            cc.evaluate_into(np.ascontiguousarray(xs, dtype=np.float64), np.ascontiguousarray(us, dtype=np.float64),
+                             *out, solves)
+            for a, b in zip(arrays, out):
+                if a is not b:
+                    a[...] = b
+        for g, terms, knots, terminal in self._knot_sets():
             contiguous = knots[-1] - knots[0] + 1 == knots.size
             rows = slice(int(knots[0]), int(knots[-1]) + 1) if contiguous else knots
             kw: dict = {"checked": True}
@@ -171,7 +218,7 @@ class ProblemConstraints:
                 if solves and not terminal:
                     kw["contact_solves"] = contact_solves_for(rows, solves)
             ctx = self._ctx(g, xs[rows], None if terminal else us[rows], knots, **kw)
-            for c, o in zip(g.terms, g.offsets):
+            for c, o in terms:
                 s = slice(o, o + c.nc)
                 Gx, Gu = c.jacobian(ctx)          # first: contact terms memoise the forces of the same solve
                 data.g[rows, s] = c.residual(ctx)

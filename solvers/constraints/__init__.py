@@ -6,7 +6,8 @@ Built-in: :class:`JointPositionBounds`, :class:`JointVelocityBounds`, :class:`Fr
 (obstacles, tables), :class:`ControlBounds`, on contact knots :class:`FrictionCone` (linearised
 pyramid with unilateral normal force) and :class:`WrenchCone` (6-D contacts of flat feet:
 friction, centre of pressure, yaw torque); plain-Python constraints through :func:`as_constraint` /
-:class:`CustomConstraint`.
+:class:`CustomConstraint`. On the numba backend the library terms are evaluated compiled
+(:mod:`.compiled`).
 """
 
 from .base import Constraint, check_bounds

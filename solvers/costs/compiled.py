@@ -107,12 +107,8 @@ def _cost_kernel(margs, joints, flink, ff, nq, nv, E, KS, FK, P, IX, X, U, deriv
     CF, LAM, DL, koff, rlxu = forces
     N = X.shape[1] - 1
     nx = X.shape[2]
-    nf = flink.shape[0]
     ws, wsi = frames_workspace(*margs, nv)
-    m = nf if nf > 0 else 1
-    oRf = np.empty((m, 3, 3))
-    opf = np.empty((m, 3))
-    Jf = np.empty((m, 6, nv))
+    oRf, opf, Jf = frame_outputs(flink.shape[0], nv)
     q = np.empty(nq)
     wr = np.empty(3)
     dx = np.empty(2 * nv)
@@ -346,22 +342,9 @@ def _chain_force_rows(nv, nu, nc, act, CF, DL, tr, gL, HL, L, HLL, lx, lxx, lu, 
     from the partials at fixed τ ``DL[:, tr]``: ``Λx = (∂λ/∂q − ∂λ/∂τ K, ∂λ/∂v − ∂λ/∂τ D)``,
     ``Λu = ∂λ/∂τ B`` with B (nv, nu) row-major, then K (nv,), D (nv,) at ``CF[act:]``
     (:meth:`dynamics.actuation.Actuation.chain_partials`); HLL (nc, 2 nv + nu): scratch."""
-    ko = act + nv * nu
-    do = ko + nv
     ndx = 2 * nv
     nz = ndx + nu
-    for i in range(nc):
-        for a in range(nv):
-            dt = DL[2, tr, i, a]
-            L[i, a] = DL[0, tr, i, a] - dt * CF[ko + a]
-            L[i, nv + a] = DL[1, tr, i, a] - dt * CF[do + a]
-        for k in range(nu):
-            L[i, ndx + k] = 0.0
-        for j in range(nv):
-            dt = DL[2, tr, i, j]
-            if dt != 0.0:
-                for k in range(nu):
-                    L[i, ndx + k] += dt * CF[act + j * nu + k]
+    force_jacobians(nv, nu, nc, act, CF, DL, tr, L)
     for i in range(nc):
         g = gL[i]
         if g != 0.0:
@@ -389,6 +372,43 @@ def _chain_force_rows(nv, nu, nc, act, CF, DL, tr, gL, HL, L, HLL, lx, lxx, lu, 
             else:
                 for b in range(nu):
                     luu[a - ndx, b] += la * HLL[i, ndx + b]
+
+
+def frame_outputs(nf, nv):
+    """The outputs ``oRf`` (nf, 3, 3), ``opf`` (nf, 3), ``J`` (nf, 6, nv) of
+    :func:`~dynamics.kernels.kinematics.frames_knot` for nf frames (one row when nf = 0)."""
+    m = nf if nf > 0 else 1
+    return np.empty((m, 3, 3)), np.empty((m, 3)), np.empty((m, 6, nv))
+
+
+def force_jacobians(nv, nu, nc, act, CF, DL, tr, L):
+    """The force Jacobians ``L = (Λx, Λu)`` (nc, 2 nv + nu) of knot row ``tr`` chained through
+    ``τ = B u + τ_passive(q, v)`` from the partials at fixed τ ``DL[:, tr]`` (3, ≥ nc, nv):
+    ``Λx = (∂λ/∂q − ∂λ/∂τ K, ∂λ/∂v − ∂λ/∂τ D)``, ``Λu = ∂λ/∂τ B``, with B (nv, nu) row-major, then
+    K (nv,), D (nv,) at ``CF[act:]`` (:meth:`dynamics.actuation.Actuation.chain_partials`; also the
+    compiled constraint terms', :mod:`solvers.constraints.compiled`)."""
+    ko = act + nv * nu
+    do = ko + nv
+    ndx = 2 * nv
+    for i in range(nc):
+        Li = L[i]                # row views: unit-stride inner loops
+        dq = DL[0, tr, i]
+        dv = DL[1, tr, i]
+        dtau = DL[2, tr, i]
+        for a in range(nv):
+            dt = dtau[a]
+            Li[a] = dq[a] - dt * CF[ko + a]
+            Li[nv + a] = dv[a] - dt * CF[do + a]
+        for k in range(nu):
+            Li[ndx + k] = 0.0
+    # Λu: over B's non-zero entries only (an actuation map is mostly a selection)
+    for j in range(nv):
+        b = act + j * nu
+        for k in range(nu):
+            bjk = CF[b + k]
+            if bjk != 0.0:
+                for i in range(nc):
+                    L[i, ndx + k] += DL[2, tr, i, j] * bjk
 
 
 def _cost_part(margs, joints, flink, ff, nq, nv, E, KS, FK, P, IX, X, U, deriv, Jc, rl, rlx, rlu, rlxx, rluu, tl,
@@ -447,6 +467,8 @@ def _kernel():
     g = globals()
     g["_cost_kernel"] = jit_inline(_cost_kernel)
     g["_chain_force_rows"] = jit_inline(_chain_force_rows)
+    g["force_jacobians"] = jit_inline(force_jacobians)
+    g["frame_outputs"] = jit_inline(frame_outputs)
     g["_diagonal_residual"] = jit_inline(_diagonal_residual)
     g["_point_residual"] = jit_inline(_point_residual)
     _compiled = jit(_cost_part)
@@ -490,6 +512,23 @@ class _ForceSource:
     actuation: object
     knots: np.ndarray
     cf_offset: int = 0          # where its B, K, D start in the layout's CF
+
+    @staticmethod
+    def index(sources: list, floats: list, nfl: int, cf, nv: int) -> tuple[int, int]:
+        """``(index of the source of the term forces cf, float count)``: an existing source of the
+        same contact set and actuation, else a new one appended to ``sources`` with its B, K, D
+        appended to the float pieces ``floats`` (``nfl`` floats so far)."""
+        si = next((i for i, sr in enumerate(sources) if sr.contacts is cf.contacts
+                   and sr.actuation.same_as(cf.actuation)), None)
+        if si is None:
+            si = len(sources)
+            a = cf.actuation
+            sources.append(_ForceSource(cf.contacts, a, np.zeros(0, np.int64), nfl))
+            piece = np.concatenate([np.asarray(a.B, float).ravel(), np.broadcast_to(a.stiffness, (nv,)),
+                                    np.broadcast_to(a.damping, (nv,))])
+            floats.append(piece)
+            nfl += piece.size
+        return si, nfl
 
 
 def _terms(cost) -> list[tuple[str | None, object, np.ndarray | None]]:
@@ -606,16 +645,7 @@ class _TermTable:
                     ints += [c.nr, *map(int, c.q_index), *map(int, c.v_index)]
                 elif kind == CONTACT_FORCE or kind == FORCE_CONE:
                     cf = c._cf
-                    si = next((i for i, sr in enumerate(sources) if sr.contacts is cf.contacts
-                               and sr.actuation.same_as(cf.actuation)), None)
-                    if si is None:
-                        si = len(sources)
-                        a = cf.actuation
-                        sources.append(_ForceSource(cf.contacts, a, np.zeros(0, np.int64), nfl))
-                        piece = np.concatenate([np.asarray(a.B, float).ravel(), np.broadcast_to(a.stiffness, (m.nv,)),
-                                                np.broadcast_to(a.damping, (m.nv,))])
-                        floats.append(piece)
-                        nfl += piece.size
+                    si, nfl = _ForceSource.index(sources, floats, nfl, cf, m.nv)
                     src_of[len(specs)] = si
                     off = len(ints)
                     nc = cf.contacts.nc
