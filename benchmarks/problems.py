@@ -55,10 +55,10 @@ def iiwa_wall(N: int = 10, dt: float = 0.03, backend: str = "numba", constrained
 
 
 def hyq_push(N: int = 10, dt: float = 0.01, push: float = 1.0, backend: str = "numba",
-             constrained: bool = True) -> tuple[tasks.Task, ShootingProblem]:
+             constrained: bool = True, facets: int = 4) -> tuple[tasks.Task, ShootingProblem]:
     """hyq-stand with a lateral base velocity ``push`` [m/s] at x0 and the friction-cone penalty
-    replaced by hard cones (f_min = 0) on every running knot (constrained=False: no cones, nor the
-    penalty). Returns (task, problem)."""
+    replaced by hard cones (f_min = 0, ``facets`` faces) on every running knot (constrained=False:
+    no cones, nor the penalty). Returns (task, problem)."""
     task = tasks.get_task("hyq-stand", cones="penalty")
     m = task.model
     x0 = task.initial_state().copy()
@@ -66,7 +66,7 @@ def hyq_push(N: int = 10, dt: float = 0.01, push: float = 1.0, backend: str = "n
     p0 = task.build_problem(x0, N, dt, backend=backend, passive_forces=False)
     am0 = p0.running_models[0]
     cost = CostSum({k: v for k, v in am0.cost.terms.items() if not isinstance(v[0], FrictionConeCost)})
-    cone = FrictionCone(m, task.contacts, task.mu, f_min=0.0, passive_forces=False)
+    cone = FrictionCone(m, task.contacts, task.mu, f_min=0.0, passive_forces=False, facets=facets)
     p = ShootingProblem(x0, [ActionModel(m, cost, am0.dt, am0.dynamics, constraints=[cone] if constrained else [])] * N,
                         p0.terminal_model, backend=backend)
     p.initial_controls = p0.initial_controls

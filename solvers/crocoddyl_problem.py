@@ -50,7 +50,7 @@ Constraints (``ActionModel(..., constraints=...)``, for ``mim_solvers.SolverCSQP
 :class:`~solvers.constraints.ControlBounds` (and, with ``control_box=True``, the problem's
 ``u_lower``/``u_upper`` on every running knot, as ``CSQP(box=True)`` adds them) →
 ``ResidualModelControl``; :class:`~solvers.constraints.FrictionCone` → one
-``ResidualModelContactFrictionCone`` per foot with ``FrictionCone(I, μ, 4 facets, outer, f_min)``
+``ResidualModelContactFrictionCone`` per foot with ``FrictionCone(I, μ, facets, outer, f_min)``
 and its own bounds (the same rows up to order and sign); :class:`~solvers.constraints.WrenchCone`
 → one ``ResidualModelContactWrenchCone`` per sole with ``WrenchCone(I, μ, sole size, 4, outer,
 f_min)`` and its bounds (the same 17-row set). Plain-Python constraints are not mapped.
@@ -356,7 +356,7 @@ def _constraint_manager(croc, state, pm, terms, knot: int, nu: int, box=None, co
                                           f"dynamics has {None if contacts is None else contacts.frames}")
             if c._cf.passive and (np.any(c._cf.damping) or np.any(c._cf.stiffness)):
                 raise NotImplementedError(f"constraint '{c.name}': build it with passive_forces=False")
-            cone = croc.FrictionCone(np.eye(3), c.mu, 4, False, c.f_min)
+            cone = croc.FrictionCone(np.eye(3), c.mu, c.facets, False, c.f_min)
             for f in c.contacts.frames:
                 res = croc.ResidualModelContactFrictionCone(state, _frame_id(pm, f), cone, nu, True)
                 man.addConstraint(f"{name}_{f}", croc.ConstraintModelResidual(state, res, np.asarray(cone.lb).copy(),

@@ -20,31 +20,46 @@ from .base import Constraint
 
 
 class FrictionCone(Constraint):
-    """Per point-contact foot with force ``(f_x, f_y, f_z)`` (ground normal +z): the four facets
-    ``±f_x − μ f_z ≤ 0``, ``±f_y − μ f_z ≤ 0`` of the pyramid (inscribed in the cone of
-    coefficient ``mu`` with ``μ = mu/√2`` when ``inscribed``, else ``μ = mu``) and the unilateral
-    ``f_z ≥ f_min`` [N]: 5 rows per foot, in that order."""
+    """Per point-contact foot with force ``(f_x, f_y, f_z)`` (ground normal +z): the ``facets``
+    faces of a linearised friction cone, then the unilateral ``f_z ≥ f_min`` [N]: ``facets + 1``
+    rows per foot. Face pair i (θ = 2π i / facets, i < facets/2) is ``±(cos θ f_x + sin θ f_y) −
+    μ f_z ≤ 0`` — with the default 4: ``±f_x − μ f_z ≤ 0``, ``±f_y − μ f_z ≤ 0``, Crocoddyl's
+    ``FrictionCone`` order — where the polygon is inscribed in the cone of coefficient ``mu``
+    (``μ = mu cos(π/facets)``, ``mu/√2`` for 4) when ``inscribed``, else circumscribed (``μ = mu``).
+    facets: an even number ≥ 4 (more faces: a tighter approximation, more rows)."""
 
     name = "friction_cone"
     uses_control = True
 
     def __init__(self, model: RobotModel, contacts, mu: float = 0.7, f_min: float = 0.0, inscribed: bool = True,
-                 passive_forces: bool = True):
+                 passive_forces: bool = True, facets: int = 4):
         if getattr(contacts, "kind", None) != "point":
             raise ValueError("FrictionCone: only point contacts (a dynamics.ContactSet of kind 'point')")
         if not (np.isfinite(mu) and mu > 0):
             raise ValueError(f"FrictionCone: mu must be a positive friction coefficient, got {mu}")
         if not (np.isfinite(f_min) and f_min >= 0):
             raise ValueError(f"FrictionCone: f_min must be a finite force >= 0 [N], got {f_min}")
+        if isinstance(facets, bool) or int(facets) != facets or facets < 4 or facets % 2:
+            raise ValueError(f"FrictionCone: facets must be an even number >= 4 (the cone's faces come in opposite "
+                             f"pairs), got {facets!r}")
         self._cf = _ContactForces(model, contacts, passive_forces)
         self.model, self.contacts = model, contacts
         self.feet = len(contacts.frames)
-        self.nc = 5 * self.feet
-        self.mu = float(mu) / (np.sqrt(2.0) if inscribed else 1.0)
+        self.facets = n = int(facets)
+        self.nc = (n + 1) * self.feet
         self.f_min = float(f_min)
-        A = np.array([[1, 0, -self.mu], [-1, 0, -self.mu], [0, 1, -self.mu], [0, -1, -self.mu], [0, 0, 1.0]])
-        self.A = np.kron(np.eye(self.feet), A)                 # (5k, 3k)
-        self.set_bounds(np.tile([-np.inf] * 4 + [self.f_min], self.feet), np.tile([0.0] * 4 + [np.inf], self.feet))
+        if n == 4:      # the axis-aligned square, exact zeros (cos(π/2) is not 0 in floating point)
+            self.mu = float(mu) / (np.sqrt(2.0) if inscribed else 1.0)
+            faces = np.array([[1.0, 0.0], [-1.0, 0.0], [0.0, 1.0], [0.0, -1.0]])
+        else:
+            self.mu = float(mu) * (np.cos(np.pi / n) if inscribed else 1.0)
+            theta = 2.0 * np.pi * np.arange(n // 2) / n
+            d = np.stack([np.cos(theta), np.sin(theta)], axis=-1)
+            faces = np.stack([d, -d], axis=1).reshape(n, 2)
+        A = np.zeros((n + 1, 3))
+        A[:n, :2], A[:n, 2], A[n, 2] = faces, -self.mu, 1.0
+        self.A = np.kron(np.eye(self.feet), A)                 # ((n+1) k, 3k)
+        self.set_bounds(np.tile([-np.inf] * n + [self.f_min], self.feet), np.tile([0.0] * n + [np.inf], self.feet))
 
     def residual(self, ctx: CostContext) -> np.ndarray:
         return self._cf.forces(ctx) @ self.A.T

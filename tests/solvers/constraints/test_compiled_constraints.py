@@ -131,6 +131,17 @@ def test_hyq_friction_cones_with_the_dynamics_stage_solves_and_the_rollout_force
     _compare(pc, ref, cc, xs, us, solves, forces)          # read from the solves / the rollout
 
 
+def test_hyq_eight_facet_cones_compiled_and_solved():
+    """A cone of 8 faces (9 rows per foot): compiled against numpy, and CSQP reaches its KKT point."""
+    _, p = hyq_push(5, facets=8)
+    pc, ref, cc = _both(p, box=False)
+    assert pc.groups[0].terms[0].nc == 36
+    _compare(pc, ref, cc, *_trajectory(p, 5))
+    r = CSQP(p, box=False, eps_abs=1e-9, eps_rel=0.0).solve(max_iter=50, tol=1e-8)
+    assert r.converged and np.isfinite(r.cost), r.reason
+    assert (r.multipliers > 1e-6).sum() >= 2                            # faces active under the push
+
+
 def test_atlas_wrench_cones_of_the_balance_task():
     """atlas-balance's hard wrench cones (two 6-D soles), one group with the running knots."""
     task = tasks.get_task("atlas-balance")

@@ -92,6 +92,27 @@ def test_friction_cone_jacobian_against_finite_differences():
     assert np.all(cone.upper.reshape(-1, 5)[:, :4] == 0) and np.all(cone.lower.reshape(-1, 5)[:, 4] == 5.0)
 
 
+def test_friction_cone_with_eight_facets_rows_as_crocoddyl_and_jacobian():
+    """8 faces: the rows of Crocoddyl's FrictionCone(I, μ, 8, outer) with μ = mu cos(π/8) (inscribed),
+    then f_z; the Jacobian against finite differences; an odd or too small count is refused."""
+    croc = pytest.importorskip("crocoddyl")
+    task, p = hyq_push(backend="numpy")
+    m = task.model
+    cone = FrictionCone(m, task.contacts, 0.7, f_min=5.0, passive_forces=False, facets=8)
+    assert cone.nc == 9 * 4 and np.isclose(cone.mu, 0.7 * np.cos(np.pi / 8))
+    ref = croc.FrictionCone(np.eye(3), cone.mu, 8, False, 5.0)
+    A_ref = np.asarray(ref.A)
+    np.testing.assert_allclose(cone.A[:9, :3][:8], A_ref[:8], rtol=0, atol=1e-15)
+    np.testing.assert_allclose(cone.lower[:9], [-np.inf] * 8 + [5.0])
+    rng = np.random.default_rng(3)
+    x = p.state.integrate(np.repeat(p.x0[None], 2, axis=0), rng.normal(size=(2, 2 * m.nv)) * 0.02)
+    u = task.u_stand + rng.normal(size=(2, m.nu))
+    _check(cone, p, x, u, 1e-5)
+    for bad in (3, 5, 2, 6.5, True):
+        with pytest.raises(ValueError, match="facets must be an even number >= 4"):
+            FrictionCone(m, task.contacts, 0.7, facets=bad)
+
+
 class _Sphere:
     """Keep the configuration's first two joints outside a disc: ``q0² + q1² ≥ r²`` (one row)."""
 

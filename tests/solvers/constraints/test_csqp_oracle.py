@@ -85,6 +85,17 @@ def test_second_order_dynamics_term_reaches_the_same_optimum():
     assert np.abs(so.xs - gn.xs).max() < 1e-6
 
 
+def test_hyq_push_eight_facet_cones_same_optimum_as_mim_csqp():
+    """Cones of 8 faces, mapped to Crocoddyl's FrictionCone with 8 facets: the same optimum."""
+    _, p = hyq_push(5, facets=8)
+    r = CSQP(p, box=False, eps_abs=1e-9, eps_rel=0.0).solve(max_iter=50, tol=1e-9)
+    assert r.converged, r.reason
+    s, xs, us = _mim_csqp(p, max_iter=30, tol=1e-9, qp_iters=300)
+    assert abs(r.cost - s.cost) <= 1e-6 * abs(s.cost), (r.cost, s.cost)
+    assert np.abs(r.xs - xs).max() < 1e-5
+    assert (r.multipliers > 1e-6).sum() >= 2
+
+
 def test_hyq_push_friction_cones_same_optimum_as_mim_csqp():
     _, p = hyq_push()
     pc = ProblemConstraints(p, box=False)
