@@ -31,7 +31,10 @@ timed the same way from the same guess (``alddp``; its default settings, toleran
 iteration runs), with its ratios to mim-solvers' CSQP iteration and to our FDDP iteration
 (``alddp_ratio_*``), and its solve to KKT residuals ≤ 1e-6 next to CSQP's and mim-solvers'
 (``alddp_converged_solve_tol_1e-6``: iterations and wall and CPU time — time to solution, the
-honest comparison when the iterations differ in cost and in number).
+honest comparison when the iterations differ in cost and in number). ``alddp_warm``: the
+steady-state MPC iteration, ALDDP warm-started from its own converged solve (multipliers and
+penalty warm) against FDDP from its converged solve of the problem without constraints (CPU time
+per iteration and their ratio).
 
     python benchmarks/constrained.py                 # numba backend, both problems
     python benchmarks/constrained.py --quick         # smoke run
@@ -121,6 +124,26 @@ def time_alddp(problem, K: int, repeats: int) -> dict[str, Any]:
     t = time_iterations(solve, K, repeats)
     return {"per_iteration_s": t.per_iteration_s(), "per_iteration_cpu_s": _cpu_per_iteration(t),
             "per_iteration_stage_s": t.per_iteration_stage_s(("derivatives", "backward", "forward", "cost"))}
+
+
+def time_warm(problem, free_problem, K: int, repeats: int) -> dict[str, Any]:
+    """The steady-state MPC iteration: ALDDP from its own converged solve (trajectory, multipliers
+    and penalty warm), against FDDP from its converged solve of the problem without constraints."""
+    al = ALDDP(problem, box=False)
+    ra = al.solve(max_iter=500, tol=1e-8)
+    fd = FDDP(free_problem, box=False, refresh_gains=False)
+    rf = fd.solve(max_iter=500, tol=1e-8)
+
+    def solve_al(k):
+        c = time.process_time()
+        al.solve(ra.xs, ra.us, max_iter=k, tol=0.0)
+        return {"cpu": time.process_time() - c}
+
+    ta = time_iterations(solve_al, K, repeats)
+    tf = time_iterations(_with_cpu(lambda k: fd.solve(rf.xs, rf.us, max_iter=k, tol=0.0).iterations), K, repeats)
+    out = {"alddp_per_iteration_cpu_s": _cpu_per_iteration(ta), "fddp_per_iteration_cpu_s": _cpu_per_iteration(tf)}
+    out["ratio_cpu"] = out["alddp_per_iteration_cpu_s"] / out["fddp_per_iteration_cpu_s"]
+    return out
 
 
 def _cpu_per_iteration(t: IterationTiming) -> float:
@@ -238,6 +261,7 @@ def run(args) -> dict[str, Any]:
         free = time_unconstrained(make(N, backend=args.backend, constrained=False), K, repeats)
         mim = time_mim(problem, K, Q, repeats) if have_mim else None
         al = time_alddp(problem, K, repeats)
+        warm = time_warm(problem, make(N, backend=args.backend, constrained=False), K, repeats)
         entries.append({
             "problem": name, "horizon": N, "backend": args.backend, "csqp": ours, "fddp_unconstrained": free,
             "mim_csqp": mim, "csqp_default_admm": default,
@@ -250,6 +274,7 @@ def run(args) -> dict[str, Any]:
             "converged_solve_tol_1e-6": None if args.quick else converged_counts(problem, 1e-6),
             "mim_converged_solve_tol_1e-6": None if args.quick or not have_mim else mim_converged_counts(problem, 1e-6),
             "alddp": al, **_ratios("alddp_", al, {"mim_csqp": mim, "unconstrained": free, "csqp": ours}),
+            "alddp_warm": warm,
             "alddp_converged_solve_tol_1e-6": None if args.quick else alddp_converged_counts(problem, 1e-6)})
     return {"benchmark": "constrained", "sqp_iterations_per_timed_solve": K, "qp_iterations_per_sqp_iteration": Q,
             "repeats": repeats, "mim_solvers_available": have_mim, "results": entries, "machine": machine_info(),
@@ -273,7 +298,8 @@ format_table = TextTable((
     Column("vs fddp dflt", "12.2f", lambda e: e["ratio_vs_unconstrained_default_admm_cpu"]),
     Column("al ms/it", "9.2f", lambda e: 1e3 * e["alddp"]["per_iteration_s"]),
     Column("al cpu: vs mim", "14.2f", lambda e: e["alddp_ratio_vs_mim_csqp_cpu"] or float("nan")),
-    Column("vs fddp", "8.2f", lambda e: e["alddp_ratio_vs_unconstrained_cpu"])))
+    Column("vs fddp", "8.2f", lambda e: e["alddp_ratio_vs_unconstrained_cpu"]),
+    Column("warm vs fddp", "12.2f", lambda e: e["alddp_warm"]["ratio_cpu"])))
 
 
 if __name__ == "__main__":

@@ -123,6 +123,39 @@ def _max_abs(a):
     return m
 
 
+@jit_inline
+def _rollout(gaps, k, KT, FxT, FuT, dx, du):
+    """The linear rollout ``dx_0 = f̄_0``, ``du_t = k_t + K_t dx_t``, ``dx_{t+1} = Fx_t dx_t + Fu_t du_t
+    + f̄_{t+1}`` into dx (N+1, ndx), du (N, nu), from gaps (N+1, ndx), k (N, nu) and the transposed
+    (C-contiguous) KT (N, ndx, nu), FxT (N, ndx, ndx), FuT (N, nu, ndx). Returns the sum of the
+    step's entries (non-finite exactly when the step is)."""
+    N, nu = k.shape
+    ndx = dx.shape[1]
+    finite = 0.0
+    for i in range(ndx):
+        dx[0, i] = gaps[0, i]
+    for t in range(N):
+        for i in range(nu):
+            du[t, i] = k[t, i]
+        _add_transpose_times(KT[t], dx[t], du[t])
+        for i in range(ndx):
+            dx[t + 1, i] = gaps[t + 1, i]
+        _add_transpose_times(FxT[t], dx[t], dx[t + 1])
+        _add_transpose_times(FuT[t], du[t], dx[t + 1])
+        for i in range(nu):
+            finite += du[t, i]
+        for i in range(ndx):
+            finite += dx[t + 1, i]
+    return finite
+
+
+@jit
+def linear_rollout(gaps, k, KT, FxT, FuT, dx, du):
+    """:func:`_rollout` as a call of its own (the augmented-Lagrangian solver's step, one per
+    Riccati pass); returns the sum of the step's entries."""
+    return _rollout(gaps, k, KT, FxT, FuT, dx, du)
+
+
 @jit
 def admm_iterations(Fx, Fu, FxT, FuT, gaps, K, KT, Qinv, Vxx, mu, lx, lu, lxN, Gx, Gu, GxT, GuT, g, lower, upper, rho, near,
                     sigma, alpha, n_iter, eps_abs, eps_rel, scale_q, y, z, dx, du, k, w, out):
@@ -190,22 +223,7 @@ def admm_iterations(Fx, Fu, FxT, FuT, gaps, K, KT, Qinv, Vxx, mu, lx, lu, lxN, G
             for a in range(ndx):
                 Vx[a] = Qx[a] + Vf[t, a]
             _add_transpose_times(K[t], Qu, Vx)
-        # linear rollout
-        finite = 0.0
-        for i in range(ndx):
-            dx[0, i] = gaps[0, i]
-        for t in range(N):
-            for i in range(nu):
-                du[t, i] = k[t, i]
-            _add_transpose_times(KT[t], dx[t], du[t])
-            for i in range(ndx):
-                dx[t + 1, i] = gaps[t + 1, i]
-            _add_transpose_times(FxT[t], dx[t], dx[t + 1])
-            _add_transpose_times(FuT[t], du[t], dx[t + 1])
-            for i in range(nu):
-                finite += du[t, i]
-            for i in range(ndx):
-                finite += dx[t + 1, i]
+        finite = _rollout(gaps, k, KT, FxT, FuT, dx, du)
         if not np.isfinite(finite):
             return it, NON_FINITE
         # splitting variables, multipliers and the primal residual

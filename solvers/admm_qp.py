@@ -284,9 +284,16 @@ class StagewiseAdmmQP:
 
     def linear_rollout(self, Fx: np.ndarray, Fu: np.ndarray, gaps: np.ndarray) -> None:
         """``dx_0 = f̄_0``, ``du_t = k_t + K_t dx_t``, ``dx_{t+1} = Fx dx_t + Fu du_t + f̄_{t+1}``
-        into (dx, du): one matrix-vector product per knot with the closed-loop ``Fx + Fu K``
-        (the same for every ADMM iteration at one ρ and μ: rebuilt when K changes)."""
+        into (dx, du): one compiled call (:func:`solvers.admm_numba.linear_rollout`, the ADMM
+        iterations' own) when the Riccati pass is compiled, else one matrix-vector product per knot
+        with the closed-loop ``Fx + Fu K`` (the same for every ADMM iteration at one ρ and μ:
+        rebuilt when K changes)."""
         K, k, dx, du = self.backward.K, self.backward.k, self.dx, self.du
+        if self.backward.compiled:
+            from . import admm_numba  # imports numba: only when used
+            admm_numba.linear_rollout(np.ascontiguousarray(gaps, dtype=np.float64), k, _transposed(K), _transposed(Fx),
+                                      _transposed(Fu), dx, du)
+            return
         A = self._closed_loop
         if A is None or not np.array_equal(self._K_seen, K):
             A = self._closed_loop = Fx + Fu @ K

@@ -20,7 +20,9 @@ where w is outside its bounds (every equality row), 0 elsewhere.
 
 One iteration at (xs, us):
 
-1. derivatives: those of :class:`solvers.CSQP` (cost, dynamics, constraints, gaps: its code path);
+1. derivatives: cost and dynamics by FDDP's derivative stage (the prepared compiled calls of
+   :mod:`solvers.prepared_iteration` where they apply, else CSQP's general evaluation), then the
+   constraints' values and Jacobians and the gaps as :class:`solvers.CSQP`;
 2. residuals: the KKT residuals of :class:`solvers.CSQP` with the shifted multipliers ŷ (the dual
    residual is then the stationarity of L_A: the inner problem's residual); BCL: when it is below
    the inner tolerance ω, either the primal residual (largest gap or violation) is below η and
@@ -29,15 +31,19 @@ One iteration at (xs, us):
    FDDP's gaps) on the LQ problem with ``l_x + Gxᵀŷ``, ``l_u + Guᵀŷ`` and ``l_xx + Gxᵀ ρ_a Gx + σI``,
    ``l_xu + Gxᵀ ρ_a Gu``, ``l_uu + Guᵀ ρ_a Gu + σI`` (ρ_a: ρ on the active rows; the Hessians by the
    constrained QP's implementation, :meth:`solvers.admm_qp.StagewiseAdmmQP.augmented_hessians`),
-   then the linear rollout of its gains (dx, du) — the multiple-shooting step, as aligator's
-   default linear rollout; while the rows active at the step's linearised values ``g + G d``
-   differ from those the pass penalised, up to ``active_set_passes`` more passes with the
-   penalty's piecewise-quadratic model re-expanded at d (semismooth Newton on the AL of the LQ
-   model: without it an MPC update's single iteration ignores the rows its step activates);
-4. CSQP's filter line search on ``xs ⊕ α dx``, ``us + α du`` (its trial: one dynamics step per
-   knot, the cost, the constraint values), with the infeasibility measured as the gaps' ℓ1 norm
-   plus the AL penalty ``Σ (ŷ² − y²)/(2ρ)``: the first α that lowers the cost or that measure is
-   taken; when none does, the smallest finite one.
+   then the linear rollout of its gains (dx, du; compiled on numba: the ADMM iterations' own,
+   :func:`solvers.admm_numba.linear_rollout`) — the multiple-shooting step; while the rows active
+   at the step's linearised values ``g + G d`` differ from those the pass penalised, up to
+   ``active_set_passes`` more passes with the penalty's piecewise-quadratic model re-expanded at d
+   (semismooth Newton on the AL of the LQ model: without it an MPC update's single iteration
+   ignores the rows its step activates; the Hessians updated only at the knots whose rows
+   changed);
+4. CSQP's filter line search, with the infeasibility measured as the gaps' ℓ1 norm plus the AL
+   penalty ``Σ (ŷ² − y²)/(2ρ)``: the first α that lowers the cost or that measure is taken; when
+   none does, the smallest finite one. Its trial (:meth:`ALDDP._trial`): on the prepared path
+   FDDP's nonlinear rollout of the gains with its cost (one compiled call) and the candidate's
+   constraint values; elsewhere CSQP's ``xs ⊕ α dx``, ``us + α du`` (one dynamics step per knot,
+   the cost, the constraint values).
 
 ``second_order=True`` adds DDP's term ``V'_x · F2`` to the Riccati pass (:class:`solvers.ILQR`'s
 pass with its Gauss–Newton fallback), the constraints' own curvature is not added.
@@ -55,6 +61,8 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
+
+from dynamics.inputs import sum_is_finite
 
 from .csqp import CSQP
 from .problem import ProblemDerivatives, ShootingProblem
@@ -219,34 +227,97 @@ class ALDDP(CSQP):
         Gx, Gu = cd.Gx, cd.Gu
         v = qp.y                                # the penalty's gradient in g at d = 0: ŷ
         lqr = ProblemDerivatives(qp.aug, qp.aug_terminal, d.dynamics)
+        linear_trial = self._fast is None       # CSQP's trial reads (qp.dx, qp.du); the rollout's reads the gains
+        changed = None
         for n in range(self.active_set_passes + 1):
-            self._augmented_pass(d, lqr, v, np.where(active, self.rho, 0.0))
-            if n == self.active_set_passes:
+            last = n == self.active_set_passes
+            self._augmented_pass(d, lqr, v, active, changed, rollout=linear_trial or not last)
+            if last:
                 return
             with self._timed("backward"):
                 Gd = np.einsum("tmi,ti->tm", Gx, qp.dx)
                 Gd[:N] += np.einsum("tmi,ti->tm", Gu[:N], qp.du)
                 yhat, now = self._shifted(cd.g + Gd)
-                if np.array_equal(now, active):
+                changed = now != active
+                if not changed.any():
                     return
                 active = now
                 # the active rows' quadratic (ρ/2)(w(d) − bound)² expanded at d = 0: gradient ŷ(d) − ρ G d
                 v = yhat - np.where(active, self.rho, 0.0) * Gd
 
-    def _augmented_pass(self, d: ProblemDerivatives, lqr: ProblemDerivatives, v: np.ndarray,
-                        rho_rows: np.ndarray) -> None:
-        """One Riccati pass on ``l_x + Gxᵀv``, ``l_u + Guᵀv`` and the Hessians with ``Gᵀ diag(rho_rows) G``,
-        and the linear rollout of its gains into (qp.dx, qp.du)."""
+    def _augmented_pass(self, d: ProblemDerivatives, lqr: ProblemDerivatives, v: np.ndarray, active: np.ndarray,
+                        changed: np.ndarray | None, rollout: bool = True) -> None:
+        """One Riccati pass on ``l_x + Gxᵀv``, ``l_u + Guᵀv`` and the Hessians with ``Gᵀ diag(ρ_a) G``
+        (ρ_a: ρ on the ``active`` rows), and (``rollout``) the linear rollout of its gains into
+        (qp.dx, qp.du). changed: None (the Hessians assembled anew), or the rows whose activity
+        changed since the last pass, whose Hessians stay in ``lqr``: only the knots with such a row
+        are updated, by ``± ρ Gᵀ G`` of those rows."""
         cd, qp, N = self.cdata, self.qp, self.problem.horizon
         a, at = lqr.running, lqr.terminal
         with self._timed("backward"):
             np.add(d.running.lx, np.einsum("tmi,tm->ti", cd.Gx[:N], v[:N]), out=a.lx)
             np.add(d.running.lu, np.einsum("tmi,tm->ti", cd.Gu[:N], v[:N]), out=a.lu)
             np.add(d.terminal.lx[0], cd.Gx[N].T @ v[N], out=at.lx[0])
-            qp.augmented_hessians(d, cd.Gx, cd.Gu, rho_rows)
+            if changed is None:
+                qp.augmented_hessians(d, cd.Gx, cd.Gu, np.where(active, self.rho, 0.0))
+            else:
+                self._update_hessians(lqr, active, changed)
         self._backward_pass_with_regularization(lqr)
+        if not rollout:
+            return
         with self._timed("backward"):
             qp.linear_rollout(d.dynamics.Fx, d.dynamics.Fu, self.gaps)
+
+    def _update_hessians(self, lqr: ProblemDerivatives, active: np.ndarray, changed: np.ndarray) -> None:
+        """Add ``Gᵀ diag(Δρ) G`` to the augmented Hessians of the knots with a changed row (Δρ = ρ
+        on the rows that became active, −ρ on those that left, 0 elsewhere)."""
+        cd, N = self.cdata, self.problem.horizon
+        a, at = lqr.running, lqr.terminal
+        knots = np.flatnonzero(changed.any(axis=1))
+        drho = np.where(changed[knots], np.where(active[knots], self.rho, -self.rho), 0.0)[..., None]
+        Gx, Gu = cd.Gx[knots], cd.Gu[knots]
+        GxT, GuT = np.swapaxes(Gx, -1, -2), np.swapaxes(Gu, -1, -2)
+        rGx, rGu = drho * Gx, drho * Gu
+        run = knots < N
+        a.lxx[knots[run]] += GxT[run] @ rGx[run]
+        a.lxu[knots[run]] += GxT[run] @ rGu[run]
+        a.luu[knots[run]] += GuT[run] @ rGu[run]
+        if not run[-1]:
+            at.lxx[0] += GxT[-1] @ rGx[-1]
+
+    # ------------------------------------------------------------ FDDP's stages
+    def _model_derivatives(self) -> tuple[ProblemDerivatives, tuple]:
+        """The cost and dynamics derivatives by FDDP's derivative stage: the prepared compiled calls
+        (:mod:`solvers.prepared_iteration`) where they apply, else CSQP's general evaluation."""
+        fast = self._fast
+        if fast is not None and self.xs is fast.xs and self.us is fast.us:
+            return fast.derivatives(self.timings), ()
+        return super()._model_derivatives()
+
+    def _rollout_gaps(self) -> np.ndarray:
+        return self.gaps        # multiple shooting: the trial's rollout closes the gaps by (1 − α), as FDDP's
+
+    def _trial(self, alpha: float):
+        """On the prepared path (:mod:`solvers.prepared_iteration`), the candidate of step size α by
+        FDDP's nonlinear rollout of the last pass's gains
+        (``x̂_{t+1} = f(x̂_t, û_t) ⊕ (α − 1) f̄_{t+1}``, ``û_t = u_t + α k_t + K_t (x̂_t ⊖ x_t)``) with
+        its cost (:meth:`ILQR._simulate`: one compiled call), then its constraint values; its gaps
+        are ``(1 − α) f̄`` by construction. None when anything is non-finite. Elsewhere CSQP's trial
+        ``xs ⊕ α dx``, ``us + α du`` (the linear rollout's step): on the general path the nonlinear
+        rollout costs the same dynamics steps, and on contact problems its feedback through the
+        gains of weakly penalised directions (a stance's internal forces) can throw an accepted
+        full step far outside the friction cones (seen on the HyQ push: the solve then stalls)."""
+        if self._fast is None:
+            return super()._trial(alpha)
+        c = self._simulate(np.array([alpha]), self.xs, self.us, self.k, self.K)
+        if not c.ok[0]:
+            return None
+        xs, us, cost = c.xs[0].copy(), c.us[0].copy(), float(c.cost[0])   # the next trial reuses the buffers
+        with self._timed("cost"), np.errstate(all="ignore"):
+            g = self.constraints.values(xs, us)         # the prepared path has no contact knots
+        if not sum_is_finite(g):
+            return None
+        return xs, us, cost, (1.0 - alpha) * float(np.abs(self.gaps).sum()) + self._penalty(g)
 
     def _infeasibility(self, gaps: np.ndarray, g: np.ndarray) -> float:
         """``Σ‖f̄‖₁ + Σ (ŷ² − y²)/(2ρ)``: the gaps and the AL penalty of constraint values g, the

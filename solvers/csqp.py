@@ -279,12 +279,9 @@ class CSQP(ILQR):
     def _linearize(self) -> ProblemDerivatives:
         """Cost, dynamics and constraint derivatives at the iterate, and its gaps."""
         p, pc = self.problem, self.constraints
+        derivs, solves = self._model_derivatives()
         with self._timed("derivatives"):
-            d = self.data
-            solves = d.calc_dynamics(self.xs[:-1], self.us, self.uses_second_order)
-            p.costs.derivatives_into(self.xs, self.us, d.running, d.terminal, solves)
             pc.evaluate(self.xs, self.us, self.cdata, solves)
-            derivs = d.derivatives()
         targets = self._gap_targets     # x0 and the knots' next states: one difference for every gap
         targets[0] = p.x0
         targets[1:] = derivs.dynamics.xnext
@@ -297,6 +294,16 @@ class CSQP(ILQR):
         if np.isnan(self.qp.z).any():
             np.clip(cd.g, self._lo, self._hi, out=self.qp.z)
         return derivs
+
+    def _model_derivatives(self) -> tuple[ProblemDerivatives, tuple]:
+        """The cost and dynamics derivatives at the iterate (into :attr:`data`) and the dynamics
+        stage's contact solves (for the contact-force constraint terms to share); their wall time
+        is added to ``timings["derivatives"]``."""
+        with self._timed("derivatives"):
+            d = self.data
+            solves = d.calc_dynamics(self.xs[:-1], self.us, self.uses_second_order)
+            self.problem.costs.derivatives_into(self.xs, self.us, d.running, d.terminal, solves)
+            return d.derivatives(), solves
 
     def _kkt(self, d: ProblemDerivatives) -> tuple[float, float, float, float]:
         """(primal, dual, complementarity, violation) residuals at the iterate; sets the costates."""

@@ -183,3 +183,64 @@ def test_cli_runs_the_wall_task_with_alddp(tmp_path):
     assert s["completed"] and s["config"]["solver"] == "alddp"
     crit = {c["name"]: c for c in s["evaluation"]["criteria"]}
     assert crit["wall violation"]["passed"] is True, crit["wall violation"]
+
+
+def test_iteration_takes_fddps_prepared_derivatives_and_rollout():
+    # the iiwa problem is the prepared path's common case: the derivatives and the line search's
+    # candidates go through FDDP's compiled calls, and the optimum is that of the general path
+    # (compiled=False: CSQP's derivative stage, NumPy Riccati pass, linear-step trial)
+    p = iiwa_wall(10, dt=0.03, backend="numba")
+    s = ALDDP(p, box=False)
+    r = s.solve(max_iter=200, tol=1e-10)
+    assert r.converged, r.reason
+    assert s._fast is not None
+    ref = _solve(p, compiled=False)
+    assert abs(r.cost - ref.cost) <= 1e-9 * abs(ref.cost)
+    assert np.abs(r.xs - ref.xs).max() < 1e-6 and np.abs(r.multipliers - ref.multipliers).max() < 1e-5
+
+
+def test_compiled_linear_rollout_matches_the_recursion():
+    pytest.importorskip("numba")
+    from solvers.admm_qp import StagewiseAdmmQP
+    from solvers.backward_pass import BackwardPass
+
+    rng = np.random.default_rng(3)
+    N, ndx, nu = 6, 4, 2
+    Fx, Fu = rng.normal(size=(N, ndx, ndx)) * 0.5, rng.normal(size=(N, ndx, nu))
+    gaps = rng.normal(size=(N + 1, ndx))
+    K, k = rng.normal(size=(N, nu, ndx)), rng.normal(size=(N, nu))
+    # the reference: the recursion written out knot by knot
+    dx, du = np.zeros((N + 1, ndx)), np.zeros((N, nu))
+    dx[0] = gaps[0]
+    for t in range(N):
+        du[t] = k[t] + K[t] @ dx[t]
+        dx[t + 1] = Fx[t] @ dx[t] + Fu[t] @ du[t] + gaps[t + 1]
+    eq = np.zeros((N + 1, 1), bool)
+    for compiled in (False, True):
+        bw = BackwardPass(N, nu, ndx, compiled)
+        bw.K[:], bw.k[:] = K, k
+        qp = StagewiseAdmmQP(N, ndx, nu, eq, bw, lambda key: None)
+        qp.linear_rollout(Fx, Fu, gaps)
+        assert np.allclose(qp.dx, dx, rtol=1e-12, atol=1e-12) and np.allclose(qp.du, du, rtol=1e-12, atol=1e-12)
+
+
+def test_active_set_pass_updates_hessians_as_a_full_assembly():
+    # the incremental Hessians of a re-expanded pass (only the knots whose rows changed, by ±ρ GᵀG)
+    # equal those assembled from scratch for the new active set
+    p = iiwa_wall(5, dt=0.06, backend="numpy")
+    s = ALDDP(p, box=False)
+    s.solve(max_iter=2, tol=0.0)
+    d, cd, qp = s.data.derivatives(), s.cdata, s.qp
+    rng = np.random.default_rng(0)
+    old = rng.random(cd.g.shape) < 0.5
+    new = old.copy()
+    new[1, 0] = not new[1, 0]
+    new[-1, :] = ~new[-1, :]
+    from solvers.problem import ProblemDerivatives
+    lqr = ProblemDerivatives(qp.aug, qp.aug_terminal, d.dynamics)
+    qp.augmented_hessians(d, cd.Gx, cd.Gu, np.where(old, s.rho, 0.0))
+    s._update_hessians(lqr, new, new != old)
+    inc = [a.copy() for a in (qp.aug.lxx, qp.aug.lxu, qp.aug.luu, qp.aug_terminal.lxx)]
+    qp.augmented_hessians(d, cd.Gx, cd.Gu, np.where(new, s.rho, 0.0))
+    for a, b in zip(inc, (qp.aug.lxx, qp.aug.lxu, qp.aug.luu, qp.aug_terminal.lxx)):
+        assert np.allclose(a, b, rtol=1e-12, atol=1e-9 * max(1.0, np.abs(b).max()))
