@@ -88,6 +88,21 @@ class CompiledForwardDynamics:
 
 
 @dataclass(frozen=True)
+class BatchKernelCall:
+    """A backend's prepared batched call as a compiled kernel for a solver's own compiled loop to
+    call by address (:meth:`Backend.prepare_aba_derivatives_call`): ``kernel(*args, 0, batch)``
+    with numba's calling convention (:func:`dynamics.kernels.threaded_batch.call_at`) computes the
+    whole batch on the calling thread. ``serial()``: whether the backend itself would run the batch
+    on the calling thread now (its thread count and the batch's size); where it would not, the
+    caller runs the prepared call instead, which spreads the batch over the worker threads."""
+
+    address: int
+    args: tuple
+    batch: int
+    serial: Callable[[], bool]
+
+
+@dataclass(frozen=True)
 class CompiledContactDynamics:
     """What a compiled (numba) backend offers to compiled solver loops for one
     :class:`~dynamics.contact.ContactSet` (see :meth:`Backend.compiled_contact_dynamics`): the
@@ -343,6 +358,20 @@ class Backend:
         def run() -> None:
             self.aba_second_derivatives(model, q, v, tau, out=out)
         return run
+
+    def prepare_aba_derivatives_call(self, model: RobotModel, q: np.ndarray, v: np.ndarray, tau: np.ndarray,
+                                     out: np.ndarray, acceleration_out: np.ndarray) -> BatchKernelCall | None:
+        """:meth:`prepare_aba_derivatives` as a compiled kernel with its arguments
+        (:class:`BatchKernelCall`), for a solver's compiled loop that runs several stages in one
+        call; checked as :meth:`prepare_aba_derivatives` is. None (this default): the backend has
+        no such kernel (the caller runs the prepared call)."""
+        return None
+
+    def prepare_aba_second_derivatives_call(self, model: RobotModel, q: np.ndarray, v: np.ndarray, tau: np.ndarray,
+                                            out: np.ndarray) -> BatchKernelCall | None:
+        """:meth:`prepare_aba_second_derivatives` as a :class:`BatchKernelCall`, as
+        :meth:`prepare_aba_derivatives_call`; None (this default): no such kernel."""
+        return None
 
     @staticmethod
     def _prepared_batch(func: str, model: RobotModel, q, v, tau) -> int:

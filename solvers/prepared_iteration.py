@@ -28,6 +28,13 @@ first-order calls, the backend's prepared second-order tensors
 evaluation runs; with numerical second derivatives it runs the data's general evaluation
 (:meth:`solvers.problem_data.ProblemData.calc_dynamics`) instead.
 
+When each of the derivative stage's calls would run on the calling thread anyway (one worker
+thread, or batches too small to spread), the stage is one compiled call instead
+(:mod:`solvers.derivative_stage_numba`: the backend's kernel and the cost kernel called by address,
+:meth:`dynamics.Backend.prepare_aba_derivatives_call`,
+:meth:`solvers.costs.compiled.CompiledCosts.derivatives_call`), DDP's second-order stage included:
+with the backward pass and the rollout with its costs, a warm iteration is then three compiled calls.
+
 A prepared iteration belongs to one solver and one state of its problem: the knot structure
 (``problem.revision``), the compiled cost layout, the control bounds and the solver's workspace.
 :meth:`PreparedIteration.current` tells whether it still applies (checked once per solve).
@@ -77,8 +84,11 @@ class PreparedIteration:
                                                   stiffness, float(g.item.dt), d.xnext, d.Fx, d.Fu))
         run, term = data.running, data.terminal
         self._zero = data.cost_block            # every cost derivative array: zeroed in one call
-        self._cost_derivatives = cc.prepared_derivatives(xs, us, (run.l, run.lx, run.lu, run.lxx, run.luu, term.l,
-                                                                  term.lx, term.lxx))
+        self._cost_outs = (run.l, run.lx, run.lu, run.lxx, run.luu, term.l, term.lx, term.lxx)
+        self._cost_derivatives = cc.prepared_derivatives(xs, us, self._cost_outs)
+        #: the stage as one compiled call (:meth:`_fuse`): (when it applies, the call), built at first
+        #: use; () where the backend hands out no kernel
+        self._fused = None
         self.refresh_costs = cc.refresh
         self.derivs = ProblemDerivatives(run, term, d)
         self._cc, self._rollout = cc, rollout
@@ -136,6 +146,16 @@ class PreparedIteration:
         t0 = time.perf_counter()
         second = None if self.first_order else (self._second if self._second is not None else self._second_order())
         if self.first_order or second:
+            fused = self._fused if self._fused is not None else self._fuse(second)
+            if fused and fused[0]():
+                fused[1]()
+                d = self._dyn_data
+                if second:
+                    d.C, d.T = second[2]
+                else:
+                    d.C = d.T = None
+                timings["derivatives"] += time.perf_counter() - t0
+                return self.derivs
             f, args = self._inputs
             f(*args)
             self._aba()
@@ -156,6 +176,38 @@ class PreparedIteration:
         self._cost_derivatives()
         timings["derivatives"] += time.perf_counter() - t0
         return self.derivs
+
+    def _fuse(self, second) -> tuple:
+        """``(applies(), run())``: the whole derivative stage (the first-order calls, the cost
+        derivatives and, with ``second``, DDP's second-order stage) as one compiled call
+        (:mod:`solvers.derivative_stage_numba`), which applies while each of its stages would run on
+        the calling thread anyway; ``()`` where the backend hands out no kernel to call
+        (:meth:`dynamics.Backend.prepare_aba_derivatives_call`). Compiled (or loaded) here, once."""
+        item, d = self._euler_item, self._dyn_data
+        s = d.states
+        acc = item.acc
+        aba = acc.backend.prepare_aba_derivatives_call(acc.model, s.q, s.v, s.tau, s.acc.partials, s.acc.a)
+        aba2 = hessian = None
+        if second:
+            aba2 = item.backend.prepare_aba_second_derivatives_call(item.model, s.q, s.v, s.tau, d.A2)
+            hessian = second[1][1]
+        if aba is None or (second and aba2 is None):
+            self._fused = ()
+            return ()
+        from .derivative_stage_numba import fused_stage
+        cost = self._cc.derivatives_call(self.xs, self.us, self._cost_outs)
+        run = fused_stage(self._inputs[1], aba, self._jacobians[1], self._zero, cost[:2], aba2, hessian)
+        aba_serial, cost_serial = aba.serial, cost[2]
+        if aba2 is None:
+            def applies() -> bool:
+                return aba_serial() and cost_serial()
+        else:
+            aba2_serial = aba2.serial
+
+            def applies() -> bool:
+                return aba_serial() and aba2_serial() and cost_serial()
+        self._fused = (applies, run)
+        return self._fused
 
     def _second_order(self) -> tuple:
         """DDP's second-order dynamics stage with its arguments bound, what the Euler model's

@@ -30,7 +30,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from ..backend import Backend, CombinedComKernel, _check_out
+from ..backend import Backend, BatchKernelCall, CombinedComKernel, _check_out
 from ..contact.common import flat_args
 from ..contact.constrained_dynamics import ContactDynamicsDerivatives, ContactDynamicsResult
 from ..contact.impulse import ImpulseDynamicsResult, check_restitution
@@ -599,6 +599,28 @@ class NumbaBackend(CombinedComKernel, Backend):
         k = _k().aba_second_derivatives
         return partial(self._run, "second_order", pm, k.aba_second_derivatives_range, B,
                        pm.li, pm.lf, pm.gv, pm.bl, pm.bf, _f64(q), _f64(v), _f64(tau), pm.no_fext, out)
+
+    def prepare_aba_derivatives_call(self, model, q, v, tau, out, acceleration_out):
+        """See :meth:`Backend.prepare_aba_derivatives_call`: :meth:`prepare_aba_derivatives`'
+        kernel (``aba_derivatives_range``) and its bound arguments."""
+        return self._kernel_call(self.prepare_aba_derivatives(model, q, v, tau, out, acceleration_out))
+
+    def prepare_aba_second_derivatives_call(self, model, q, v, tau, out):
+        """See :meth:`Backend.prepare_aba_second_derivatives_call`: :meth:`prepare_aba_second_derivatives`'
+        kernel (``aba_second_derivatives_range``) and its bound arguments."""
+        return self._kernel_call(self.prepare_aba_second_derivatives(model, q, v, tau, out))
+
+    def _kernel_call(self, run: partial) -> BatchKernelCall:
+        """The :class:`BatchKernelCall` of a prepared ``run`` (a partial of :meth:`_run`): its kernel's
+        address for its bound arguments (compiled or loaded here), and :meth:`_run`'s serial rule."""
+        kind, pm, kernel, B, *args = run.args
+        args = tuple(args)
+        address = _k().threaded_batch.kernel_address(kernel, (*args, 0, B))
+        estimate = B * pm.nlinks * _COST_PER_LINK_US[kind]
+
+        def serial() -> bool:
+            return B <= 1 or estimate < self.parallel_threshold_us or self.threads <= 1
+        return BatchKernelCall(address, args, B, serial)
 
     def _aba_derivatives_into(self, model, q, v, tau, fext, minv, out, acc) -> bool:
         if out is None:

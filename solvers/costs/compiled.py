@@ -993,6 +993,23 @@ class CompiledCosts:
             parts(kernel, nt, *args, Jc, *outs, *tail)
         return run
 
+    def derivatives_call(self, xs: np.ndarray, us: np.ndarray, outs: tuple) -> tuple:
+        """``(address, args, serial)``: :meth:`prepared_derivatives`' kernel call on one thread for
+        another compiled loop (the solvers' fused derivative stage, :mod:`solvers.derivative_stage_numba`),
+        to call by address as ``kernel(*args, 0, 1)`` (numba's calling convention): the derivatives
+        along the fixed buffers xs (N+1, nx), us (N, nu) into the eight fixed outputs ``outs``
+        (zeroed by the caller). ``serial()``: whether :meth:`prepared_derivatives` would run on one
+        thread now. The caller re-packs (:meth:`refresh`) whenever a term may have changed. The
+        kernel is compiled (or loaded) here, once."""
+        from dynamics.kernels.threaded_batch import kernel_address
+        self._without_forces("derivatives_call")
+        args = (*self._args(xs[None], us[None], True), np.empty((1, 1)), *outs, *self._force_args())
+        threads, share = self.kin.threads, xs.shape[0] // self.MIN_KNOTS_PER_THREAD
+
+        def serial() -> bool:
+            return share <= 1 or threads() <= 1
+        return kernel_address(_kernel(), (*args, 0, 1)), args, serial
+
     def values_call(self, X: np.ndarray, U: np.ndarray, Jc: np.ndarray) -> tuple:
         """``(address, args)``: the compiled kernel for another compiled loop over the same
         candidates X (S, N+1, nx), U (S, N, nu) (a rollout that scores its own candidates,
