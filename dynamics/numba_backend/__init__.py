@@ -209,7 +209,7 @@ class NumbaBackend(CombinedComKernel, Backend):
         batch on the calling thread (one state, one thread, or a batch too small to be worth waking
         the thread pool)."""
         nt = self.threads
-        if nt <= 1 or B <= 1 or B * pm.nlinks * _COST_PER_LINK_US[kind] < self.parallel_threshold_us:
+        if self._serial(kind, pm, B, nt):
             kernel(*args, 0, B)
             return
         use_threads(nt)
@@ -217,11 +217,14 @@ class NumbaBackend(CombinedComKernel, Backend):
 
     def _variant(self, kind: str, model: RobotModel, B: int) -> str:
         """Which variant :meth:`_run` takes for a batch of B states: "serial" or "parallel"."""
-        pm = packed(model)
-        nt = self.max_threads   # the variant it runs in when the cores are free
-        if nt <= 1 or B <= 1 or B * pm.nlinks * _COST_PER_LINK_US[kind] < self.parallel_threshold_us:
-            return "serial"
-        return "parallel"
+        # the variant it runs in when the cores are free
+        return "serial" if self._serial(kind, packed(model), B, self.max_threads) else "parallel"
+
+    def _serial(self, kind: str, pm, B: int, nt: int) -> bool:
+        """Whether a batch of B states of kernel ``kind`` runs on the calling thread with ``nt``
+        worker threads: one thread, one state, or an estimated cost below ``parallel_threshold_us``
+        (not worth waking the thread pool)."""
+        return nt <= 1 or B <= 1 or B * pm.nlinks * _COST_PER_LINK_US[kind] < self.parallel_threshold_us
 
     def compile_ahead(self, model: RobotModel, calls):
         """Start compiling, in a child process, the batched kernels of ``calls`` — (function, batch
@@ -616,11 +619,7 @@ class NumbaBackend(CombinedComKernel, Backend):
         kind, pm, kernel, B, *args = run.args
         args = tuple(args)
         address = _k().threaded_batch.kernel_address(kernel, (*args, 0, B))
-        estimate = B * pm.nlinks * _COST_PER_LINK_US[kind]
-
-        def serial() -> bool:
-            return B <= 1 or estimate < self.parallel_threshold_us or self.threads <= 1
-        return BatchKernelCall(address, args, B, serial)
+        return BatchKernelCall(address, args, B, lambda: self._serial(kind, pm, B, self.threads))
 
     def _aba_derivatives_into(self, model, q, v, tau, fext, minv, out, acc) -> bool:
         if out is None:
