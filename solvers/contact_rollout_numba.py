@@ -239,6 +239,9 @@ class _SharedTables:
     dyn_args: dict = field(default_factory=dict)      # id(integrated model) -> (model, kernel args)
     scratch: dict = field(default_factory=dict)       # (S, ncmax) -> the kernel's ``work`` tuple
     available: dict = field(default_factory=dict)     # ids of the groups' models -> (models, answer)
+    #: id(knot structure) -> (structure, the kernel's per-knot tables, force models): a structure the
+    #: problem returns to (a gait's next cycle) finds its tables made
+    knot_tables: dict = field(default_factory=dict)
 
 
 _SHARED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -297,23 +300,32 @@ class CompiledContactRollout:
         if hit is None:
             hit = sh.dyn_args[id(dyn)] = (dyn, (read_only(self.fd.joint_rows, np.int64), passive_args(m, dyn)))
         self._dyn_args = hit[1]
-        # per-knot tables
-        N = problem.horizon
-        kind = np.zeros(N, dtype=np.int64)
-        cset = np.full(N, -1, dtype=np.int64)
-        rest = np.zeros(N)
-        for g in problem.dynamics_groups:
-            d = g.item
-            if d.contacts is None:
-                continue
-            kind[g.knots] = IMPULSE if d.integrator == "impulse" else CONTACT
-            cset[g.knots] = next(i for i, c in enumerate(sets) if c is d.contacts)
-            rest[g.knots] = d.restitution
-        self._knots = (read_only(kind, np.int64), read_only(cset, np.int64), read_only(problem.dts), read_only(rest))
+        # per-knot tables, per knot structure (the sets' indices stay valid: sets are only appended)
+        st = problem.structure
+        hit = sh.knot_tables.get(id(st))
+        if hit is None or hit[0] is not st:
+            N = problem.horizon
+            kind = np.zeros(N, dtype=np.int64)
+            cset = np.full(N, -1, dtype=np.int64)
+            rest = np.zeros(N)
+            for g in problem.dynamics_groups:
+                d = g.item
+                if d.contacts is None:
+                    continue
+                kind[g.knots] = IMPULSE if d.integrator == "impulse" else CONTACT
+                cset[g.knots] = next(i for i, c in enumerate(sets) if c is d.contacts)
+                rest[g.knots] = d.restitution
+            # per knot, the integrated model whose contact forces the rollout writes (contact knots), else None
+            force_models = tuple(np.where(kind == CONTACT, st.knot_dynamics, None).tolist())
+            if len(sh.knot_tables) >= 256:          # (as many as the problem keeps structures)
+                sh.knot_tables.clear()
+            hit = sh.knot_tables[id(st)] = (st, (read_only(kind, np.int64), read_only(cset, np.int64),
+                                                 read_only(problem.dts), read_only(rest)), force_models)
+        self._knots = hit[1]
         self._sets = sh.stacked
         self._no_gaps = read_only(np.zeros((0, self.ndx)))
         #: per knot, the integrated model whose contact forces the rollout writes (contact knots), else None
-        self.force_models = tuple(np.where(kind == CONTACT, problem.structure.knot_dynamics, None).tolist())
+        self.force_models = hit[2]
         self._problem = problem
         self._scratch = sh.scratch
 

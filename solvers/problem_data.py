@@ -130,14 +130,21 @@ class ProblemData:
         then new data."""
         p = self.problem
         k = self.horizon_dynamics
-        spare = list(self.groups)
         new = p.dynamics_groups
         data: list = [None] * len(new)
-        for i, g in enumerate(new):         # unchanged groups first, then any of the same size
-            j = next((j for j, (g0, _) in enumerate(spare) if g0.item is g.item and np.array_equal(g0.knots, g.knots)),
-                     None)
-            if j is not None:
-                data[i] = spare.pop(j)[1]
+        # unchanged groups first (the same integrated model on the same knots, looked up by value:
+        # a kept structure's groups are other objects than the last one's), then any of the same size
+        unchanged: dict = {}
+        for j, (g0, _) in enumerate(self.groups):
+            unchanged.setdefault((id(g0.item), g0.knots.tobytes()), []).append(j)
+        taken = set()
+        for i, g in enumerate(new):
+            js = unchanged.get((id(g.item), g.knots.tobytes()))
+            if js:
+                j = js.pop(0)
+                data[i] = self.groups[j][1]
+                taken.add(j)
+        spare = [gd for j, gd in enumerate(self.groups) if j not in taken]
         for i, g in enumerate(new):
             if data[i] is not None:
                 continue

@@ -13,7 +13,10 @@ Two ways, chosen by the problem's backend:
   largest kernels, the batched derivative calls, in a second process meanwhile
   (:meth:`~dynamics.backend.Backend.compile_ahead`): this process then compiles the solver's own
   kernels (rollout, backward pass, cost terms) on dummy data, waits for the child and loads its
-  kernels from the cache, so two cores compile at once;
+  kernels from the cache, so two cores compile at once. A solver warmed up before (a task's
+  :meth:`~tasks.Task.warmup_times`: the same problem re-phased to other knots) runs one iteration,
+  which builds the new knot structure's data, cost layout and rollout tables, and the second
+  iteration only when the first met a kernel signature not compiled or loaded before;
 * any other backend runs its own :meth:`~dynamics.backend.Backend.warmup` (every kernel), then, with
   a compiled solver, one throw-away iteration compiles the solver's kernels.
 
@@ -24,7 +27,9 @@ every kernel loads from the cache), else before each step of the backend's warm-
 
 from __future__ import annotations
 
+import sys
 import time
+import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
@@ -82,6 +87,18 @@ def warm_up(solver: "ILQR", progress: Progress | None = None,
     from dynamics.kernel_cache import report_compiles
 
     saved = getattr(be, "parallel_threshold_us", None)
+    if solver in _WARMED and extra is None:
+        with report_compiles(on_compile):
+            before = kernel_signatures()
+            _one_iteration(solver)
+            if saved is not None and kernel_signatures() != before:
+                try:
+                    be.parallel_threshold_us = 0.0
+                    _one_iteration(solver)
+                finally:
+                    be.parallel_threshold_us = saved
+        result.seconds = time.perf_counter() - t0
+        return result
     try:
         with report_compiles(on_compile):
             calls = batched_derivative_calls(solver)
@@ -107,8 +124,28 @@ def warm_up(solver: "ILQR", progress: Progress | None = None,
     finally:
         if saved is not None:
             be.parallel_threshold_us = saved
+    _WARMED[solver] = True
     result.seconds = time.perf_counter() - t0
     return result
+
+
+#: solvers whose full warm-up ran (both iterations): a later warm-up of one re-phases its problem only
+_WARMED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_DISPATCHERS: list = [0, []]        # (len(sys.modules) when listed, the project's numba dispatchers)
+
+
+def kernel_signatures() -> int:
+    """How many signatures the project's numba kernels (module-level dispatchers of ``dynamics.*``
+    and ``solvers.*``) have compiled or loaded from the cache so far: a count that grows when a
+    call meets a kernel signature for the first time."""
+    from numba.core.registry import CPUDispatcher
+    if _DISPATCHERS[0] != len(sys.modules):         # modules imported since: list again
+        found = []
+        for name, mod in list(sys.modules.items()):
+            if mod is not None and name.startswith(("dynamics.", "solvers.")):
+                found += [v for v in list(vars(mod).values()) if isinstance(v, CPUDispatcher)]
+        _DISPATCHERS[:] = [len(sys.modules), found]
+    return sum(len(d.signatures) for d in _DISPATCHERS[1])
 
 
 def _one_iteration(solver: "ILQR") -> None:

@@ -35,11 +35,11 @@ import numpy as np
 from dynamics import ContactSet, RobotModel
 from dynamics.lie import quat_multiply, quat_to_rotation
 from dynamics.mujoco_frames import mujoco_frame
-from dynamics.mujoco_state import write_state
 from solvers import ActionModel, ContactDynamics, ControlCost, CostSum, ImpulseDynamics, ShootingProblem, StateCost
 from solvers.constraints import FrictionCone
 from solvers.costs import (ContactForceCost, FrameHeightCost, FramePositionCost, FrameVelocityCost,
                            FrictionConeCost)
+from solvers.costs.base import check_per_knot_rows
 
 from .base import Criterion, Evaluation, Event, MetricInfo, RunDefaults, Task
 from .legged import LeggedTask, _quat_rpy
@@ -369,18 +369,19 @@ class QuadrupedTrot(LeggedTask, Task):
         (N+1,), unique touchdowns - t, their index per knot (N+1,), lift profile ½(1 - cos 2πs),
         stride profile s - sin(2πs)/2π (N+1,)) with s the knots' swing fraction (1 on impulse
         knots))``. Once every probe of the horizon is past start_time the pattern repeats every gait
-        cycle, so it is kept per phase (rounded to 1 ns, as :meth:`contact_state`), for the phase
-        models of the last :meth:`build_problem`."""
+        cycle, so it is kept per phase (rounded to 1 ns, as :meth:`contact_state`), before that per
+        time, for the phase models of the last :meth:`build_problem`."""
         owner, cache = getattr(self, "_pattern_cache", (None, None))
         if owner is not self._phase_models:
             cache = {}
             self._pattern_cache = (self._phase_models, cache)
-        key = None
         if t >= self.start_time + dt:   # every probe (down to t - dt/2) inside the periodic gait
             key = (N, dt, self.start_time, self.cycle, round(float(np.mod(t - self.start_time, self.cycle)), 9))
-            hit = cache.get(key)
-            if hit is not None:
-                return hit
+        else:                           # before it, the time itself (the warm-up's visits, the loop's first steps)
+            key = (N, dt, self.start_time, self.cycle, "at", t)
+        hit = cache.get(key)
+        if hit is not None:
+            return hit
         sched = self.knot_schedule(t, N, dt)
         # running models: a swing knot followed by a touchdown takes the "last" variant
         models = [self._phase_models[kind if kind[0] == "impulse" else (kind, self.touchdown_next(sched, k))]
@@ -403,10 +404,9 @@ class QuadrupedTrot(LeggedTask, Task):
             pairs.append((lo - t, tds, which, 0.5 * (1.0 - np.cos(2.0 * np.pi * s)),
                           s - np.sin(2 * np.pi * s) / (2 * np.pi)))
         out = (models, controls, times - t, pairs)
-        if key is not None:
-            if len(cache) > 512:        # a few cycles' phases at most in practice
-                cache.clear()
-            cache[key] = out
+        if len(cache) > 512:            # a few cycles' phases and the times before the gait, in practice
+            cache.clear()
+        cache[key] = out
         return out
 
     def update_problem(self, problem: ShootingProblem, t: float) -> None:
@@ -420,10 +420,19 @@ class QuadrupedTrot(LeggedTask, Task):
         times = t + rel_times
         # trunk references: forward from where the trunk is, height/attitude/legs of the standing posture
         refs = np.repeat(self.x_stand[None], N + 1, axis=0)
-        refs[:, m.nq] = self.command(times)                   # body-frame forward velocity
+        ahead = None
         if self.yaw_rate == 0.0:
-            refs[:, 0] = x_now[0] + self._travel(t, times)    # straight ahead, lateral position held
+            # the knots' and the touchdowns' commands and travels in one pass
+            tt = np.concatenate([times, t + pairs[0][1], t + pairs[1][1]])
+            cmd, trav = self.command(tt), self._travel(t, tt)
+            refs[:, m.nq] = cmd[:N + 1]                       # body-frame forward velocity
+            refs[:, 0] = x_now[0] + trav[:N + 1]              # straight ahead, lateral position held
+            # the trunk's predicted position at each touchdown plus half the stance stride (_ahead_x)
+            ahead = x_now[0] + trav[N + 1:] + 0.5 * self.stance_time * cmd[N + 1:]
+            n_a = pairs[0][1].size
+            ahead = (ahead[:n_a], ahead[n_a:])
         else:
+            refs[:, m.nq] = self.command(times)               # body-frame forward velocity
             # along the commanded arc from where the trunk is, heading and yaw rate as commanded
             refs[:, :2] = self._arc(x_now[:2], t, times)
             dq = np.stack([_quat_rpy(0.0, 0.0, psi - self._yaw_stand) for psi in self.heading(times)])
@@ -439,24 +448,31 @@ class QuadrupedTrot(LeggedTask, Task):
         for j in range(4):
             if down[j]:
                 self._liftoff[j] = feet_now[j]
-        z_t = np.zeros((4, N + 1))
-        xy_t = np.zeros((4, N + 1, 3))
-        # straight ahead: the trunk's predicted travel to each touchdown, once per pair
-        ahead = [None, None] if self.yaw_rate != 0.0 else [self._ahead_x(x_now, t, t + pr[1]) for pr in pairs]
-        for j in range(4):
+        z_t = np.empty((4, N + 1))
+        xy_t = np.empty((4, N + 1, 3))
+        xy_t[:, :, 2] = self._ground[:, None]
+        for pair, feet in enumerate(self.pairs):
             # (N+1,) each: the swing of each knot (lift-off, touchdown relative to t) and its profiles
-            pair = 0 if j in self.pairs[0] else 1
             lo, tds, which, lift, stride = pairs[pair]
+            js = list(feet)
             # lifted off by now (lift-off at or before t, to the schedule's 1 ns): from the lift-off point
-            start = np.where((lo <= 1e-9)[:, None], self._liftoff[j][None, :2], feet_now[j][None, :2])
-            holds = self._footholds_xy(j, x_now, t, t + tds, ahead[pair])      # a few per horizon
-            hold = holds[which]
-            z_t[j] = self._ground[j] + self.step_height * lift
-            xy_t[j, :, :2] = start + (hold - start) * stride[:, None]
-            xy_t[j, :, 2] = self._ground[j]
-            self._swing_z[j].target = z_t[j]
-            self._swing_xy[j].target = xy_t[j]
-            self._impact[j].target = self._swing_xy[j].target
+            start = np.where((lo <= 1e-9)[None, :, None], self._liftoff[js, None, :2], feet_now[js, None, :2])
+            if self.yaw_rate == 0.0:    # the pair's footholds in one pass (a few touchdowns per horizon)
+                holds = np.empty((len(js), tds.size, 2))
+                holds[:, :, 0] = self._offsets[js, 0, None] + ahead[pair][None]
+                holds[:, :, 1] = (self._offsets[js, 1] + self.x_stand[1])[:, None]
+            else:
+                holds = np.stack([self._footholds_xy(j, x_now, t, t + tds) for j in js])
+            hold = holds[:, which]
+            z_t[js] = self._ground[js, None] + self.step_height * lift[None]
+            xy_t[js, :, :2] = start + (hold - start) * stride[None, :, None]
+        # validated once for the four feet (read-only rows the setters take as they are)
+        z_rows = check_per_knot_rows("swing height targets", z_t, ())
+        xy_rows = check_per_knot_rows("swing foot targets", xy_t, (3,))
+        for j in range(4):
+            self._swing_z[j].target = z_rows[j]
+            self._swing_xy[j].target = xy_rows[j]
+            self._impact[j].target = xy_rows[j]
 
     def warmup_times(self) -> tuple[float, ...]:
         """Every knot time (``dt`` of the last :meth:`build_problem`) from dt to ``start_time +
@@ -485,7 +501,7 @@ class QuadrupedTrot(LeggedTask, Task):
         if d is None:
             d = self._kin_data = mujoco.MjData(mj)
             self._foot_frames = [mujoco_frame(mj, f) for f in self.feet]
-        write_state(self.model, d, x)
+        d.qpos[:] = x[:self.model.nq]       # (the kinematics read no velocity)
         mujoco.mj_kinematics(mj, d)
         return np.array([frame.position(d) for frame in self._foot_frames])
 

@@ -294,6 +294,24 @@ def check_per_knot(name: str, value, tail: tuple[int, ...]) -> np.ndarray:
     return arr
 
 
+def check_per_knot_rows(name: str, values, tail: tuple[int, ...]) -> list[np.ndarray]:
+    """:func:`check_per_knot` of each row of ``values`` (n, K) + tail at once (one copy, one
+    finiteness check): n read-only per-knot (K,) + tail arrays (views of one copy), each taken by a
+    cost's reference setter as it is, like the arrays :func:`check_per_knot` returns (e.g. the
+    targets of several feet, computed together)."""
+    arr = np.array(values, dtype=float)
+    if arr.ndim != len(tail) + 2 or arr.shape[2:] != tail or arr.shape[1] == 0:
+        raise ValueError(f"{name} has shape {arr.shape}; expected (n, K, {', '.join(map(str, tail))})"
+                         .replace(", )", ")"))
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} contains non-finite values (NaN or inf)")
+    arr.setflags(write=False)
+    rows = list(arr)
+    for r in rows:
+        _CHECKED[(id(r), tail)] = r
+    return rows
+
+
 class PerKnotReference:
     """A residual cost's reference (``target`` or ``reference``) as a descriptor: reading gives the
     stored array (attribute ``store``); assigning validates the value with :func:`check_per_knot`

@@ -772,6 +772,20 @@ class _Layout:
                        tab.covers_all, (n_e, tab.width), tab.CF, sources, tab.ncmax, tab.gives)
 
 
+#: kind -> ``(columns a, b, per-knot tail, name)`` of a term's reference in its float rows, for the
+#: kinds whose reference alone :meth:`CompiledCosts._pack` re-packs (FRAME_HEIGHT: the z column)
+_REFERENCE_COLS = {
+    STATE: lambda c, nx, nu: (1, 1 + nx, (nx,), "state reference"),
+    STATE_LIE: lambda c, nx, nu: (1, 1 + nx, (nx,), "state reference"),
+    CONTROL: lambda c, nx, nu: (1, 1 + nu, (nu,), "control reference"),
+    FRAME_POSITION: lambda c, nx, nu: (1, 4, (3,), f"{c.name} target"),
+    FRAME_VELOCITY: lambda c, nx, nu: (1, 4, (3,), f"{c.name} target"),
+    COM_POSITION: lambda c, nx, nu: (1, 4, (3,), f"{c.name} target"),
+    FRAME_HEIGHT: lambda c, nx, nu: (3, 4, (), f"{c.name} target"),
+    CONTACT_FORCE: lambda c, nx, nu: (1, 1 + c.nr, (c.nr,), f"{c.name} reference"),
+}
+
+
 class CompiledCosts:
     """The compiled cost terms of a :class:`~solvers.problem.ShootingProblem` (running groups and
     terminal cost), and the Python remainder of each group."""
@@ -867,6 +881,16 @@ class CompiledCosts:
             src = (tw, c._weights, ref, sc)
             knots = tm.knots
             rows = tm.rows if tm.sl is None else tm.sl
+            put = tm.put
+            if pf and pf[0] is tw and pf[1] is c._weights and pf[3] is sc and tm.kind in _REFERENCE_COLS:
+                # only the reference was replaced (a task moving its targets every update): its columns
+                a, b, tail, label = _REFERENCE_COLS[tm.kind](c, nx, nu)
+                if tm.kind == FRAME_HEIGHT:
+                    P[rows, a] = per_knot(label, ref, knots, tail)
+                else:
+                    put(label, ref, knots, tail, a, b)
+                tm.packed_from = src
+                continue
             if tm.group >= 0:
                 ks = scales[knots] if tm.kr is None else scales[tm.kr]
             if tw is None:
@@ -879,7 +903,6 @@ class CompiledCosts:
                     s = s * ks
             P[rows, 0] = s
             # per-knot data straight into P's rows when they are evenly spaced (a view; else a copy)
-            put = tm.put
             if put is None:
                 put = tm.put = self._putter(tm)
             wname = f"{c.name} weights"
