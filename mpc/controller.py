@@ -22,6 +22,7 @@ from dynamics.backend import default_backend_name, get_backend
 from dynamics.inputs import sum_is_finite
 from solvers import ILQR
 from solvers import SOLVERS as SOLVER_CLASSES
+from tasks.base import Task
 
 from .plan import Plan, checked_bounds
 
@@ -393,7 +394,9 @@ class MPC:
         """``us_init`` with the knots past the previous plan's end set to the task's nominal controls
         (:meth:`tasks.Task.nominal_controls`), when the task gives them."""
         nominal = getattr(self.task, "nominal_controls", None)
-        nominal = None if nominal is None else nominal(self.problem)
+        if nominal is None or getattr(nominal, "__func__", None) is Task.nominal_controls:
+            return us_init      # the base class's: never gives controls (a call saved per update)
+        nominal = nominal(self.problem)
         if nominal is None:
             return us_init
         p, old = self.problem, self.plan

@@ -104,7 +104,8 @@ class Plan:
         has a non-finite entry; states_finite: the solver checked xs and us already
         (``SolverResult.finite``), only K is checked here."""
         if states_finite:
-            _check_finite(None, None, K)
+            if K is not None and not sum_is_finite(K):
+                _check_finite(None, None, K)        # raises, naming K
         else:
             _check_finite(xs, us, K)
         plan = object.__new__(cls)

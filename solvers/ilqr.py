@@ -162,7 +162,8 @@ class ILQR:
             raise ValueError("alphas must be a non-empty 1-D list of step sizes in (0, 1], largest first")
         self.armijo = float(armijo)
         self.reg_params = dict(mu=reg_init, mu_min=reg_min, mu_max=reg_max)
-        Regularization(**self.reg_params)  # validate early
+        self._reg_start: tuple | None = None    # (reg_params as validated, a validated schedule's fields)
+        self._new_regularization()              # validate early
         self.refresh_gains = refresh_gains
         self.gap_tol = float(gap_tol)
         self.gauss_newton_fallback = bool(gauss_newton_fallback)
@@ -229,6 +230,16 @@ class ILQR:
             prep.begin()
         return prep
 
+    def _new_regularization(self) -> Regularization:
+        """A fresh μ schedule at ``reg_params``, validated once per distinct ``reg_params`` (a
+        solve starts one; the dataclass's validation is the same for the same parameters)."""
+        params, start = self.reg_params, self._reg_start
+        if start is None or start[0] != params:
+            start = self._reg_start = (dict(params), dict(Regularization(**params).__dict__))
+        reg = object.__new__(Regularization)
+        reg.__dict__.update(start[1])
+        return reg
+
     def _read_bounds(self) -> None:
         """``_box`` (the bounds are respected), ``_lower`` / ``_upper`` (nu,) (None without): read
         once per solve, not at every stage."""
@@ -259,7 +270,7 @@ class ILQR:
         self._gaps_current = False
         self.feasible = True
         self.fallbacks = 0
-        self.reg = Regularization(**self.reg_params)
+        self.reg = self._new_regularization()
         self.xs, self.us = self._xs_buf, self._us_buf
         self._finite_iterate = False
         started = False
@@ -330,7 +341,7 @@ class ILQR:
             reason = reason + "; the returned trajectory contains non-finite values"
         return SolverResult(xs=self.xs.copy(), us=self.us.copy(), K=self.K.copy(), k=self.k.copy(),
                             cost=float(self.cost) if hasattr(self, "cost") else np.nan, cost_history=history,
-                            iterations=it, converged=converged, reason=reason, timings=dict(self.timings),
+                            iterations=it, converged=converged, reason=reason, timings=self.timings,
                             solver=self.name, gradient_norm=float(gnorm), gap=self._final_gap(),
                             regularization=self.reg.mu, step_sizes=steps, gauss_newton_fallbacks=self.fallbacks,
                             second_order=self._second_order_sources(), finite=finite)
@@ -338,10 +349,11 @@ class ILQR:
     def _take(self, xs: np.ndarray, us: np.ndarray) -> None:
         """Make (xs, us) the current iterate, copied into the solver's own arrays (candidates live
         in the rollout buffers, which the next forward pass overwrites)."""
+        # (slice assignment: np.copyto's Python wrapper costs twice the copy of these small arrays)
         if xs is not self._xs_buf:
-            np.copyto(self._xs_buf, xs)
+            self._xs_buf[...] = xs
         if us is not self._us_buf:
-            np.copyto(self._us_buf, us)
+            self._us_buf[...] = us
         self.xs, self.us = self._xs_buf, self._us_buf
         self._gaps_current = False
         self._finite_iterate = False    # set again by whoever knows the new iterate is finite
@@ -464,8 +476,10 @@ class ILQR:
         the same μ (far from a minimum the curvature ``V'_x·F2`` can be strongly indefinite; near
         it the full pass succeeds and DDP keeps its quadratic convergence)."""
         checked = False
+        timings = self.timings
         while True:
-            with self._timed("backward"):
+            t0 = time.perf_counter()
+            try:            # (what ``with self._timed("backward")`` does, without its timer object)
                 self._with_curvature = True
                 failure = self._backward_pass(d, self.reg.mu)
                 if failure is not None and not checked:
@@ -479,6 +493,8 @@ class ILQR:
                     if self._backward_pass(d, self.reg.mu) is None:
                         self.fallbacks += 1
                         failure = None
+            finally:
+                timings["backward"] += time.perf_counter() - t0
             if failure is None:
                 return
             if not self.reg.increase():
@@ -549,7 +565,11 @@ class ILQR:
         if not with_cost:
             return Candidates(out.X, out.U, np.full(S, np.inf), out.ok)
         ok = out.ok
-        ok &= np.isfinite(J)
+        if S == 1:          # one candidate (a warm start's full step): a scalar test, not two numpy calls
+            if not math.isfinite(J[0]):
+                ok[0] = False
+        else:
+            ok &= np.isfinite(J)
         return Candidates(out.X, out.U, J, ok)
 
     def _score(self, X, U, ok, with_cost: bool, forces=None) -> Candidates:
