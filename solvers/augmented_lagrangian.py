@@ -49,7 +49,8 @@ One iteration at (xs, us):
 pass with its Gauss–Newton fallback), the constraints' own curvature is not added.
 
 Stopping: as CSQP, primal, dual and complementarity residuals (with ŷ) ≤ tol. Reported
-multipliers are ŷ of the returned iterate. Knot-0 state-only rows, bad input (lower > upper, a
+multipliers are ŷ of the iterate the residuals were computed at (the returned one, or on a stop at
+``max_iter``, MPC's one iteration per update, the iterate before the last step, as CSQP reports). Knot-0 state-only rows, bad input (lower > upper, a
 start state that violates a knot-0 row), warm-started multipliers moved with re-phased knots and
 the diagnostics instead of NaNs are CSQP's (the same methods). A warm-started solve starts from
 the previous solve's ρ too (with η, ω reset from it): in MPC, one iteration per update, the
@@ -139,7 +140,7 @@ class ALDDP(CSQP):
         self._tol = tol
         self.multiplier_updates = self.penalty_updates = 0
         r = super().solve(xs_init, us_init, max_iter, tol, multipliers)
-        if self._y_prev is not None and np.array_equal(self._y_prev, self.qp.y):
+        if not self._last_failed:
             self._rho_prev = self.rho       # CSQP kept this solve's multipliers (it did not fail): their penalty too
         return dataclasses.replace(r, qp_iterations=[], rho=float(self.rho))
 
@@ -190,7 +191,8 @@ class ALDDP(CSQP):
         rho = self.rho
         w = g + self._y / rho
         proj = np.clip(w, self._lo, self._hi)
-        return rho * (w - proj), w != proj
+        # equality rows always carry ρ (w can land exactly on the bound); knot 0's relaxed rows are ±inf
+        return rho * (w - proj), (w != proj) | (self._lo == self._hi)
 
     def _shift_multipliers(self, g: np.ndarray) -> np.ndarray:
         """``qp.y ← ŷ`` at g (what the KKT residuals, the step and the result use); returns the active rows."""
@@ -215,6 +217,11 @@ class ALDDP(CSQP):
         elif self.rho < self.rho_max:
             self.penalty_updates += 1
             self._set_penalty(min(self.rho * self.rho_growth, self.rho_max), tol)
+        else:
+            # ρ at its cap cannot grow: take the multipliers anyway, or the method would stay a
+            # fixed-penalty one with a violation of about |y*| / ρ_max
+            self._y[:] = self.qp.y
+            self.multiplier_updates += 1
         return self._shift_multipliers(self.cdata.g)
 
     def _step(self, d: ProblemDerivatives, active: np.ndarray) -> None:
@@ -306,7 +313,8 @@ class ALDDP(CSQP):
         ``xs ⊕ α dx``, ``us + α du`` (the linear rollout's step): on the general path the nonlinear
         rollout costs the same dynamics steps, and on contact problems its feedback through the
         gains of weakly penalised directions (a stance's internal forces) can throw an accepted
-        full step far outside the friction cones (seen on the HyQ push: the solve then stalls)."""
+        full step far outside the friction cones, after which no step lowers either measure
+        (docs/solvers.md)."""
         if self._fast is None:
             return super()._trial(alpha)
         c = self._simulate(np.array([alpha]), self.xs, self.us, self.k, self.K)

@@ -181,6 +181,7 @@ class CSQP(ILQR):
         if not (sum_is_finite(self.xs) and sum_is_finite(self.us)):
             converged = False
             reason += "; the returned trajectory contains non-finite values"
+        self._last_failed = failed
         if not failed:
             # not a failed solve's multipliers (e.g. those of a diverged QP): the next solve starts
             # from the last solve that did not fail (or from zero)
