@@ -195,10 +195,15 @@ class MPC:
         times = tuple(self.task.warmup_times())
         if times:
             # the knot kinds a gait's problem takes later (swing, touchdown impulse): solved once
-            # each here, then the problem is set back to t = 0
+            # per knot structure here (a structure met again needs only the task's update, which
+            # fills its caches), then the problem is set back to t = 0
+            seen = {id(self.problem.structure)}
             try:
                 for t in times:
                     self.task.update_problem(self.problem, float(t))
+                    if id(self.problem.structure) in seen:
+                        continue
+                    seen.add(id(self.problem.structure))
                     seconds += self.solver.warmup(progress=progress).seconds
             finally:
                 self.task.update_problem(self.problem, 0.0)
