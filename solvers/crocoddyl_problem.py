@@ -280,13 +280,14 @@ def _cost_model(croc, state, pm, cost, knot: int, nu: int, x_perm: np.ndarray, c
                                                                        np.sqrt(cw[17 * i:17 * i + 17][perm]))
                     sum_.addCost(f"{name}_{f}", croc.CostModelResidual(state, act, res), weight)
             else:
-                # our c.mu is the pyramid's slope (already μ/√2 when inscribed): Crocoddyl's outer
-                # approximation uses its μ unscaled, with the same four facets in the same order
-                cone = croc.FrictionCone(np.eye(3), c.mu, 4, False, c.f_min)
+                # our c.mu is the pyramid's slope (already scaled when inscribed): Crocoddyl's outer
+                # approximation uses its μ unscaled, with the same facets in the same order
+                cone = croc.FrictionCone(np.eye(3), c.mu, c.facets, False, c.f_min)
                 bounds = croc.ActivationBounds(cone.lb, cone.ub)
+                r = c.facets + 1
                 for i, f in enumerate(cs.frames):
                     res = croc.ResidualModelContactFrictionCone(state, _frame_id(pm, f), cone, nu, True)
-                    act = croc.ActivationModelWeightedQuadraticBarrier(bounds, np.sqrt(cw[5 * i:5 * i + 5]))
+                    act = croc.ActivationModelWeightedQuadraticBarrier(bounds, np.sqrt(cw[r * i:r * i + r]))
                     sum_.addCost(f"{name}_{f}", croc.CostModelResidual(state, act, res), weight)
             continue
         act = croc.ActivationModelWeightedQuad(cw)

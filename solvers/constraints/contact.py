@@ -15,17 +15,16 @@ import numpy as np
 from dynamics import RobotModel
 
 from ..costs.base import CostContext
-from ..costs.contact import _ContactForces
+from ..costs.contact import _ContactForces, friction_pyramid
 from .base import Constraint
 
 
 class FrictionCone(Constraint):
     """Per point-contact foot with force ``(f_x, f_y, f_z)`` (ground normal +z): the ``facets``
-    faces of a linearised friction cone, then the unilateral ``f_z ≥ f_min`` [N]: ``facets + 1``
-    rows per foot. Face pair i (θ = 2π i / facets, i < facets/2) is ``±(cos θ f_x + sin θ f_y) −
-    μ f_z ≤ 0`` — with the default 4: ``±f_x − μ f_z ≤ 0``, ``±f_y − μ f_z ≤ 0``, Crocoddyl's
-    ``FrictionCone`` order — where the polygon is inscribed in the cone of coefficient ``mu``
-    (``μ = mu cos(π/facets)``, ``mu/√2`` for 4) when ``inscribed``, else circumscribed (``μ = mu``).
+    faces ``d · (f_x, f_y) − μ f_z ≤ 0`` of :func:`solvers.costs.friction_pyramid` (with the
+    default 4: ``±f_x − μ f_z ≤ 0``, ``±f_y − μ f_z ≤ 0``, Crocoddyl's ``FrictionCone`` order;
+    inscribed in the cone of coefficient ``mu`` with ``μ = mu cos(π/facets)`` when ``inscribed``,
+    else ``μ = mu``), then the unilateral ``f_z ≥ f_min`` [N]: ``facets + 1`` rows per foot.
     facets: an even number ≥ 4 (more faces: a tighter approximation, more rows)."""
 
     name = "friction_cone"
@@ -39,25 +38,14 @@ class FrictionCone(Constraint):
             raise ValueError(f"FrictionCone: mu must be a positive friction coefficient, got {mu}")
         if not (np.isfinite(f_min) and f_min >= 0):
             raise ValueError(f"FrictionCone: f_min must be a finite force >= 0 [N], got {f_min}")
-        if isinstance(facets, bool) or int(facets) != facets or facets < 4 or facets % 2:
-            raise ValueError(f"FrictionCone: facets must be an even number >= 4 (the cone's faces come in opposite "
-                             f"pairs), got {facets!r}")
+        faces, self.mu = friction_pyramid(mu, facets, inscribed, "FrictionCone")
         self._cf = _ContactForces(model, contacts, passive_forces)
         self.model, self.contacts = model, contacts
         self.feet = len(contacts.frames)
-        self.facets = n = int(facets)
+        self.facets = n = len(faces)
         self.nc = (n + 1) * self.feet
         self.f_min = float(f_min)
-        if n == 4:      # the axis-aligned square, exact zeros (cos(π/2) is not 0 in floating point)
-            self.mu = float(mu) / (np.sqrt(2.0) if inscribed else 1.0)
-            faces = np.array([[1.0, 0.0], [-1.0, 0.0], [0.0, 1.0], [0.0, -1.0]])
-        else:
-            self.mu = float(mu) * (np.cos(np.pi / n) if inscribed else 1.0)
-            theta = 2.0 * np.pi * np.arange(n // 2) / n
-            d = np.stack([np.cos(theta), np.sin(theta)], axis=-1)
-            faces = np.stack([d, -d], axis=1).reshape(n, 2)
-        A = np.zeros((n + 1, 3))
-        A[:n, :2], A[:n, 2], A[n, 2] = faces, -self.mu, 1.0
+        A = np.vstack([faces, [0.0, 0.0, 1.0]])
         self.A = np.kron(np.eye(self.feet), A)                 # ((n+1) k, 3k)
         self.set_bounds(np.tile([-np.inf] * n + [self.f_min], self.feet), np.tile([0.0] * n + [np.inf], self.feet))
 

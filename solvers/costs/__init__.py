@@ -9,7 +9,7 @@ costs through :func:`as_cost` / :class:`CustomCost`.
 
 from .base import Cost, CostContext, CostDerivatives, CostSum, ResidualCost
 from .com import ComPositionCost
-from .contact import ContactForceCost, FrictionConeCost
+from .contact import ContactForceCost, FrictionConeCost, friction_pyramid
 from .custom import CustomCost, as_cost
 from .foot import FrameHeightCost, FrameVelocityCost
 from .frame import FramePlacementCost, FramePositionCost, FrameRotationCost
@@ -20,4 +20,5 @@ from .wrench import WrenchConeCost, wrench_cone_rows
 __all__ = ["Cost", "CostContext", "CostDerivatives", "CostSum", "ResidualCost", "ComPositionCost", "ContactForceCost", "FrictionConeCost", "CustomCost",
            "FrameHeightCost", "FrameVelocityCost",
            "as_cost", "FramePlacementCost", "FramePositionCost", "FrameRotationCost", "JointLimitCost",
-           "ControlCost", "StateCost", "gravity_compensation", "WrenchConeCost", "wrench_cone_rows"]
+           "ControlCost", "StateCost", "gravity_compensation", "WrenchConeCost", "wrench_cone_rows",
+           "friction_pyramid"]

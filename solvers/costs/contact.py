@@ -195,33 +195,58 @@ class _ContactForceInequality(_ContactForceResidual):
             _chain_to_state(out, rows, Lx, Lu, (Wa * r[rows]) @ A, (A.T * Wa[:, None, :]) @ A)
 
 
+def friction_pyramid(mu: float, facets: int = 4, inscribed: bool = True, owner: str = "friction_pyramid"):
+    """The faces of a linearised friction cone of coefficient ``mu`` (ground normal +z): rows
+    ``(d_x, d_y, −μ)`` (facets, 3) of the inequalities ``d · (f_x, f_y) − μ f_z ≤ 0`` and the slope μ.
+    Face pair i (θ = 2π i / facets, i < facets/2) has ``d = ±(cos θ, sin θ)`` — with 4: ``±f_x``,
+    ``±f_y``, Crocoddyl's ``FrictionCone`` order — and the polygon is inscribed in the cone
+    (``μ = mu cos(π/facets)``, ``mu/√2`` for 4) when ``inscribed``, else circumscribed (``μ = mu``).
+    facets: an even number ≥ 4; owner names the caller in the error."""
+    if isinstance(facets, bool) or int(facets) != facets or facets < 4 or facets % 2:
+        raise ValueError(f"{owner}: facets must be an even number >= 4 (the cone's faces come in opposite "
+                         f"pairs), got {facets!r}")
+    n = int(facets)
+    if n == 4:      # the axis-aligned square, exact zeros (cos(π/2) is not 0 in floating point)
+        slope = float(mu) / (np.sqrt(2.0) if inscribed else 1.0)
+        faces = np.array([[1.0, 0.0], [-1.0, 0.0], [0.0, 1.0], [0.0, -1.0]])
+    else:
+        slope = float(mu) * (np.cos(np.pi / n) if inscribed else 1.0)
+        theta = 2.0 * np.pi * np.arange(n // 2) / n
+        d = np.stack([np.cos(theta), np.sin(theta)], axis=-1)
+        faces = np.stack([d, -d], axis=1).reshape(n, 2)
+    rows = np.empty((n, 3))
+    rows[:, :2], rows[:, 2] = faces, -slope
+    return rows, slope
+
+
 class FrictionConeCost(_ContactForceInequality):
     """Linearised friction cone of point contacts as a soft penalty: for each foot with force
-    ``(f_x, f_y, f_z)`` (world axes, ground normal +z) the residuals ``max(0, ±f_x − μ f_z)``,
-    ``max(0, ±f_y − μ f_z)`` (a four-sided pyramid, inscribed with ``μ = mu / √2`` when
-    ``inscribed``) and ``max(0, f_min − f_z)`` (unilateral: the ground only pushes). Zero inside the
-    cone, quadratic outside (Gauss–Newton)."""
+    ``(f_x, f_y, f_z)`` (world axes, ground normal +z) the residuals ``max(0, d · (f_x, f_y) − μ f_z)``
+    of the ``facets`` faces of :func:`friction_pyramid` (4: ``±f_x``, ``±f_y``; inscribed with
+    ``μ = mu cos(π/facets)`` when ``inscribed``) and ``max(0, f_min − f_z)`` (unilateral: the ground
+    only pushes): ``facets + 1`` rows per foot. Zero inside the cone, quadratic outside (Gauss–Newton)."""
 
     name = "friction_cone"
     uses_control = True
 
     def __init__(self, model: RobotModel, contacts, mu: float = 0.7, f_min: float = 0.0, weights=None,
-                 inscribed: bool = True, passive_forces: bool = True):
+                 inscribed: bool = True, passive_forces: bool = True, facets: int = 4):
         if contacts.kind != "point":
             raise ValueError("FrictionConeCost: only point contacts; for a 6-D (flat-foot) contact use "
                              "solvers.costs.WrenchConeCost (friction, centre-of-pressure and yaw-torque limits)")
         if not (mu > 0 and np.isfinite(mu)):
             raise ValueError(f"FrictionConeCost: mu must be a positive friction coefficient, got {mu}")
+        faces, self.mu = friction_pyramid(mu, facets, inscribed, "FrictionConeCost")
+        self.facets = n = len(faces)
         self._cf = _ContactForces(model, contacts, passive_forces)
         self.model = model
         self.k = len(contacts.frames)
-        self.nr = 5 * self.k
+        self.nr = (n + 1) * self.k
         super().__init__(weights)
-        self.mu = float(mu) / (np.sqrt(2.0) if inscribed else 1.0)
         self.f_min = float(f_min)
-        A = np.array([[1, 0, -self.mu], [-1, 0, -self.mu], [0, 1, -self.mu], [0, -1, -self.mu], [0, 0, -1.0]])
-        self._A = np.kron(np.eye(self.k), A)                       # (5k, 3k)
-        self._b = np.tile([0, 0, 0, 0, self.f_min], self.k)
+        A = np.vstack([faces, [0.0, 0.0, -1.0]])
+        self._A = np.kron(np.eye(self.k), A)                       # ((n+1) k, 3k)
+        self._b = np.tile([0.0] * n + [self.f_min], self.k)
 
     def _fused_ok(self) -> bool:
         return _plain(self, FrictionConeCost, _FUSED)

@@ -149,9 +149,11 @@ def test_mpc_rate_anchor_on_a_legged_task():
     assert croc_t["iteration_s"] > 0 and croc_t["calcdiff_s"] > 0
 
 
-def test_swing_and_impulse_knots_same_costs_and_next_states(hyq):
+@pytest.mark.parametrize("facets", [4, 8])
+def test_swing_and_impulse_knots_same_costs_and_next_states(hyq, facets):
     """A trot-like horizon built by hand: two knots on a diagonal pair with swing-foot height,
-    placement and touchdown-velocity costs, a touchdown impulse on all four feet, then stance.
+    placement and touchdown-velocity costs (a friction-cone penalty of 4 or 8 faces, Crocoddyl's
+    FrictionCone with as many), a touchdown impulse on all four feet, then stance.
     Crocoddyl's impulse knot has no control, so the impulse knot's control is set to its
     regularisation reference (where the dropped term is zero)."""
     from solvers import ImpulseDynamics
@@ -165,8 +167,8 @@ def test_swing_and_impulse_knots_same_costs_and_next_states(hyq):
     state = p.terminal_cost
     swing = CostSum({"state": (state, 0.1), "control": (ControlCost(m, task.u_stand), 1e-5),
                      "force": (ContactForceCost(m, pair, lam, passive_forces=False), 1e-3),
-                     "cone": (FrictionConeCost(m, pair, 0.7, f_min=10.0, weights=np.linspace(1, 2, 10),
-                                               passive_forces=False), 10.0),
+                     "cone": (FrictionConeCost(m, pair, 0.7, f_min=10.0, weights=np.linspace(1, 2, 2 * (facets + 1)),
+                                               passive_forces=False, facets=facets), 10.0),
                      "swing_z": (FrameHeightCost(m, feet[1], np.linspace(0.0, 0.1, 6), 1e3), 1.0),
                      "swing_xy": (FramePositionCost(m, feet[1], [0.4, 0.2, 0.0], (50.0, 50.0, 0.0)), 1.0),
                      "touchdown_vel": (FrameVelocityCost(m, feet[2], (0.1, 0.0, -0.2), (1.0, 2.0, 3.0)), 1.0)})

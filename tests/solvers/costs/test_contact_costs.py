@@ -39,7 +39,8 @@ def test_values_come_with_the_derivatives(hyq, backend, rng):
 @pytest.mark.parametrize("make", [
     lambda m, cs, lam: ContactForceCost(m, cs, lam, weights=1e-3),
     lambda m, cs, lam: FrictionConeCost(m, cs, mu=0.3, f_min=0.6 * lam[2], weights=1e-2),   # several rows active
-], ids=["force", "cone"])
+    lambda m, cs, lam: FrictionConeCost(m, cs, mu=0.3, f_min=0.6 * lam[2], weights=1e-2, facets=8),
+], ids=["force", "cone", "cone8"])
 def test_cost_gradients_match_central_differences(hyq, make, rng):
     m, cs, x0 = hyq
     be = dynamics.get_backend("numpy")
