@@ -28,6 +28,7 @@ touchdown, plus half the stance stride (Raibert's neutral point).
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import NamedTuple
 
 import mujoco
 import numpy as np
@@ -47,6 +48,21 @@ from .registry import register_task
 
 HYQ_VELOCITY = 0.3              # m/s, HyQ's default command
 VELOCITY_LEG_FRACTION = 0.5     # other robots: half a leg length per second
+
+
+class _PhasePattern(NamedTuple):
+    """What a horizon from time t owes only to the gait's phase (:meth:`QuadrupedTrot._phase_pattern`):
+    the same for every horizon starting at the same phase of the periodic gait."""
+
+    models: list                # the N running action models
+    controls: np.ndarray        # (N, nu) each knot's phase standing torques (read-only)
+    times: np.ndarray           # (N+1,) knot times - t [s]
+    touchdowns: np.ndarray      # (T,) the touchdowns of the knots' swings - t [s], pair A's then pair B's
+    down: np.ndarray            # (4,) bool: the feet on the ground at t
+    lifted: np.ndarray          # (4, N+1, 1) bool: the foot's swing of that knot lifted off by t
+    which: np.ndarray           # (4, N+1) the index in ``touchdowns`` of the foot's swing of that knot
+    stride: np.ndarray          # (4, N+1, 1) stride profile s - sin(2πs)/2π, s the knot's swing fraction
+    heights: list               # 4 checked read-only (N+1,) height targets: ground + step · ½(1 - cos 2πs)
 
 
 @register_task("quadruped-trot", "any quadruped (default HyQ): diagonal-pair trot from a contact schedule "
@@ -177,7 +193,9 @@ class QuadrupedTrot(LeggedTask, Task):
                 return np.maximum(t - a, 0.0)
             s = np.clip(t - a, 0.0, r)
             return s * s / (2 * r) + np.maximum(t - a - r, 0.0)
-        return F(t1) - F(t0)
+        t1 = np.asarray(t1, float)
+        f = F(np.concatenate([[float(t0)], t1.ravel()]))     # both ends in one pass
+        return (f[1:] - f[0]).reshape(t1.shape)
 
     def _travel(self, t0: float, t1) -> np.ndarray:
         """∫ command dt [m] from t0 to t1 (exact for the ramp)."""
@@ -363,14 +381,11 @@ class QuadrupedTrot(LeggedTask, Task):
         probe[-1] = probe[-2]
         return probe
 
-    def _phase_pattern(self, t: float, N: int, dt: float) -> tuple:
-        """What the horizon from t owes only to the gait's phase, with times relative to t:
-        ``(running models, knot controls (N, nu), knot times - t (N+1,), per pair (lift-off - t
-        (N+1,), unique touchdowns - t, their index per knot (N+1,), lift profile ½(1 - cos 2πs),
-        stride profile s - sin(2πs)/2π (N+1,)) with s the knots' swing fraction (1 on impulse
-        knots))``. Once every probe of the horizon is past start_time the pattern repeats every gait
-        cycle, so it is kept per phase (rounded to 1 ns, as :meth:`contact_state`), before that per
-        time, for the phase models of the last :meth:`build_problem`."""
+    def _phase_pattern(self, t: float, N: int, dt: float) -> _PhasePattern:
+        """What the horizon from t owes only to the gait's phase (:class:`_PhasePattern`, times
+        relative to t). Once every probe of the horizon is past start_time the pattern repeats every
+        gait cycle, so it is kept per phase (rounded to 1 ns, as :meth:`contact_state`), before that
+        per time, for the phase models of the last :meth:`build_problem`."""
         owner, cache = getattr(self, "_pattern_cache", (None, None))
         if owner is not self._phase_models:
             cache = {}
@@ -395,15 +410,25 @@ class QuadrupedTrot(LeggedTask, Task):
         times = self.knot_times(sched, dt)
         probe = self.swing_probes(sched, dt)
         impulse = np.array([kind[0] == "impulse" for _, kind in sched] + [False])
-        pairs = []
+        tds, lifted, which = [], np.empty((4, N + 1, 1), bool), np.empty((4, N + 1), np.intp)
+        lift, stride = np.empty((4, N + 1)), np.empty((4, N + 1, 1))
         for p in (0, 1):
             lo, td = self.swing_windows(probe, self.pairs[p][0])
             s = np.clip((times - lo) / (td - lo), 0.0, 1.0)
             s[impulse] = 1.0            # the impulse knot is the touchdown: on the foothold
-            tds, which = np.unique(td - t, return_inverse=True)
-            pairs.append((lo - t, tds, which, 0.5 * (1.0 - np.cos(2.0 * np.pi * s)),
-                          s - np.sin(2 * np.pi * s) / (2 * np.pi)))
-        out = (models, controls, times - t, pairs)
+            u, inv = np.unique(td - t, return_inverse=True)
+            js = list(self.pairs[p])
+            # lifted off by t (lift-off at or before t, to the schedule's 1 ns): from the lift-off point
+            lifted[js] = (lo - t <= 1e-9)[None, :, None]
+            which[js] = sum(x.size for x in tds) + inv[None]
+            lift[js] = 0.5 * (1.0 - np.cos(2.0 * np.pi * s))
+            stride[js] = (s - np.sin(2 * np.pi * s) / (2 * np.pi))[None, :, None]
+            tds.append(u)
+        z = self._ground[:, None] + self.step_height * lift
+        out = _PhasePattern(models, controls, times - t, np.concatenate(tds), self.contact_state(t), lifted,
+                            which, stride, check_per_knot_rows("swing height targets", z, ()))
+        for a in out[1:-1]:
+            a.setflags(write=False)     # kept and shared by the updates at this phase
         if len(cache) > 512:            # a few cycles' phases and the times before the gait, in practice
             cache.clear()
         cache[key] = out
@@ -412,25 +437,25 @@ class QuadrupedTrot(LeggedTask, Task):
     def update_problem(self, problem: ShootingProblem, t: float) -> None:
         m = self.model
         N = problem.horizon
-        dt = self.dt
         t = float(t)
         x_now = problem.x0
-        models, self._knot_controls, rel_times, pairs = self._phase_pattern(t, N, dt)
-        problem.set_running_models(models)
-        times = t + rel_times
+        pat = self._phase_pattern(t, N, self.dt)
+        self._knot_controls = pat.controls
+        problem.set_running_models(pat.models)
+        times = t + pat.times
         # trunk references: forward from where the trunk is, height/attitude/legs of the standing posture
         refs = np.repeat(self.x_stand[None], N + 1, axis=0)
-        ahead = None
+        hold = np.empty((4, N + 1, 2))
         if self.yaw_rate == 0.0:
             # the knots' and the touchdowns' commands and travels in one pass
-            tt = np.concatenate([times, t + pairs[0][1], t + pairs[1][1]])
+            tt = np.concatenate([times, t + pat.touchdowns])
             cmd, trav = self.command(tt), self._travel(t, tt)
             refs[:, m.nq] = cmd[:N + 1]                       # body-frame forward velocity
             refs[:, 0] = x_now[0] + trav[:N + 1]              # straight ahead, lateral position held
-            # the trunk's predicted position at each touchdown plus half the stance stride (_ahead_x)
-            ahead = x_now[0] + trav[N + 1:] + 0.5 * self.stance_time * cmd[N + 1:]
-            n_a = pairs[0][1].size
-            ahead = (ahead[:n_a], ahead[n_a:])
+            # the four feet's footholds of each knot's swing in one pass
+            ahead = self._neutral_x(x_now[0], trav[N + 1:], cmd[N + 1:])
+            hold[:, :, 0] = self._offsets[:, 0, None] + ahead[pat.which]
+            hold[:, :, 1] = (self._offsets[:, 1] + self.x_stand[1])[:, None]
         else:
             refs[:, m.nq] = self.command(times)               # body-frame forward velocity
             # along the commanded arc from where the trunk is, heading and yaw rate as commanded
@@ -438,39 +463,27 @@ class QuadrupedTrot(LeggedTask, Task):
             dq = np.stack([_quat_rpy(0.0, 0.0, psi - self._yaw_stand) for psi in self.heading(times)])
             refs[:, 3:7] = quat_multiply(dq, self.x_stand[3:7])
             refs[:, m.nq + 5] = self.yaw_command(times)       # body-frame yaw rate (level trunk)
+            # each touchdown on its own arc
+            for j in range(4):
+                ks = np.unique(pat.which[j])
+                holds = np.array([self._foothold(j, x_now, t, d)[:2] for d in (t + pat.touchdowns[ks]).tolist()])
+                hold[j] = holds[np.searchsorted(ks, pat.which[j])]
         first = self._state_costs[0]
         first.reference = refs
         for c in self._state_costs[1:]:
             c.reference = first.reference       # the validated array: not copied and checked again
-        # feet: lift-off points remembered while a foot is down; footholds ahead of the hips
+        # feet: lift-off points remembered while a foot is down; the swing path from there (or from
+        # where the foot is, before it lifts off) to the foothold
         feet_now = self._feet_now(x_now)
-        down = self.contact_state(t)
-        for j in range(4):
-            if down[j]:
-                self._liftoff[j] = feet_now[j]
-        z_t = np.empty((4, N + 1))
+        self._liftoff[pat.down] = feet_now[pat.down]
+        start = np.where(pat.lifted, self._liftoff[:, None, :2], feet_now[:, None, :2])
         xy_t = np.empty((4, N + 1, 3))
+        xy_t[:, :, :2] = start + (hold - start) * pat.stride
         xy_t[:, :, 2] = self._ground[:, None]
-        for pair, feet in enumerate(self.pairs):
-            # (N+1,) each: the swing of each knot (lift-off, touchdown relative to t) and its profiles
-            lo, tds, which, lift, stride = pairs[pair]
-            js = list(feet)
-            # lifted off by now (lift-off at or before t, to the schedule's 1 ns): from the lift-off point
-            start = np.where((lo <= 1e-9)[None, :, None], self._liftoff[js, None, :2], feet_now[js, None, :2])
-            if self.yaw_rate == 0.0:    # the pair's footholds in one pass (a few touchdowns per horizon)
-                holds = np.empty((len(js), tds.size, 2))
-                holds[:, :, 0] = self._offsets[js, 0, None] + ahead[pair][None]
-                holds[:, :, 1] = (self._offsets[js, 1] + self.x_stand[1])[:, None]
-            else:
-                holds = np.stack([self._footholds_xy(j, x_now, t, t + tds) for j in js])
-            hold = holds[:, which]
-            z_t[js] = self._ground[js, None] + self.step_height * lift[None]
-            xy_t[js, :, :2] = start + (hold - start) * stride[None, :, None]
         # validated once for the four feet (read-only rows the setters take as they are)
-        z_rows = check_per_knot_rows("swing height targets", z_t, ())
         xy_rows = check_per_knot_rows("swing foot targets", xy_t, (3,))
         for j in range(4):
-            self._swing_z[j].target = z_rows[j]
+            self._swing_z[j].target = pat.heights[j]
             self._swing_xy[j].target = xy_rows[j]
             self._impact[j].target = xy_rows[j]
 
@@ -505,30 +518,19 @@ class QuadrupedTrot(LeggedTask, Task):
         mujoco.mj_kinematics(mj, d)
         return np.array([frame.position(d) for frame in self._foot_frames])
 
-    def _ahead_x(self, x_now: np.ndarray, t: float, t_td: np.ndarray) -> np.ndarray:
-        """Straight ahead: the world x (n,) [m] that a foot's standing offset is added to for the
-        touchdown times t_td (n,): the trunk's predicted position there plus half the stance stride."""
-        return x_now[0] + self._travel(t, t_td) + 0.5 * self.stance_time * self.command(t_td)
-
-    def _footholds_xy(self, j: int, x_now: np.ndarray, t: float, t_td: np.ndarray,
-                      ahead: np.ndarray | None = None) -> np.ndarray:
-        """Horizontal parts (n, 2) [m] of :meth:`_foothold` for the touchdown times t_td (n,), in one
-        pass when walking straight ahead (the offset shifted by the trunk's predicted travel and half
-        the stance stride, :meth:`_ahead_x`, or ``ahead`` when the caller has it for these times);
-        turning, touchdown by touchdown (each its own arc)."""
-        if self.yaw_rate != 0.0:
-            return np.stack([self._foothold(j, x_now, t, float(d))[:2] for d in t_td]).reshape(-1, 2)
-        out = np.empty((np.size(t_td), 2))
-        out[:, 0] = self._offsets[j, 0] + (self._ahead_x(x_now, t, t_td) if ahead is None else ahead)
-        out[:, 1] = self._offsets[j, 1] + self.x_stand[1]
-        return out
+    def _neutral_x(self, x0, travel, command):
+        """Straight ahead: the world x [m] that a foot's standing offset is added to for a touchdown,
+        from the trunk's x0 now, its commanded travel until the touchdown and the command there (each
+        [m], [m], [m/s], broadcast): the trunk's predicted position plus half the stance stride
+        (Raibert's neutral point)."""
+        return x0 + travel + 0.5 * self.stance_time * command
 
     def _foothold(self, j: int, x_now: np.ndarray, t: float, t_td: float) -> np.ndarray:
         """Planned touchdown point (3,) of foot j: its standing offset from the trunk at the trunk
         position predicted for the touchdown, plus half the stance stride (the neutral point)."""
         p = self._offsets[j].copy()
-        if self.yaw_rate == 0.0:     # one touchdown of _footholds_xy's straight-ahead pass
-            p[0] += x_now[0] + self._travel(t, t_td) + 0.5 * self.stance_time * float(self.command(t_td))
+        if self.yaw_rate == 0.0:
+            p[0] += self._neutral_x(x_now[0], self._travel(t, t_td), float(self.command(t_td)))
             p[1] += self.x_stand[1]
         else:   # the offset turned with the commanded heading, at the trunk's commanded position
             psi = float(self.heading(t_td))

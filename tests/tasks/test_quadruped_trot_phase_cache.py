@@ -58,10 +58,9 @@ def _swing_window_by_decimals(task, t: float, foot: int) -> tuple[float, float]:
     return lo, lo + task.swing_time
 
 
-def test_swing_windows_and_footholds_match_the_schedule():
+def test_swing_windows_match_the_schedule():
     """The swing windows of a whole horizon's probes, found in one vectorised call, are those of the
-    gait's definition probe by probe (exactly, on probes at and around phase switches too); the
-    footholds of one update, made in one pass, are :meth:`_foothold`'s, straight ahead and turning."""
+    gait's definition probe by probe (exactly, on probes at and around phase switches too)."""
     N, dt = 12, 0.01
     for yaw in (0.0, 0.5):
         task = get_task("hyq-trot", cones="penalty", yaw_rate=yaw)
@@ -80,13 +79,50 @@ def test_swing_windows_and_footholds_match_the_schedule():
             np.testing.assert_array_equal(lo, want[:, 0])
             np.testing.assert_array_equal(td, want[:, 1])
             assert task.swing_window(float(probes[7]), foot) == tuple(want[7])
+
+
+def test_straight_footholds_during_the_ramp():
+    """Straight ahead while the command ramps up, updates off the knot grid: every touchdown target
+    of an update (the impulse knots' foothold, the swing path's end) is the foot's standing position
+    (MuJoCo's kinematics) shifted by the trunk's x now, its travel until the touchdown (the ramped
+    command integrated by the trapezoid rule on a fine grid) and half the stance stride at the
+    touchdown's command."""
+    import mujoco
+
+    N, dt = 16, 0.02
+    task = get_task("hyq-trot", cones="penalty", ramp_time=0.8)
+    problem = task.build_problem(task.initial_state(), N, dt, backend="numpy")
+    mj = task.model.mj_model
+    d = mujoco.MjData(mj)
+    d.qpos[:] = task.x_stand[:mj.nq]
+    mujoco.mj_kinematics(mj, d)
+    feet0 = np.array([d.site(f).xpos for f in task.feet])
+    v, a, r = task.velocity, task.start_time, task.ramp_time
+
+    def command(tau):
+        return v * np.clip((tau - a) / r, 0.0, 1.0)
+
+    def travel(t0, t1):
+        grid = np.linspace(t0, t1, 20001)
+        return float(np.trapezoid(command(grid), grid))
+
+    seen = 0
+    for t in np.arange(a - 0.05, a + r + 0.1, 0.013):
         x = task.initial_state()
-        x[0] += 0.07
-        t = task.start_time + 0.1
-        t_td = t + np.array([0.05, 0.21, 0.43])
-        for j in range(4):
-            want = np.stack([task._foothold(j, x, t, float(d))[:2] for d in t_td])
-            np.testing.assert_array_equal(task._footholds_xy(j, x, t, t_td), want)
+        x[0] += 0.05 + 0.1 * t
+        problem.set_initial_state(x)
+        task.update_problem(problem, float(t))
+        for k, (tk, kind) in enumerate(task.knot_schedule(float(t), N, dt)):
+            if kind[0] != "impulse":
+                continue
+            td = task.swing_window(tk - 0.5 * dt, kind[1][0])[1]     # the swing this impulse ends
+            for j in kind[1]:
+                want = feet0[j, :2] + [x[0] - task.x_stand[0] + travel(t, td) + 0.5 * task.stance_time
+                                       * command(td), 0.0]
+                np.testing.assert_allclose(task._impact[j].target[k][:2], want, atol=1e-8, err_msg=f"t={t}")
+                np.testing.assert_allclose(task._swing_xy[j].target[k][:2], want, atol=1e-8)
+                seen += 1
+    assert seen > 20
 
 
 def test_kept_compiled_costs_take_the_new_references_after_a_rephase():
