@@ -287,11 +287,7 @@ def check_per_knot(name: str, value, tail: tuple[int, ...]) -> np.ndarray:
     if arr.shape != tail and not (arr.ndim == len(tail) + 1 and arr.shape[1:] == tail and arr.shape[0] > 0):
         want = f"{tail} or (K, {', '.join(map(str, tail))})" if tail else "a scalar or (K,)"
         raise ValueError(f"{name} has shape {arr.shape}; expected {want} (K = number of knots)")
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} contains non-finite values (NaN or inf)")
-    arr.setflags(write=False)
-    _CHECKED[(id(arr), tail)] = arr
-    return arr
+    return _sealed(name, arr, tail)[0]
 
 
 def check_per_knot_rows(name: str, values, tail: tuple[int, ...]) -> list[np.ndarray]:
@@ -303,13 +299,19 @@ def check_per_knot_rows(name: str, values, tail: tuple[int, ...]) -> list[np.nda
     if arr.ndim != len(tail) + 2 or arr.shape[2:] != tail or arr.shape[1] == 0:
         raise ValueError(f"{name} has shape {arr.shape}; expected (n, K, {', '.join(map(str, tail))})"
                          .replace(", )", ")"))
+    return _sealed(name, arr, tail, rows=True)
+
+
+def _sealed(name: str, arr: np.ndarray, tail: tuple[int, ...], rows: bool = False) -> list[np.ndarray]:
+    """``arr`` (or, with ``rows``, its rows) checked finite, made read-only and remembered as
+    checked for ``tail`` (so a setter given it again takes it as it is)."""
     if not np.all(np.isfinite(arr)):
         raise ValueError(f"{name} contains non-finite values (NaN or inf)")
     arr.setflags(write=False)
-    rows = list(arr)
-    for r in rows:
-        _CHECKED[(id(r), tail)] = r
-    return rows
+    out = list(arr) if rows else [arr]
+    for a in out:
+        _CHECKED[(id(a), tail)] = a
+    return out
 
 
 class PerKnotReference:
