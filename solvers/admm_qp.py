@@ -267,12 +267,11 @@ class StagewiseAdmmQP:
                 d.running.lxx, d.running.lxu, d.running.luu, d.terminal.lxx[0], Gx, Gu, rho)), s,
                 a.lxx, a.lxu, a.luu, at.lxx[0])
         else:
-            rGx, rGu = rho[..., None] * Gx, rho[..., None] * Gu
-            GxT = np.swapaxes(Gx, -1, -2)
-            np.add(d.running.lxx, GxT[:N] @ rGx[:N], out=a.lxx)
-            np.add(d.running.lxu, GxT[:N] @ rGu[:N], out=a.lxu)
-            np.add(d.running.luu, np.swapaxes(Gu[:N], -1, -2) @ rGu[:N], out=a.luu)
-            np.add(d.terminal.lxx[0], GxT[N] @ rGx[N], out=at.lxx[0])
+            hxx, hxu, huu = penalty_hessians(Gx[:N], Gu[:N], rho[:N])
+            np.add(d.running.lxx, hxx, out=a.lxx)
+            np.add(d.running.lxu, hxu, out=a.lxu)
+            np.add(d.running.luu, huu, out=a.luu)
+            np.add(d.terminal.lxx[0], penalty_hessians(Gx[N], Gu[N], rho[N])[0], out=at.lxx[0])
             for A in (a.lxx, a.luu, at.lxx):
                 n = A.shape[-1]
                 A.reshape(A.shape[0], n * n)[:, ::n + 1] += s
@@ -313,6 +312,15 @@ class StagewiseAdmmQP:
             if not reg.increase():
                 raise SolverFailure(f"regularization blow-up in the QP's Riccati pass ({failure}; mu > "
                                     f"{reg.mu_max:.1e})")
+
+
+def penalty_hessians(Gx: np.ndarray, Gu: np.ndarray, r: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(Gxᵀ diag(r) Gx, Gxᵀ diag(r) Gu, Guᵀ diag(r) Gu)`` per knot: the Gauss–Newton Hessian of a
+    quadratic penalty with row weights r (..., m) on constraint rows with Jacobians Gx (..., m, ndx),
+    Gu (..., m, nu)."""
+    rGx, rGu = r[..., None] * Gx, r[..., None] * Gu
+    GxT = np.swapaxes(Gx, -1, -2)
+    return GxT @ rGx, GxT @ rGu, np.swapaxes(Gu, -1, -2) @ rGu
 
 
 def _divergence_scale(g: np.ndarray) -> float:

@@ -65,6 +65,7 @@ import numpy as np
 
 from dynamics.inputs import sum_is_finite
 
+from .admm_qp import penalty_hessians
 from .csqp import CSQP
 from .problem import ProblemDerivatives, ShootingProblem
 from .result import ConstrainedResult
@@ -281,16 +282,14 @@ class ALDDP(CSQP):
         cd, N = self.cdata, self.problem.horizon
         a, at = lqr.running, lqr.terminal
         knots = np.flatnonzero(changed.any(axis=1))
-        drho = np.where(changed[knots], np.where(active[knots], self.rho, -self.rho), 0.0)[..., None]
-        Gx, Gu = cd.Gx[knots], cd.Gu[knots]
-        GxT, GuT = np.swapaxes(Gx, -1, -2), np.swapaxes(Gu, -1, -2)
-        rGx, rGu = drho * Gx, drho * Gu
+        drho = np.where(changed[knots], np.where(active[knots], self.rho, -self.rho), 0.0)
+        hxx, hxu, huu = penalty_hessians(cd.Gx[knots], cd.Gu[knots], drho)
         run = knots < N
-        a.lxx[knots[run]] += GxT[run] @ rGx[run]
-        a.lxu[knots[run]] += GxT[run] @ rGu[run]
-        a.luu[knots[run]] += GuT[run] @ rGu[run]
+        a.lxx[knots[run]] += hxx[run]
+        a.lxu[knots[run]] += hxu[run]
+        a.luu[knots[run]] += huu[run]
         if not run[-1]:
-            at.lxx[0] += GxT[-1] @ rGx[-1]
+            at.lxx[0] += hxx[-1]
 
     # ------------------------------------------------------------ FDDP's stages
     def _model_derivatives(self) -> tuple[ProblemDerivatives, tuple]:
