@@ -40,13 +40,20 @@ One iteration at (xs, us):
    changed);
 4. CSQP's filter line search, with the infeasibility measured as the gaps' ℓ1 norm plus the AL
    penalty ``Σ (ŷ² − y²)/(2ρ)``: the first α that lowers the cost or that measure is taken; when
-   none does, the smallest finite one. Its trial (:meth:`ALDDP._trial`): on the prepared path
+   none does, the smallest finite one. The two measures sum to the merit ``L_A + Σ‖f̄‖₁`` of the
+   inner problem (L_A at fixed y, ρ; the dynamics its only constraints), so a trial that lowers
+   that merit always passes, and so does one that trades one part for the other (docs/solvers.md:
+   Armijo on the merit and filters on (L_A, infeasibility), measured, took more iterations or
+   stalled). Its trial (:meth:`ALDDP._trial`): on the prepared path
    FDDP's nonlinear rollout of the gains with its cost (one compiled call) and the candidate's
    constraint values; elsewhere CSQP's ``xs ⊕ α dx``, ``us + α du`` (one dynamics step per knot,
    the cost, the constraint values).
 
 ``second_order=True`` adds DDP's term ``V'_x · F2`` to the Riccati pass (:class:`solvers.ILQR`'s
-pass with its Gauss–Newton fallback), the constraints' own curvature is not added.
+pass with its Gauss–Newton fallback at each μ), the constraints' own curvature is not added. A
+step whose passes fail up to ``reg_max`` is retried by CSQP's loop only without
+``gauss_newton_fallback`` (then with Gauss–Newton passes): with it, the Gauss–Newton pass was
+already tried at every μ.
 
 Stopping: as CSQP, primal, dual and complementarity residuals (with ŷ) ≤ tol. Reported
 multipliers are ŷ of the iterate the residuals were computed at (the returned one, or on a stop at
@@ -117,6 +124,7 @@ class ALDDP(CSQP):
         self.rho = self.rho_init
         self._rho_prev: float | None = None       # the penalty the next warm-started solve starts from
         self.multiplier_updates = self.penalty_updates = 0
+        self._gauss_newton_only = False           # the passes of CSQP's Gauss–Newton retry (_solve_qp)
 
     def reset_multipliers(self) -> None:
         """Forget the previous solve's multipliers and penalty (the next solve starts from zero and
@@ -171,12 +179,30 @@ class ALDDP(CSQP):
 
     def _solve_qp(self, d: ProblemDerivatives, curvature: bool) -> int:
         """The BCL update when due, then the step (:meth:`_step`) in place of CSQP's QP (DDP's
-        term, with ``second_order``, is the Riccati pass's own). Returns 0 (no ADMM iteration)."""
-        due, self._bcl_due = self._bcl_due, None
+        term, with ``second_order``, is the Riccati pass's own; ``curvature`` False: CSQP's retry
+        after a failed step, whose passes are then Gauss–Newton only). Returns 0 (no ADMM
+        iteration)."""
+        due, self._bcl_due = self._bcl_due, None     # taken once: a retry does not update y or ρ again
         if due is not None and due[0]:
             self._active = self._bcl_update(due[1], self._tol)
-        self._step(d, self._active)
+        self._gauss_newton_only = self.uses_second_order and not curvature
+        try:
+            self._step(d, self._active)
+        finally:
+            self._gauss_newton_only = False
         return 0
+
+    def _gauss_newton_retry(self) -> bool:
+        """With ``gauss_newton_fallback`` (the default) the failed step's passes already fell back
+        to Gauss–Newton at every μ they tried: a retry would repeat them, and fail again. Without
+        it the passes tried the curvature only: the retry's are Gauss–Newton."""
+        return not self.gauss_newton_fallback
+
+    def _backward_pass(self, d: ProblemDerivatives, mu: float) -> str | None:
+        """:meth:`ILQR._backward_pass`; without DDP's term in CSQP's retry (:meth:`_solve_qp`)."""
+        if self._gauss_newton_only:
+            self._with_curvature = False        # the retry: no pass with the curvature at all
+        return super()._backward_pass(d, mu)
 
     # ------------------------------------------------------------ augmented Lagrangian
     def _set_penalty(self, rho: float, tol: float) -> None:
@@ -329,5 +355,6 @@ class ALDDP(CSQP):
     def _infeasibility(self, gaps: np.ndarray, g: np.ndarray) -> float:
         """``Σ‖f̄‖₁ + Σ (ŷ² − y²)/(2ρ)``: the gaps and the AL penalty of constraint values g, the
         measure of infeasibility of CSQP's filter line search (which this class keeps: a step is
-        taken when it lowers the cost or this measure)."""
+        taken when it lowers the cost or this measure; the two sum to ``L_A + Σ‖f̄‖₁``, so a
+        trial that lowers that merit always passes)."""
         return float(np.abs(gaps).sum()) + self._penalty(g)

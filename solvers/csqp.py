@@ -155,7 +155,7 @@ class CSQP(ILQR):
                 try:
                     qp_iters.append(self._solve_qp(derivs, self.uses_second_order))
                 except SolverFailure:
-                    if not self.uses_second_order:
+                    if not (self.uses_second_order and self._gauss_newton_retry()):
                         raise
                     self.fallbacks += 1         # the curvature made the QP indefinite: Gauss–Newton
                     self.reg = Regularization(**self.reg_params)
@@ -338,6 +338,11 @@ class CSQP(ILQR):
         return self.qp.solve(d, cd.g, cd.Gx, cd.Gu, self._lo, self._hi, self.gaps, self.us, self.reg,
                              self.costates if curvature else None,
                              dual_scale=self.kkt[1] if np.isfinite(self.kkt[1]) else 0.0)
+
+    def _gauss_newton_retry(self) -> bool:
+        """Whether a step that failed with ``second_order`` is computed again without the
+        curvature (the QP with DDP's term indefinite: its Gauss–Newton QP instead)."""
+        return True
 
     def _infeasibility(self, gaps: np.ndarray, g: np.ndarray) -> float:
         viol = np.maximum(np.maximum(self._lo - g, g - self._hi), 0.0)

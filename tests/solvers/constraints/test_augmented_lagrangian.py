@@ -73,6 +73,35 @@ def test_second_order_dynamics_term_reaches_the_same_optimum():
     assert np.abs(so.xs - gn.xs).max() < 1e-6
 
 
+def test_second_order_step_retried_gauss_newton_when_the_curvature_pass_fails():
+    # no μ to raise (reg_max = reg_init) and no per-μ fallback: the first iteration's pass with
+    # DDP's term is indefinite on this problem, and CSQP's retry must be a Gauss–Newton pass (a
+    # retry that runs the curvature pass again ends the solve with a regularization blow-up)
+    p = iiwa_wall(5, dt=0.06, backend="numpy")
+    r = _solve(p, second_order=True, gauss_newton_fallback=False, reg_max=1e-9)
+    assert r.gauss_newton_fallbacks >= 1
+    _against_mim_csqp(p, r, kkt_tol=1e-8, us_rel=1e-5)
+
+
+@pytest.mark.parametrize("fallback", [True, False])
+def test_failed_second_order_step_runs_each_pass_once(fallback):
+    """A step whose every pass fails (Q_uu reported indefinite) runs the curvature pass once and the
+    Gauss–Newton pass once: the per-μ fallback's own, or CSQP's retry's — never both, never the
+    curvature pass again."""
+    class Indefinite(ALDDP):
+        def _backward_pass(self, d, mu):
+            super()._backward_pass(d, mu)
+            self.passes.append(self._with_curvature)
+            return "Q_uu + mu I not positive definite (as reported for the test)"
+
+    s = Indefinite(iiwa_wall(5, dt=0.06, backend="numpy"), box=False, second_order=True,
+                   gauss_newton_fallback=fallback, reg_max=1e-9)
+    s.passes = []
+    r = s.solve(max_iter=5)
+    assert not r.converged and r.iterations == 0 and "regularization blow-up" in r.reason, r.reason
+    assert s.passes == [True, False]
+
+
 def test_multipliers_warm_start_the_next_solve():
     p = iiwa_wall(6, dt=0.05, backend="numpy")
     s = ALDDP(p, box=False)
