@@ -25,8 +25,9 @@ Measurements (``benchmarks/timing.py``, median of ``--repeats``):
 * ``derivative_stage_s``: ``problem.derivatives(xs, us, second_order=True)`` at the initial guess
   (cost derivatives, ``Fx``, ``Fu`` and ``F2`` of all N knots); ``first_order_stage_s`` the same
   with ``second_order=False`` (what iLQR needs), so their difference is the second-order cost;
-* ``tensor_s``: the ``∂²a`` tensors alone on the N knots (``backend.aba_second_derivatives`` or
-  ``aba_second_derivatives_numerical``);
+* ``tensor_s``: the ``∂²a`` tensors alone on the N knots (``backend.aba_second_derivatives_bracket``
+  where the backend has it — what the Euler knots call, folding ``−M⁻¹`` into C — else
+  ``backend.aba_second_derivatives``, or ``aba_second_derivatives_numerical``);
 * ``second_order_assembly_s`` = derivative stage − first-order stage − tensors: the rest of the
   second-order work (assembling ``F2`` from ``∂²a``, the passive-force chain rule and, for
   ball/free joints, the SO(3)/SE(3) integration terms). It is a difference of medians, so it can
@@ -120,12 +121,16 @@ PROBLEMS: dict[str, Callable[..., ShootingProblem]] = {"iiwa": iiwa_problem, "hy
 
 # ------------------------------------------------------------------------------------------ timing
 def tensor_call(problem: ShootingProblem, provider: str, xs: np.ndarray, us: np.ndarray) -> Callable[[], Any]:
-    """The ``∂²a`` tensors alone at the N knots of (xs, us), as the given provider computes them."""
+    """The ``∂²a`` tensors alone at the N knots of (xs, us), as the given provider computes them (the
+    analytical one: what DDP's Euler knots call, the bracketed terms where the backend has them)."""
     dyn = problem.dynamics
     q, v = problem.state.split(xs[:-1])
     tau = dyn.torques(q, v, us)
     if provider == "analytical":
-        return lambda: problem.backend.aba_second_derivatives(problem.model, q, v, tau)
+        be = problem.backend
+        fn = be.aba_second_derivatives_bracket if be.supports("aba_second_derivatives_bracket") \
+            else be.aba_second_derivatives
+        return lambda: fn(problem.model, q, v, tau)
     method = "central" if provider == "fd" else "complex"
     return lambda: aba_second_derivatives_numerical(problem.backend, problem.model, q, v, tau, method=method)
 

@@ -345,18 +345,21 @@ class Backend:
         return run
 
     def prepare_aba_second_derivatives(self, model: RobotModel, q: np.ndarray, v: np.ndarray, tau: np.ndarray,
-                                       out: np.ndarray):
+                                       out: np.ndarray, bracket: bool = False):
         """A call made once per solver workspace: returns ``run()`` that computes
-        ``aba_second_derivatives(model, q, v, tau, out=out)`` on whatever q (B, nq), v, tau (B, nv)
-        hold at that moment, into out (4, B, nv, nv, nv). Checked here, once, as
-        :meth:`prepare_aba_derivatives` is; this default calls :meth:`aba_second_derivatives`."""
-        self._require("aba_second_derivatives")
+        ``aba_second_derivatives(model, q, v, tau, out=out)`` (with ``bracket``:
+        :meth:`aba_second_derivatives_bracket`) on whatever q (B, nq), v, tau (B, nv) hold at that
+        moment, into out (4, B, nv, nv, nv). Checked here, once, as :meth:`prepare_aba_derivatives`
+        is; this default calls the public method."""
+        fn = "aba_second_derivatives_bracket" if bracket else "aba_second_derivatives"
+        self._require(fn)
         B = self._prepared_batch("prepare_aba_second_derivatives", model, q, v, tau)
         nv = model.nv
         _check_out("prepare_aba_second_derivatives", "out", out, (4, B, nv, nv, nv))
+        call = getattr(self, fn)
 
         def run() -> None:
-            self.aba_second_derivatives(model, q, v, tau, out=out)
+            call(model, q, v, tau, out=out)
         return run
 
     def prepare_aba_derivatives_call(self, model: RobotModel, q: np.ndarray, v: np.ndarray, tau: np.ndarray,
@@ -368,7 +371,7 @@ class Backend:
         return None
 
     def prepare_aba_second_derivatives_call(self, model: RobotModel, q: np.ndarray, v: np.ndarray, tau: np.ndarray,
-                                            out: np.ndarray) -> BatchKernelCall | None:
+                                            out: np.ndarray, bracket: bool = False) -> BatchKernelCall | None:
         """:meth:`prepare_aba_second_derivatives` as a :class:`BatchKernelCall`, as
         :meth:`prepare_aba_derivatives_call`; None (this default): no such kernel."""
         return None
@@ -492,21 +495,38 @@ class Backend:
         out: optional float64 C-contiguous (4, ..., nv, nv, nv) array receiving the four tensors
         (a solver's workspace); the returned arrays are then its views (the compiled backends
         write into it directly, the others copy)."""
-        self._require("aba_second_derivatives")
-        batch, (q, v, t, fe) = self._args("aba_second_derivatives", model, fext, q=(q, "nq"),
-                                          v=(v, "nv"), tau=(tau, "nv"))
+        return self._second_order_tensors("aba_second_derivatives", model, q, v, tau, fext, out)
+
+    def aba_second_derivatives_bracket(self, model: RobotModel, q, v, tau, fext=None, out: np.ndarray | None = None):
+        """``(B_qq, B_vv, B_qv, B_qτ)``, each (..., nv, nv, nv): the bracketed terms of FDSVA-SO (Singh,
+        Russell & Wensing 2022 eq. 46), ``∂²a/∂x∂y = −M⁻¹ B_xy`` (output index first, the index order
+        of :meth:`aba_second_derivatives`). A caller contracting the output index with λ (DDP's
+        ``λᵀ ∂²a``) folds ``−M⁻¹`` into λ instead and skips four nv⁴ products per state; a backend
+        advertises it through ``supports("aba_second_derivatives_bracket")``. out: as for
+        :meth:`aba_second_derivatives`."""
+        return self._second_order_tensors("aba_second_derivatives_bracket", model, q, v, tau, fext, out)
+
+    def _second_order_tensors(self, fn: str, model: RobotModel, q, v, tau, fext, out):
+        """The four (..., nv, nv, nv) tensors of ``fn`` (:meth:`aba_second_derivatives` or
+        :meth:`aba_second_derivatives_bracket`), into ``out`` when given."""
+        self._require(fn)
+        batch, (q, v, t, fe) = self._args(fn, model, fext, q=(q, "nq"), v=(v, "nv"), tau=(tau, "nv"))
         if out is None:
-            return tuple(unflatten(batch, x) for x in self._aba_second_derivatives(model, q, v, t, fe))
+            return tuple(unflatten(batch, x) for x in getattr(self, "_" + fn)(model, q, v, t, fe))
         nv, B = model.nv, q.shape[0]
-        _check_out("aba_second_derivatives", "out", out, (4,) + batch + (nv, nv, nv))
+        _check_out(fn, "out", out, (4,) + batch + (nv, nv, nv))
         D = out.reshape(4, B, nv, nv, nv)
-        if not self._aba_second_derivatives_into(model, q, v, t, fe, D):
-            D[0], D[1], D[2], D[3] = self._aba_second_derivatives(model, q, v, t, fe)
+        if not getattr(self, f"_{fn}_into")(model, q, v, t, fe, D):
+            D[0], D[1], D[2], D[3] = getattr(self, "_" + fn)(model, q, v, t, fe)
         return tuple(unflatten(batch, x) for x in D)
 
     def _aba_second_derivatives_into(self, model, q, v, tau, fext, out) -> bool:
         """Write the four tensors into out (4, B, nv, nv, nv) without temporaries; return False
         when this backend cannot (the caller then copies)."""
+        return False
+
+    def _aba_second_derivatives_bracket_into(self, model, q, v, tau, fext, out) -> bool:
+        """:meth:`_aba_second_derivatives_into` for :meth:`aba_second_derivatives_bracket`."""
         return False
 
     # contact dynamics (rigid contacts; see dynamics.contact and docs/conventions.md). The generic

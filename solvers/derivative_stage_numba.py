@@ -20,7 +20,7 @@ from functools import partial
 from dynamics.kernels.jit import jit
 from dynamics.kernels.threaded_batch import call_at, pack_arguments
 
-from .euler_numba import acceleration_hessian, euler_inputs, euler_jacobians
+from .euler_numba import acceleration_hessian, euler_inputs, euler_jacobians, folded_factor_C
 
 
 @jit
@@ -50,9 +50,22 @@ def derivative_stage_second(inputs, aba_address, aba_args, B, jacobians, zero, c
     acceleration_hessian(A2, Bu, b_identity, damping, stiffness, H)
 
 
-def fused_stage(inputs: tuple, aba, jacobians: tuple, zero, cost: tuple, second=None, hessian: tuple | None = None):
+@jit
+def derivative_stage_folded(inputs, aba_address, aba_args, B, jacobians, zero, cost_address, cost_args,
+                            second_address, second_args, hessian, fold):
+    """:func:`derivative_stage_second` with the backend's bracketed terms, then the factor C with
+    ``−M⁻¹`` folded in: ``folded_factor_C(*fold)``."""
+    derivative_stage_second(inputs, aba_address, aba_args, B, jacobians, zero, cost_address, cost_args,
+                            second_address, second_args, hessian)
+    Minv, Jw, dt, C = fold
+    folded_factor_C(Minv, Jw, dt, C)
+
+
+def fused_stage(inputs: tuple, aba, jacobians: tuple, zero, cost: tuple, second=None, hessian: tuple | None = None,
+                fold: tuple | None = None):
     """``run()``: :func:`derivative_stage` (or, with ``second`` and ``hessian``,
-    :func:`derivative_stage_second`) with its arguments bound, through the driver's compiled entry
+    :func:`derivative_stage_second`; with ``fold``, ``(folded_factor_C, args)`` too,
+    :func:`derivative_stage_folded`) with its arguments bound, through the driver's compiled entry
     point (compiled or loaded here, once). aba, second: :class:`dynamics.backend.BatchKernelCall`;
     cost: ``(address, args)`` of :meth:`solvers.costs.compiled.CompiledCosts.derivatives_call`. The
     caller runs it only when each stage would run on the calling thread anyway (``aba.serial()``,
@@ -61,6 +74,8 @@ def fused_stage(inputs: tuple, aba, jacobians: tuple, zero, cost: tuple, second=
     args = (inputs, aba.address, aba.args, aba.batch, jacobians, zero, cost[0], cost[1])
     if second is None:
         kernel = derivative_stage
-    else:
+    elif fold is None:
         kernel, args = derivative_stage_second, (*args, second.address, second.args, hessian)
+    else:
+        kernel, args = derivative_stage_folded, (*args, second.address, second.args, hessian, fold[1])
     return partial(entry_point(kernel, args), *args)

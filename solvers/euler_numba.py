@@ -2,7 +2,8 @@
 :class:`solvers.integrators.euler.EulerModel`'s first-order derivatives (about a dozen whole-array
 numpy operations) as two numba calls around the backend's
 batched ``aba_derivatives`` (:func:`euler_inputs`, :func:`euler_jacobians`), and for DDP the
-acceleration Hessian with the passive-force and actuation chain rule (:func:`acceleration_hessian`).
+acceleration Hessian with the passive-force and actuation chain rule (:func:`acceleration_hessian`)
+and the second-order factor C with ``−M⁻¹`` folded in (:func:`folded_factor_C`).
 
 With ``τ = B u - D v - K_s (q - q_spring)``, ``a = ABA(q, v, τ)``, ``v⁺ = v + dt a``,
 ``q⁺ = q + dt v⁺`` (Euclidean configuration: hinge and slide joints only)::
@@ -128,3 +129,29 @@ def acceleration_hessian(A2, B, b_identity, damping, stiffness, H):
                     hc[k] = h[k, 2 * nv + c]
                 for k in range(nv, nv + nv + nu):
                     hc[k] = 0.0
+
+
+@jit
+def folded_factor_C(Minv, Jw, dt, C):
+    """The acceleration rows of DDP's second-order factor C (N, R, ndx) when T holds the Hessian of
+    the bracketed terms ``B`` (``∂²a = −M⁻¹ B``) instead of the acceleration's: ``C[n, :nv] =
+    −M⁻¹ᵀ C₀`` with ``C₀ = [dt² Jwᵀ | dt I]`` (:meth:`solvers.integrators.euler.EulerModel.write_factor_C`),
+    i.e. ``C[n, s, i] = −dt² (Jw M⁻¹)[i, s]``, ``C[n, s, nv + i] = −dt M⁻¹[i, s]``. Minv (N, nv, nv)
+    is ``∂a/∂τ``; Jw (N, nv, nv) the Lie-group step's Jacobian, or an empty (0, ·, ·) array for ``Jw = I``.
+    The rows ``R > nv`` (Lie-group terms) are left as they are."""
+    N, nv = Minv.shape[0], Minv.shape[1]
+    euclidean = Jw.shape[0] == 0
+    dt2 = dt * dt
+    for n in range(N):
+        Mi = Minv[n]
+        c = C[n]
+        for s in range(nv):
+            for i in range(nv):
+                if euclidean:
+                    t = Mi[i, s]
+                else:
+                    t = 0.0
+                    for r in range(nv):
+                        t += Jw[n, i, r] * Mi[r, s]
+                c[s, i] = -dt2 * t
+                c[s, nv + i] = -dt * Mi[i, s]

@@ -163,9 +163,11 @@ class PreparedIteration:
             f(*args)
             d = self._dyn_data
             if second:
-                aba2, (f, args), factors = second
+                aba2, (f, args), factors, fold = second
                 aba2()
                 f(*args)
+                if fold is not None:
+                    fold[0](*fold[1])
                 d.C, d.T = factors
             else:
                 d.C = d.T = None
@@ -189,14 +191,16 @@ class PreparedIteration:
         aba = acc.backend.prepare_aba_derivatives_call(acc.model, s.q, s.v, s.tau, s.acc.partials, s.acc.a)
         aba2 = hessian = None
         if second:
-            aba2 = item.backend.prepare_aba_second_derivatives_call(item.model, s.q, s.v, s.tau, d.A2)
+            aba2 = item.backend.prepare_aba_second_derivatives_call(item.model, s.q, s.v, s.tau, d.A2,
+                                                                    bracket=second[3] is not None)
             hessian = second[1][1]
         if aba is None or (second and aba2 is None):
             self._fused = ()
             return ()
         from .derivative_stage_numba import fused_stage
         cost = self._cc.derivatives_call(self.xs, self.us, self._cost_outs)
-        run = fused_stage(self._inputs[1], aba, self._jacobians[1], self._zero, cost[:2], aba2, hessian)
+        run = fused_stage(self._inputs[1], aba, self._jacobians[1], self._zero, cost[:2], aba2, hessian,
+                          second[3] if second else None)
         aba_serial, cost_serial = aba.serial, cost[2]
         if aba2 is None:
             def applies() -> bool:
@@ -215,7 +219,9 @@ class PreparedIteration:
         ``second_order``) runs after the first-order calls: the backend's prepared FDSVA-SO
         (:meth:`dynamics.Backend.prepare_aba_second_derivatives`) into the data's tensors ``A2``, the
         compiled Hessian assembly into ``T``, and ``C`` (constant for a hinge/slide robot: written
-        here once, as the general evaluation writes it). ``()`` (falsy: the general evaluation runs)
+        here once, as the general evaluation writes it; with ``−M⁻¹`` folded in
+        (:meth:`solvers.integrators.euler.EulerModel.fold_call`) a compiled call after the Hessian's,
+        the backend's call then giving the bracketed terms). ``()`` (falsy: the general evaluation runs)
         where that evaluation takes another route: numerical second derivatives (no ``A2``), a
         Lie-group joint, or buffers not allocated yet."""
         d, item = self._dyn_data, self._euler_item
@@ -230,10 +236,12 @@ class PreparedIteration:
             return ()
         s = d.states
         kern, B, b_identity, damping, _, stiffness, _ = kernels
-        aba2 = item.backend.prepare_aba_second_derivatives(item.model, s.q, s.v, s.tau, d.A2)
-        item.write_factor_C(d)
+        fold = item.fold_call(d)
+        aba2 = item.backend.prepare_aba_second_derivatives(item.model, s.q, s.v, s.tau, d.A2, bracket=fold is not None)
+        if fold is None:
+            item.write_factor_C(d)
         self._second = (aba2, (kern.acceleration_hessian, (d.A2, B, b_identity, damping, stiffness, T[:, :nv])),
-                        d.factors)
+                        d.factors, fold)
         return self._second
 
     def backward_pass(self, gaps: np.ndarray | None, curvature: bool):

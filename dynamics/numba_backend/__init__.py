@@ -591,7 +591,7 @@ class NumbaBackend(CombinedComKernel, Backend):
                        pm.li, pm.lf, pm.gv, pm.bl, pm.bf, _f64(q), _f64(v), _f64(tau), pm.no_fext, pm.no_minv, out,
                        acceleration_out)
 
-    def prepare_aba_second_derivatives(self, model, q, v, tau, out):
+    def prepare_aba_second_derivatives(self, model, q, v, tau, out, bracket: bool = False):
         """See :meth:`Backend.prepare_aba_second_derivatives`: the kernel's arguments bound once, as
         :meth:`prepare_aba_derivatives` binds its own."""
         self._require("aba_second_derivatives")
@@ -601,17 +601,17 @@ class NumbaBackend(CombinedComKernel, Backend):
         pm = packed(model)
         k = _k().aba_second_derivatives
         return partial(self._run, "second_order", pm, k.aba_second_derivatives_range, B,
-                       pm.li, pm.lf, pm.gv, pm.bl, pm.bf, _f64(q), _f64(v), _f64(tau), pm.no_fext, out)
+                       pm.li, pm.lf, pm.gv, pm.bl, pm.bf, _f64(q), _f64(v), _f64(tau), pm.no_fext, bool(bracket), out)
 
     def prepare_aba_derivatives_call(self, model, q, v, tau, out, acceleration_out):
         """See :meth:`Backend.prepare_aba_derivatives_call`: :meth:`prepare_aba_derivatives`'
         kernel (``aba_derivatives_range``) and its bound arguments."""
         return self._kernel_call(self.prepare_aba_derivatives(model, q, v, tau, out, acceleration_out))
 
-    def prepare_aba_second_derivatives_call(self, model, q, v, tau, out):
+    def prepare_aba_second_derivatives_call(self, model, q, v, tau, out, bracket: bool = False):
         """See :meth:`Backend.prepare_aba_second_derivatives_call`: :meth:`prepare_aba_second_derivatives`'
         kernel (``aba_second_derivatives_range``) and its bound arguments."""
-        return self._kernel_call(self.prepare_aba_second_derivatives(model, q, v, tau, out))
+        return self._kernel_call(self.prepare_aba_second_derivatives(model, q, v, tau, out, bracket))
 
     def _kernel_call(self, run: partial) -> BatchKernelCall:
         """The :class:`BatchKernelCall` of a prepared ``run`` (a partial of :meth:`_run`): its kernel's
@@ -660,13 +660,21 @@ class NumbaBackend(CombinedComKernel, Backend):
         self._aba_second_derivatives_into(model, q, v, tau, fext, out)
         return out[0], out[1], out[2], out[3]
 
-    def _aba_second_derivatives_into(self, model, q, v, tau, fext, out) -> bool:
+    def _aba_second_derivatives_into(self, model, q, v, tau, fext, out, bracket: bool = False) -> bool:
         pm = packed(model)
         k = _k().aba_second_derivatives
         fe = pm.no_fext if fext is None else _f64(fext)
         self._run("second_order", pm, k.aba_second_derivatives_range, q.shape[0],
-                  pm.li, pm.lf, pm.gv, pm.bl, pm.bf, _f64(q), _f64(v), _f64(tau), fe, out)
+                  pm.li, pm.lf, pm.gv, pm.bl, pm.bf, _f64(q), _f64(v), _f64(tau), fe, bool(bracket), out)
         return True
+
+    def _aba_second_derivatives_bracket(self, model, q, v, tau, fext):
+        out = np.empty((4, q.shape[0], model.nv, model.nv, model.nv))
+        self._aba_second_derivatives_into(model, q, v, tau, fext, out, True)
+        return out[0], out[1], out[2], out[3]
+
+    def _aba_second_derivatives_bracket_into(self, model, q, v, tau, fext, out) -> bool:
+        return self._aba_second_derivatives_into(model, q, v, tau, fext, out, True)
 
     # ------------------------------------------------------------ kinematics kernels
     def _placements(self, model, q, flink, ff):

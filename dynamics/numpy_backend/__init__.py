@@ -48,6 +48,9 @@ class NumpyBackend(Backend):
     def _aba_second_derivatives(self, model, q, v, tau, fext):
         return _abas.aba_second_derivatives(model, q, v, tau, fext)
 
+    def _aba_second_derivatives_bracket(self, model, q, v, tau, fext):
+        return _abas.aba_second_derivatives_bracket(model, q, v, tau, fext)
+
     def _frame_placement(self, model, q, frame):
         return _kin.frame_placement(model, q, frame)
 

@@ -8,13 +8,16 @@ Differentiating the identity ``ID(q, v, FD(q, v, τ)) = τ`` twice (Singh, Russe
     ∂²a/∂q_j∂v_k = −M⁻¹ (∂²τ/∂q_j∂v_k + ∂M/∂q_j ∂a/∂v_k)
     ∂²a/∂q_j∂τ_k = −M⁻¹  ∂M/∂q_j M⁻¹[:, k]
 
-and ``∂²a/∂τ² = ∂²a/∂v∂τ = 0``. The ID tensors come from IDSVA-SO (this backend's
-``rnea_second_derivatives``), ``M⁻¹`` from the analytical inverse (Singh, Russell & Wensing 2022 ref. [52]); the inner
-and outer products are the seed's Direct-Tensor-Matrix variant (§VI-A), which it finds fastest for
-practical robot sizes. The index order is the one of ``rnea_second_derivatives``:
-``T[b, i, j, k] = ∂_k (∂_j a_i)`` with the ``k``-perturbation applied first; for the
-configuration/configuration block that order is kept by the formula above because the ID tensor
-already has it and the ``∂M`` terms are symmetric in the roles of ``j`` and ``k``.
+and ``∂²a/∂τ² = ∂²a/∂v∂τ = 0``. :func:`aba_second_derivatives_bracket` stops before the outer
+``−M⁻¹``: a caller that contracts the tensors' output index with a vector λ (DDP's ``λᵀ ∂²a``) can
+fold ``−M⁻¹`` into λ (``μ = −M⁻¹λ``, then ``μᵀ B``), which skips four nv⁴ products per state.
+The ID tensors come from IDSVA-SO (this backend's ``rnea_second_derivatives``), ``M⁻¹`` from the
+analytical inverse (Singh, Russell & Wensing 2022 ref. [52]); the inner and outer products are the
+seed's Direct-Tensor-Matrix variant (§VI-A), which it finds fastest for practical robot sizes. The
+index order is the one of ``rnea_second_derivatives``: ``T[b, i, j, k] = ∂_k (∂_j a_i)`` with the
+``k``-perturbation applied first; for the configuration/configuration block that order is kept by
+the formula above because the ID tensor already has it and the ``∂M`` terms are symmetric in the
+roles of ``j`` and ``k``.
 """
 
 from __future__ import annotations
@@ -27,9 +30,25 @@ from .rnea_derivatives import rnea_derivatives
 from .rnea_second_derivatives import rnea_second_derivatives
 
 
+def aba_second_derivatives_bracket(model, q, v, tau, fext=None):
+    """``(B_qq, B_vv, B_qv, B_qτ)``, each (B, nv, nv, nv): the bracketed terms of eq. 46 above, so that
+    ``∂²a/∂x∂y = −M⁻¹ B_xy`` (the output index first, as in the tensors)."""
+    return _bracket(model, q, v, tau, fext)[1]
+
+
 def aba_second_derivatives(model, q, v, tau, fext=None):
-    """``(d2a_dq2, d2a_dv2, d2a_dqdv, d2a_dqdtau)``, each (B, nv, nv, nv)."""
+    """``(d2a_dq2, d2a_dv2, d2a_dqdv, d2a_dqdtau)``, each (B, nv, nv, nv): ``−M⁻¹`` times the brackets."""
+    Mi, brackets = _bracket(model, q, v, tau, fext)
     B, nv = q.shape[0], model.nv
+
+    def outer(T):  # −M⁻¹ applied to the output index
+        return -(Mi @ T.reshape(B, nv, nv * nv)).reshape(B, nv, nv, nv)
+
+    return tuple(outer(T) for T in brackets)
+
+
+def _bracket(model, q, v, tau, fext):
+    """``(M⁻¹ (B, nv, nv), (B_qq, B_vv, B_qv, B_qτ))`` at ``a = FD(q, v, τ)``."""
     a = aba(model, q, v, tau, fext)
     Mi = minv_fn(model, q)
     dtau_dq, dtau_dv = rnea_derivatives(model, q, v, a, fext)
@@ -41,8 +60,4 @@ def aba_second_derivatives(model, q, v, tau, fext=None):
     inner_qq = d2q + G_q + np.swapaxes(G_q, -1, -2)
     inner_qv = dqv + dMt @ da_dv[:, None]
     inner_qt = dMt @ Mi[:, None]
-
-    def outer(T):  # −M⁻¹ applied to the output index
-        return -(Mi @ T.reshape(B, nv, nv * nv)).reshape(B, nv, nv, nv)
-
-    return outer(inner_qq), outer(d2v), outer(inner_qv), outer(inner_qt)
+    return Mi, (inner_qq, d2v, inner_qv, inner_qt)

@@ -11,7 +11,9 @@ contact dynamics through :meth:`dynamics.Backend.prepare_contact_dynamics_deriva
 (Carpentier & Mansard 2018).
 Second order: the backend's ``aba_second_derivatives`` (FDSVA-SO, Singh, Russell & Wensing 2022
 eq. 46) or central / complex-step differences of the first-order partials; contact dynamics have
-central differences only.
+central differences only. Where the backend has ``aba_second_derivatives_bracket`` (the tensors
+before their outer ``−M⁻¹``), the Euler integrator takes those and folds ``−M⁻¹`` into its factor C
+(:attr:`FreeAcceleration.bracket_second_order`, docs/second_order.md).
 """
 
 from __future__ import annotations
@@ -71,6 +73,13 @@ class FreeAcceleration:
         return self.mode == "analytical"
 
     @property
+    def bracket_second_order(self) -> bool:
+        """Whether the backend also gives the bracketed terms ``B`` of ``∂²a = −M⁻¹ B``
+        (:meth:`dynamics.Backend.aba_second_derivatives_bracket`), so a caller that contracts the
+        output index can fold ``−M⁻¹`` (``∂a/∂τ``) into its contraction instead."""
+        return self.mode == "analytical" and self.backend.supports("aba_second_derivatives_bracket")
+
+    @property
     def second_order_source(self) -> str:
         return {"analytical": "analytical (FDSVA-SO, Singh, Russell & Wensing 2022)",
                 "fd": "central differences of the analytical first-order ABA derivatives",
@@ -89,9 +98,12 @@ class FreeAcceleration:
         run = self.backend.prepare_aba_derivatives(self.model, q, v, tau, D[:3], a)
         return AccelerationBuffers(a, D[:3], D[3], run)
 
-    def second_order_tensors(self, q, v, tau, out: np.ndarray | None = None) -> tuple:
+    def second_order_tensors(self, q, v, tau, out: np.ndarray | None = None, bracket: bool = False) -> tuple:
         """``(∂²a/∂q², ∂²a/∂v², ∂²a/∂q∂v, ∂²a/∂q∂τ)`` (n, nv, nv, nv); out: (4, n, nv, nv, nv)
-        buffer the analytical call writes into (the numerical ones return fresh arrays)."""
+        buffer the analytical call writes into (the numerical ones return fresh arrays). bracket
+        (only where :attr:`bracket_second_order`): the bracketed terms ``B`` instead, ``∂²a = −M⁻¹ B``."""
+        if bracket:
+            return self.backend.aba_second_derivatives_bracket(self.model, q, v, tau, out=out)
         if self.mode == "analytical":
             return self.backend.aba_second_derivatives(self.model, q, v, tau, out=out)
         method = "central" if self.mode == "fd" else "complex"
@@ -103,6 +115,7 @@ class ContactAcceleration:
     accelerate, 6-D contacts do not move); states whose contact Jacobian lost rank give NaN."""
 
     analytical_second_order = False
+    bracket_second_order = False
     second_order_source = "central differences of the analytical first-order contact-dynamics derivatives"
 
     def __init__(self, model: RobotModel, backend: Backend, contacts, second_order: str = "auto"):
@@ -128,5 +141,5 @@ class ContactAcceleration:
         # ∂a/∂τ of the contact solve stands where M⁻¹ stands for free dynamics
         return AccelerationBuffers(cb.a, cb.da, np.empty((n, nv, nv)), run, cb)
 
-    def second_order_tensors(self, q, v, tau, out: np.ndarray | None = None) -> tuple:
+    def second_order_tensors(self, q, v, tau, out: np.ndarray | None = None, bracket: bool = False) -> tuple:
         return contact_second_derivatives_numerical(self.backend, self.model, q, v, tau, self.contacts)

@@ -102,15 +102,17 @@ class ActuatedModel(IntegratedModel):
         return acc.a, daq, dav, (dat if self._B_identity else np.matmul(dat, self.B, out=s.Au))
 
     # ------------------------------------------------------------ second order
-    def _acceleration_hessian(self, q, v, tau, out=None, tensor_out=None) -> np.ndarray:
+    def _acceleration_hessian(self, q, v, tau, out=None, tensor_out=None, bracket: bool = False) -> np.ndarray:
         """Hessian of ``a(q ⊕ dq, v + dv, τ(q ⊕ dq, v + dv, u + du))`` over z, (N, nv, nz, nz),
         written into ``out`` when given; tensor_out: buffer for the backend's second-order tensors.
+        bracket (where ``acc.bracket_second_order``): the same assembly from the bracketed terms
+        ``B`` of ``∂²a = −M⁻¹ B`` (it is linear in the tensors), so the Hessian is ``−M⁻¹`` times the result.
 
         The backend's ``d2a_dq2[i, j, k]`` differentiates along ``e_k`` then ``e_j`` (right
         perturbations), which differs from the Hessian of ``dq -> a(q ⊕ dq)`` by an
         antisymmetric Lie-bracket term; the Hessian is its symmetric part."""
         nv, nu = self.model.nv, self.model.nu
-        a_qq, a_vv, a_qv, a_qt = self.acc.second_order_tensors(q, v, tau, out=tensor_out)
+        a_qq, a_vv, a_qv, a_qt = self.acc.second_order_tensors(q, v, tau, out=tensor_out, bracket=bracket)
         nz = 2 * nv + nu
         H = np.empty((q.shape[0], nv, nz, nz)) if out is None else out
         q_, v_, u_ = slice(0, nv), slice(nv, 2 * nv), slice(2 * nv, nz)

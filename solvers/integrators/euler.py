@@ -13,7 +13,12 @@ on robots with ball/free joints, free or on contacts. Second order, in the facto
 
 factored as ``T = (Ha, G_lie)``, ``C = ([dt² Jwᵀ | dt I], [E_lie | 0])`` (R = nv + Lie dofs rows),
 ``Ha`` the acceleration Hessian (:meth:`ActuatedModel._acceleration_hessian`, or the compiled
-assembly) and ``G`` from :func:`solvers.integrators.lie.lie_integration_terms`.
+assembly) and ``G`` from :func:`solvers.integrators.lie.lie_integration_terms`. With free dynamics on
+a backend that gives the bracketed terms ``B`` of ``∂²a = −M⁻¹ B``
+(:attr:`~solvers.integrators.acceleration.FreeAcceleration.bracket_second_order`), ``T``'s first nv
+rows hold the same assembly of ``B`` (``Ha = −M⁻¹ Hb``) and ``C``'s first nv rows are
+``−M⁻¹ᵀ [dt² Jwᵀ | dt I]``: the same ``F2`` without the backend's four nv⁴ ``−M⁻¹`` products
+(docs/second_order.md).
 """
 
 from __future__ import annotations
@@ -67,6 +72,8 @@ class EulerModel(ActuatedModel):
                           if self._lie_blocks else np.zeros(0, dtype=int))
         self._kernels = None
         self._lie_kernel = None
+        #: T holds the Hessian of the bracketed terms and C the −M⁻¹ (module docstring)
+        self._fold = self.acc.bracket_second_order
         self._step = None                   # _compiled_step, looked up on first use
         if self.backend.prefers_compiled_solver and (self.contacts is None or not self._euclidean):
             from .. import euler_numba
@@ -221,30 +228,59 @@ class EulerModel(ActuatedModel):
         if self._kernels is not None and data.A2 is not None:
             # the backend writes its tensors into A2 and one compiled call assembles Ha from them
             kern, B, b_identity, damping, _, stiffness, _ = self._kernels
-            self.acc.second_order_tensors(q, v, tau, out=data.A2)
+            self.acc.second_order_tensors(q, v, tau, out=data.A2, bracket=self._fold)
             kern.acceleration_hessian(data.A2, B, b_identity, damping, stiffness, H)
         else:
-            self._acceleration_hessian(q, v, tau, out=H, tensor_out=data.A2)
+            self._acceleration_hessian(q, v, tau, out=H, tensor_out=data.A2, bracket=self._fold)
         self.write_factor_C(data)
         lie = self._lie_dofs
         if lie.size:
             W = dt * np.concatenate([data.Fx[:, nv:], data.Fu[:, nv:]], axis=-1)   # ∂w/∂z = dt ∂v⁺/∂z
-            T[:, nv:] = lie_integration_terms(m, self._lie_blocks, q, data.w, data.Jq, data.Jw, W)[:, lie]
+            T[:, nv:] = lie_integration_terms(m, self._lie_blocks, q, data.w, data.Jq, data.Jw, W)
 
     def write_factor_C(self, data: EulerData) -> None:
         """The factor ``C`` (N, R, ndx) of the second-order term into ``data.factors[0]``: the rows
         of the acceleration Hessian map through ``∂q⁺/∂v⁺ = dt² I`` (``dt² Jwᵀ`` on Lie-group joints)
-        and ``∂v⁺/∂v⁺ = dt I``, the Lie-group rows through the identity. Constant on a hinge/slide
-        robot (the prepared iteration writes it once)."""
+        and ``∂v⁺/∂v⁺ = dt I``, the Lie-group rows through the identity. With the fold (module
+        docstring) the acceleration rows are ``−M⁻¹ᵀ`` times those, ``M⁻¹`` the first-order
+        evaluation's ``∂a/∂τ`` (so written after it, at every evaluation); without it constant on
+        a hinge/slide robot (the prepared iteration then writes it once)."""
         C = data.factors[0]
         nv, dt = self.model.nv, self.dt
-        C.fill(0.0)
-        ar = np.arange(nv)
-        if self._euclidean:
-            C[:, ar, ar] = dt * dt
-        else:
-            C[:, :nv, :nv] = dt * dt * np.swapaxes(data.Jw, -1, -2)
-        C[:, ar, nv + ar] = dt
         lie = self._lie_dofs
+        if self._fold:
+            Minv = data.states.acc.partials[2]
+            if self._kernels is not None:
+                Jw = _NO_JW if self._euclidean else data.Jw
+                self._kernels[0].folded_factor_C(Minv, Jw, dt, C)
+            else:
+                MiT = np.swapaxes(Minv, -1, -2)
+                if self._euclidean:
+                    np.multiply(MiT, -dt * dt, out=C[:, :nv, :nv])
+                else:
+                    np.matmul(MiT, np.swapaxes(data.Jw, -1, -2), out=C[:, :nv, :nv])
+                    C[:, :nv, :nv] *= -dt * dt
+                np.multiply(MiT, -dt, out=C[:, :nv, nv:])
+            C[:, nv:] = 0.0
+        else:
+            C.fill(0.0)
+            ar = np.arange(nv)
+            if self._euclidean:
+                C[:, ar, ar] = dt * dt
+            else:
+                C[:, :nv, :nv] = dt * dt * np.swapaxes(data.Jw, -1, -2)
+            C[:, ar, nv + ar] = dt
         if lie.size:
             C[:, nv + np.arange(lie.size), lie] = 1.0
+
+    def fold_call(self, data: EulerData):
+        """``(folded_factor_C, args)``: the compiled call that writes ``data``'s factor C with the
+        fold on a hinge/slide robot (what :meth:`write_factor_C` runs there), or None without the
+        fold or the compiled assembly (C is then constant)."""
+        if not self._fold or self._kernels is None or not self._euclidean:
+            return None
+        return self._kernels[0].folded_factor_C, (data.states.acc.partials[2], _NO_JW, float(self.dt), data.factors[0])
+
+
+#: ``Jw = I`` for :func:`solvers.euler_numba.folded_factor_C` (hinge/slide robots)
+_NO_JW = np.zeros((0, 0, 0))

@@ -50,26 +50,30 @@ def lie_integration_terms(model: RobotModel, blocks: list, q: np.ndarray, w: np.
                           Jw: np.ndarray, W: np.ndarray) -> np.ndarray:
     """Second-order terms of ``G(dq, w) = ((q ⊕ dq) ⊕ w) ⊖ (q ⊕ w₀)`` for the ball/free ``blocks``,
     mapped to z through ``w = w₀ + W z + …`` (W = ∂w/∂z, (N, nv, nz)); Jq, Jw (N, nv, nv) the
-    integration Jacobians at (q, w₀). Returns (N, nv, nz, nz) (non-zero on the Lie rows only).
+    integration Jacobians at (q, w₀). Returns (N, nl, nz, nz): the rows of the blocks' dofs, in the
+    blocks' order (nl of them; G's other rows vanish).
 
     With ``A = ∂G/∂dq`` (= Ad of exp(-w₀)) and ``Jr = ∂G/∂w`` (right Jacobian of exp), the
     BCH formula ``log(exp(a) exp(b)) = a + b + ½[a, b] + …`` applied to
     ``exp(-w₀) exp(dq) exp(w₀ + Δw) = exp(A dq) · exp(η(Δw))`` gives
     ``∂²G/∂dq∂w = ½ [A e_j, Jr e_k]`` (Lie bracket: cross product on SO(3), ``ad`` on SE(3)),
     ``∂²G/∂dq² = 0`` and ``∂²G/∂w² = sym(∂Jr/∂w)``; the derivative of the closed-form right
-    Jacobian is taken by complex step (exact to rounding)."""
-    N, nv, nz = q.shape[0], model.nv, W.shape[-1]
+    Jacobian is taken by complex step (exact to rounding). Both are zero outside a block's own
+    (row, dq, w) dofs (each joint integrates on its own), so each block's rows take its (n, n, n)
+    pieces and its n rows of W only."""
+    N, nz = q.shape[0], W.shape[-1]
     lie_dofs = np.concatenate([np.arange(va, va + n) for va, n, _ in blocks])
+    nl = lie_dofs.size
     h = 1e-30
-    wc = np.repeat(w[:, None, :].astype(complex), lie_dofs.size, axis=1)
-    wc[:, np.arange(lie_dofs.size), lie_dofs] += 1j * h
-    _, Jw_c = model.integrate_jacobians(np.repeat(q[:, None, :], lie_dofs.size, axis=1), wc)
-    dJr = np.zeros((N, nv, nv, nv))                       # [n, i, j, k] = ∂Jr[i, j]/∂w_k
-    dJr[..., lie_dofs] = np.moveaxis(Jw_c.imag / h, 1, -1)
-    Gww = 0.5 * (dJr + np.swapaxes(dJr, -1, -2))
-    Gqw = np.zeros((N, nv, nv, nv))                       # [n, i, j, k] = ∂²G_i/∂dq_j∂w_k
+    wc = np.repeat(w[:, None, :].astype(complex), nl, axis=1)
+    wc[:, np.arange(nl), lie_dofs] += 1j * h
+    _, Jw_c = model.integrate_jacobians(np.repeat(q[:, None, :], nl, axis=1), wc)    # (N, nl, nv, nv)
+    out = np.empty((N, nl, nz, nz))
+    o = 0                                                 # the block's first row in the output
     for va, n, kind in blocks:
         sl = slice(va, va + n)
+        dJr = np.moveaxis(Jw_c.imag[:, o:o + n, sl, sl], 1, -1) / h   # [n, i, j, k] = ∂Jr[i, j]/∂w_k
+        Gww = 0.5 * (dJr + np.swapaxes(dJr, -1, -2))
         A = Jq[:, sl, sl]                                 # columns A e_j
         J = Jw[:, sl, sl]                                 # columns Jr e_k
         if kind == "ball":
@@ -77,9 +81,14 @@ def lie_integration_terms(model: RobotModel, blocks: list, q: np.ndarray, w: np.
             ad = skew(np.swapaxes(A, -1, -2))             # (N, j, 3, 3): ad(A e_j)
         else:
             ad = motion_cross_matrix(np.swapaxes(A, -1, -2))  # (N, j, 6, 6)
-        Gqw[:, sl, sl, sl] = 0.5 * np.einsum("njil,nlk->nijk", ad, J)
-    # G(dq, w(z)) with dq = E z, w = w0 + W z: Hessian over z (w's own curvature is the caller's)
-    GqwW = np.einsum("nijk,nkb->nijb", Gqw, W)            # (N, nv, nv(dq_j), nz)
-    cross = np.zeros((N, nv, nz, nz))
-    cross[:, :, :nv, :] = GqwW                            # E^T (Gqw W)
-    return cross + np.swapaxes(cross, -1, -2) + np.swapaxes(W, -1, -2)[:, None] @ (Gww @ W[:, None])
+        Gqw = 0.5 * np.einsum("njil,nlk->nijk", ad, J)    # [n, i, j, k] = ∂²G_i/∂dq_j∂w_k
+        Wb = W[:, sl, :]                                  # (N, n, nz): the block's rows of ∂w/∂z
+        # G(dq, w(z)) with dq = E z, w = w0 + W z: Hessian over z (w's own curvature is the caller's):
+        # Wᵀ Gww W, plus Eᵀ (Gqw W) and its transpose, which touch the block's dq rows / columns only
+        blk = out[:, o:o + n]
+        np.matmul(np.swapaxes(Wb, -1, -2)[:, None], Gww @ Wb[:, None], out=blk)
+        X = np.einsum("nijk,nkb->nijb", Gqw, Wb)          # (N, n, n (dq_j), nz)
+        blk[:, :, sl, :] += X
+        blk[:, :, :, sl] += np.swapaxes(X, -1, -2)
+        o += n
+    return out

@@ -92,6 +92,7 @@ def _backends(function: str) -> list[str]:
 
 RNEA_BACKENDS = _backends("rnea_second_derivatives")
 ABA_BACKENDS = _backends("aba_second_derivatives")
+BRACKET_BACKENDS = _backends("aba_second_derivatives_bracket")
 
 
 # ---------------------------------------------------------------- oracle
@@ -244,6 +245,28 @@ def test_second_derivatives_vs_pinocchio(kind, backend, robot, with_fext):
         for (tensor, direction), r in ref.items():
             ours = np.asarray(out[names.index(tensor)][k])
             _check(label, robot, tensor, direction, ours, r, TOL.get((kind, direction), TOL_EXACT))
+
+
+@pytest.mark.parametrize("with_fext", [False, True], ids=["no_fext", "fext"])
+@pytest.mark.parametrize("robot", ROBOTS)
+@pytest.mark.parametrize("backend", BRACKET_BACKENDS)
+def test_bracketed_terms_vs_pinocchio(backend, robot, with_fext):
+    """FDSVA-SO's bracketed terms B (``aba_second_derivatives_bracket``, what DDP's Euler knots
+    take): ``−M⁻¹ B`` (M⁻¹ from the backend's ``minv``) against the same Pinocchio reference as the
+    full tensors."""
+    model, _ = get_case(robot)
+    q, v, _, tau, fext = get_states(robot)
+    be = dynamics.get_backend(backend)
+    out = be.aba_second_derivatives_bracket(model, q, v, tau, fext=fext if with_fext else None)
+    Mi = be.minv(model, q)
+    nv = model.nv
+    for k in range(N_STATES):
+        ref = aba_reference(robot, k, with_fext)
+        label = f"[{backend} bracket] {robot} state {k}{' with fext' if with_fext else ''}:"
+        for (tensor, direction), r in ref.items():
+            B = np.asarray(out[ABA_NAMES.index(tensor)][k])
+            ours = -(Mi[k] @ B.reshape(nv, nv * nv)).reshape(nv, nv, nv)
+            _check(label, robot, tensor, direction, ours, r, TOL.get(("aba", direction), TOL_EXACT))
 
 
 def test_reference_sees_the_lie_bracket():

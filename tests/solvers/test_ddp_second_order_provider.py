@@ -44,20 +44,33 @@ TOL_COMPLEX = 1e-10  # relative, complex step vs analytical
 
 
 class SpyBackend(NumpyBackend):
-    """The numpy backend, counting calls of the analytical second-order entry point.
+    """The numpy backend, counting calls of the analytical second-order entry points (the full
+    tensors, and the bracketed terms ``∂²a = −M⁻¹ B`` that DDP's Euler knots take where the backend
+    has them, both under ``"aba_second_derivatives"``; the latter also under ``"bracket"``).
 
-    ``scale_d2a_dq2`` (default 1) multiplies the returned ``∂²a/∂q²`` — a deliberately wrong
-    tensor, used to show the comparison detects a small error."""
+    ``scale_d2a_dq2`` (default 1) multiplies the returned ``∂²a/∂q²`` (or ``B_qq``, the same
+    scaling of ``∂²a/∂q²``) — a deliberately wrong tensor, used to show the comparison detects a
+    small error. ``bracket=False``: the backend does not advertise the bracketed terms (DDP then
+    takes the full tensors and does not fold ``−M⁻¹`` into its factor C)."""
 
-    def __init__(self, scale_d2a_dq2: float = 1.0):
+    def __init__(self, scale_d2a_dq2: float = 1.0, bracket: bool = True):
         self.calls: Counter = Counter()
         self.scale = scale_d2a_dq2
+        if not bracket:
+            self._aba_second_derivatives_bracket = None     # supports() is then False
 
     def aba_second_derivatives(self, model, q, v, tau, fext=None, out=None):
         self.calls["aba_second_derivatives"] += 1
         a_qq, a_vv, a_qv, a_qt = super().aba_second_derivatives(model, q, v, tau, fext, out=out)
         a_qq *= self.scale          # this call's own array (fresh, or the caller's out)
         return a_qq, a_vv, a_qv, a_qt
+
+    def aba_second_derivatives_bracket(self, model, q, v, tau, fext=None, out=None):
+        self.calls["aba_second_derivatives"] += 1
+        self.calls["bracket"] += 1
+        b_qq, b_vv, b_qv, b_qt = super().aba_second_derivatives_bracket(model, q, v, tau, fext, out=out)
+        b_qq *= self.scale
+        return b_qq, b_vv, b_qv, b_qt
 
 
 def _spy_on_numerical_provider(mp: pytest.MonkeyPatch) -> Counter:
@@ -144,6 +157,7 @@ def iiwa_analytical():
         calls = _spy_on_numerical_provider(mp)
         res, its = _run(_iiwa_problem("analytical", be), ITERS_IIWA)
     assert be.calls["aba_second_derivatives"] >= ITERS_IIWA + 1   # one per derivative evaluation
+    assert be.calls["bracket"] == be.calls["aba_second_derivatives"]   # the folded form (next test)
     assert sum(calls.values()) == 0                                # the numerical provider never ran
     assert not res.converged and res.iterations == ITERS_IIWA
     assert res.cost < 0.5 * res.cost_history[0]                   # it is a real, progressing solve
@@ -158,6 +172,23 @@ def test_iiwa_ddp_iterates_analytical_vs_numerical(iiwa_analytical, numerical_ca
     assert be.calls["aba_second_derivatives"] == 0                 # the analytical path never ran
     assert numerical_calls[method] >= ITERS_IIWA + 1 and set(numerical_calls) == {method}
     _assert_same_run(ref, ref_its, res, its, tol)
+
+
+@pytest.mark.parametrize("robot", ["iiwa", "hyq"])
+def test_ddp_iterates_with_and_without_the_minv_fold(iiwa_analytical, robot):
+    """DDP whose Euler knots take the bracketed terms B (``∂²a = −M⁻¹ B``) and fold ``−M⁻¹`` into
+    the factor C gives the iterates of DDP on the full FDSVA-SO tensors, to rounding (the same F2
+    summed in another order; observed ≤ 2e-14 on iiwa, ≤ 2e-15 on HyQ's free base)."""
+    if robot == "iiwa":
+        ref, ref_its = iiwa_analytical
+        make, iters = _iiwa_problem, ITERS_IIWA
+    else:
+        ref, ref_its = _run(_hyq_problem("analytical", SpyBackend()), ITERS_HYQ)
+        make, iters = _hyq_problem, ITERS_HYQ
+    be = SpyBackend(bracket=False)
+    res, its = _run(make("analytical", be), iters)
+    assert be.calls["aba_second_derivatives"] >= iters + 1 and be.calls["bracket"] == 0
+    _assert_same_run(ref, ref_its, res, its, 1e-12)
 
 
 def test_iiwa_comparison_detects_missing_or_wrong_tensors(iiwa_analytical):
