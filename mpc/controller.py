@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -32,6 +33,18 @@ _TIMED = (*STAGES, "total")
 INTEGRATORS = ("euler", "rk4")
 SECOND_ORDER = ("auto", "analytical", "fd", "complex")
 LINE_SEARCHES = ("backtracking", "parallel")
+
+
+class _KnotSpacing(NamedTuple):
+    """What the controller derives from a problem's knot times (:meth:`MPC._knot_spacing_of`)."""
+
+    dts: np.ndarray                 # (N,) the problem's knot times [s] (read-only, of its knot structure)
+    uniform: bool                   # every knot dt apart
+    timed: np.ndarray | None        # (N,) the knots that take time (None: all; impulse knots take none)
+    kept: np.ndarray | None         # (N+1,) the states a plan keeps: the timed knots' and the last (None: all)
+    plan_knots: np.ndarray | None   # (N+1,) how many timed knots precede each knot: the knot of a plan dt
+                                    # apart it starts at, from the horizon's (None: a timed knot not dt long)
+    starts: np.ndarray              # (N,) the running knots' start times from the horizon's [s]
 
 
 @dataclass
@@ -163,7 +176,7 @@ class MPC:
         nx, nu = self.problem.nx, self.problem.nu
         self._warm = (np.empty((self.horizon + 1, nx)), np.empty((self.horizon, nu)))
         self._bounds: tuple = ()        # (problem.u_lower, problem.u_upper, their checked read-only copies)
-        self._knot_times: tuple = ()    # (problem.dts, every knot dt apart, the knots that take time)
+        self._knot_times: _KnotSpacing | None = None     # of the problem's knot times (_knot_spacing)
 
     # ----------------------------------------------------------------- control loop
     def warmup(self, progress=None) -> float:
@@ -353,7 +366,7 @@ class MPC:
             if timed is not None:
                 # impulse knots (dt = 0) take no time: the plan keeps the post-impact state and drops
                 # the pre-impact state, control and gain of each, so its knots are dt apart again
-                xs, us, K = xs[np.r_[timed, True]], us[timed], K[timed]
+                xs, us, K = xs[self._knot_times.kept], us[timed], K[timed]
             if self.plan is not None and not self.feedback and not sum_is_finite(K):
                 rec.fallback = True     # the plan checks xs and us; K must be finite even without feedback
             else:
@@ -388,12 +401,22 @@ class MPC:
         """``(uniform, timed)``: whether every knot is ``dt`` apart, and the mask (N,) of the knots
         that take time when some do not (impulse knots), else None; computed again only when the
         problem's knot times (a read-only array of its knot structure) were replaced."""
+        k = self._knot_spacing_of()
+        return k.uniform, k.timed
+
+    def _knot_spacing_of(self) -> _KnotSpacing:
+        """What the controller derives from the problem's knot times (:class:`_KnotSpacing`),
+        computed again only when they were replaced."""
         dts = self.problem.dts
         k = self._knot_times
-        if not k or k[0] is not dts:
+        if k is None or k.dts is not dts:
             timed = dts > 0
-            k = self._knot_times = (dts, not (dts != self.dt).any(), None if timed.all() else timed)
-        return k[1], k[2]
+            every = bool(timed.all())
+            k = self._knot_times = _KnotSpacing(
+                dts, not (dts != self.dt).any(), None if every else timed, None if every else np.r_[timed, True],
+                np.concatenate([[0], np.cumsum(timed)]) if not (dts[timed] != self.dt).any() else None,
+                np.concatenate([[0.0], np.cumsum(dts[:-1])]))
+        return k
 
     def _nominal_tail(self, t: float, us_init: np.ndarray) -> np.ndarray:
         """``us_init`` with the knots past the previous plan's end set to the task's nominal controls
@@ -404,9 +427,8 @@ class MPC:
         nominal = nominal(self.problem)
         if nominal is None:
             return us_init
-        p, old = self.problem, self.plan
-        ts = t + np.concatenate([[0.0], np.cumsum(p.dts[:-1])])
-        new = ts >= old.t_end - 1e-9
+        old = self.plan
+        new = t + self._knot_spacing_of().starts >= old.t_end - 1e-9
         if new.any():
             if us_init is not self._warm[1]:
                 us_init = np.array(us_init, float)
@@ -416,8 +438,19 @@ class MPC:
     def _warm_start_on_knots(self, t: float) -> tuple[np.ndarray, np.ndarray]:
         """The current plan evaluated at the problem's knot times ``t + Σ dts`` (an impulse knot's
         pre- and post-impact states are at the same time): (N+1, nx), (N, nu)."""
+        plan = self.plan
+        steps = self._knot_spacing_of().plan_knots
+        shift = (t - plan.t0) / plan.dt
+        n = int(round(shift))
+        if steps is not None and plan.dt == self.dt and n >= 0 and abs(shift - n) <= 1e-9:
+            # an update a whole number of knots on (the usual MPC case): each knot time is a knot
+            # of the plan, whose state and control are taken as they are (Plan.resample's exact
+            # shift, with the impulse knots' repeated times; past the plan's end, its last knot)
+            M = plan.horizon
+            j = n + steps
+            return plan.xs[np.minimum(j, M)], plan.us[np.minimum(j[:-1], M - 1)]
         ts = t + np.concatenate([[0.0], np.cumsum(self.problem.dts)])
-        return self.plan.sample(ts, self.problem.state)
+        return plan.sample(ts, self.problem.state)
 
     @staticmethod
     def _add_timings(acc: dict, res) -> None:

@@ -39,6 +39,7 @@ numba's on-disk cache) on the first :meth:`CompiledContactRollout.run` or by
 
 from __future__ import annotations
 
+import threading
 import weakref
 from dataclasses import dataclass, field
 
@@ -237,7 +238,7 @@ class _SharedTables:
     stacked: tuple | None = None                      # the kernel's ``sets`` tuple of ``sets``
     ncmax: int = 0
     dyn_args: dict = field(default_factory=dict)      # id(integrated model) -> (model, kernel args)
-    scratch: dict = field(default_factory=dict)       # (S, ncmax) -> the kernel's ``work`` tuple
+    scratch: dict = field(default_factory=dict)       # (S, ncmax, thread) -> the kernel's ``work`` tuple
     available: dict = field(default_factory=dict)     # ids of the groups' models -> (models, answer)
     #: id(knot structure) -> (structure, the kernel's per-knot tables, force models): a structure the
     #: problem returns to (a gait's next cycle) finds its tables made
@@ -331,9 +332,11 @@ class CompiledContactRollout:
 
     def _work(self, S: int) -> tuple:
         """The kernel's ``work`` tuple for S candidates (rows: :func:`solvers.rollout_numba.input_rows`),
-        made once per S and contact-row width (the line search uses one or two sizes; the scratch is
-        shared with the problem's rollouts of other knot structures, whose sets may be fewer)."""
-        key = (S, self.ncmax)
+        made once per S, contact-row width and calling thread (the line search uses one or two sizes;
+        the scratch is shared with the problem's rollouts of other knot structures, whose sets may be
+        fewer, but not between threads: the parallel driver runs without the GIL, so two threads
+        rolling out on one problem at once would otherwise write the same rows)."""
+        key = (S, self.ncmax, threading.get_ident())
         w = self._scratch.get(key)
         if w is None:
             nq, nv, R = self.nq, self.nv, input_rows(S)

@@ -29,6 +29,8 @@ first :meth:`CompiledRollout.run` or by :meth:`CompiledRollout.warmup`.
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 from llvmlite import ir
 from numba.core import cgutils, types
@@ -425,7 +427,7 @@ class CompiledRollout:
         self._dts = read_only(problem.dts)
         self._no_gaps = read_only(np.zeros((0, self.ndx)))
         self._views: dict = {}       # id -> (array, read-only view), see _view
-        self._scratch: dict = {}     # S -> ABA input scratch (q, vt and their read-only views)
+        self._scratch: dict = {}     # (S, thread) -> ABA input scratch (q, vt and their read-only views)
         li, lf = self.fd.model_args[0], self.fd.model_args[1]
         # the sampling rollouts' lanes (_sample_rollout_lanes_part): hinge/slide models only
         self._lane_rows = lane_rows(li.shape[0], self.nv) if self.nq == self.nv and lanes_supported(li, lf) else None
@@ -562,13 +564,18 @@ class CompiledRollout:
         return ok
 
     def _aba_inputs(self, S: int) -> tuple:
-        """The ABA input scratch for S candidates, allocated once per S: q (R, nq), vt (2, R, nv)
-        (:func:`input_rows`) and their read-only views."""
-        scratch = self._scratch.get(S)
+        """The ABA input scratch for S candidates, allocated once per S and calling thread: q (R, nq),
+        vt (2, R, nv) (:func:`input_rows`) and their read-only views (not shared between threads:
+        the parallel driver runs without the GIL, so two threads rolling out at once would
+        otherwise write the same rows)."""
+        key = (S, threading.get_ident())
+        scratch = self._scratch.get(key)
         if scratch is None:
+            if len(self._scratch) > 64:      # (threads come and go: their ids are not kept for ever)
+                self._scratch.clear()
             q = np.empty((input_rows(S), self.nq))
             vt = np.empty((2, input_rows(S), self.nv))
-            scratch = self._scratch[S] = (q, vt, read_only(q), read_only(vt))
+            scratch = self._scratch[key] = (q, vt, read_only(q), read_only(vt))
         return scratch
 
     def _view(self, a) -> np.ndarray:

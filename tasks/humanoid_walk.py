@@ -122,6 +122,7 @@ class HumanoidWalk(HumanoidBalance):
     command = QuadrupedTrot.command
     yaw_command = QuadrupedTrot.yaw_command
     _ramp = QuadrupedTrot._ramp
+    _ramp_parts = QuadrupedTrot._ramp_parts
     _ramp_integral = QuadrupedTrot._ramp_integral
     _travel = QuadrupedTrot._travel
     heading = QuadrupedTrot.heading

@@ -63,6 +63,8 @@ class _PhasePattern(NamedTuple):
     which: np.ndarray           # (4, N+1) the index in ``touchdowns`` of the foot's swing of that knot
     stride: np.ndarray          # (4, N+1, 1) stride profile s - sin(2πs)/2π, s the knot's swing fraction
     heights: list               # 4 checked read-only (N+1,) height targets: ground + step · ½(1 - cos 2πs)
+    command_times: np.ndarray   # (N+1+T,) ``times`` then ``touchdowns``: where the straight update
+                                # evaluates the command and the travel (one pass)
 
 
 @register_task("quadruped-trot", "any quadruped (default HyQ): diagonal-pair trot from a contact schedule "
@@ -180,22 +182,31 @@ class QuadrupedTrot(LeggedTask, Task):
 
     def _ramp(self, t) -> np.ndarray:
         """The command's ramp (0 before start_time, 1 after start_time + ramp_time) at times t."""
-        t = np.asarray(t, float)
-        return np.clip((t - self.start_time) / self.ramp_time, 0.0, 1.0) if self.ramp_time > 0 else \
-            (t >= self.start_time).astype(float)
+        return self._ramp_parts(np.asarray(t, float) - self.start_time)[0]
+
+    def _ramp_parts(self, d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The ramp and ∫ ramp dt [s] from start_time (exact), each shaped as d, at the times
+        start_time + d [s]."""
+        r = self.ramp_time
+        if r <= 0:
+            return (d >= 0.0).astype(float), np.maximum(d, 0.0)
+        s = np.minimum(np.maximum(d, 0.0), r)
+        return np.minimum(np.maximum(d / r, 0.0), 1.0), s * s / (2 * r) + np.maximum(d - r, 0.0)
 
     def _ramp_integral(self, t0: float, t1) -> np.ndarray:
         """∫ ramp dt [s] from t0 to t1 (exact)."""
-        def F(t):
-            t = np.asarray(t, float)
-            a, r = self.start_time, self.ramp_time
-            if r <= 0:
-                return np.maximum(t - a, 0.0)
-            s = np.clip(t - a, 0.0, r)
-            return s * s / (2 * r) + np.maximum(t - a - r, 0.0)
         t1 = np.asarray(t1, float)
-        f = F(np.concatenate([[float(t0)], t1.ravel()]))     # both ends in one pass
+        f = self._ramp_parts(np.concatenate([[float(t0)], t1.ravel()]) - self.start_time)[1]   # both ends in one pass
         return (f[1:] - f[0]).reshape(t1.shape)
+
+    def _command_and_travel(self, t: float, times: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`command` at ``times`` (K,) and :meth:`_travel` from t to them, in one pass."""
+        d = np.empty(times.shape[0] + 1)
+        d[0] = t
+        d[1:] = times
+        d -= self.start_time
+        ramp, f = self._ramp_parts(d)
+        return self.velocity * ramp[1:], self.velocity * (f[1:] - f[0])
 
     def _travel(self, t0: float, t1) -> np.ndarray:
         """∫ command dt [m] from t0 to t1 (exact for the ramp)."""
@@ -391,12 +402,19 @@ class QuadrupedTrot(LeggedTask, Task):
             cache = {}
             self._pattern_cache = (self._phase_models, cache)
         if t >= self.start_time + dt:   # every probe (down to t - dt/2) inside the periodic gait
-            key = (N, dt, self.start_time, self.cycle, round(float(np.mod(t - self.start_time, self.cycle)), 9))
+            phase = round((t - self.start_time) % self.cycle, 9)       # (np.mod's result, without its call)
+            key = (N, dt, self.start_time, self.cycle, phase)
         else:                           # before it, the time itself (the warm-up's visits, the loop's first steps)
+            phase = None
             key = (N, dt, self.start_time, self.cycle, "at", t)
         hit = cache.get(key)
         if hit is not None:
             return hit
+        if phase is not None:
+            # computed at one time per phase (in the gait's first whole cycle past start_time + dt),
+            # whichever update meets the phase first: the pattern (times relative to that time) is
+            # then the same bits whether it comes from the cache or is computed afresh
+            t = self.start_time + max(1.0, np.ceil(dt / self.cycle)) * self.cycle + phase
         sched = self.knot_schedule(t, N, dt)
         # running models: a swing knot followed by a touchdown takes the "last" variant
         models = [self._phase_models[kind if kind[0] == "impulse" else (kind, self.touchdown_next(sched, k))]
@@ -425,10 +443,12 @@ class QuadrupedTrot(LeggedTask, Task):
             stride[js] = (s - np.sin(2 * np.pi * s) / (2 * np.pi))[None, :, None]
             tds.append(u)
         z = self._ground[:, None] + self.step_height * lift
-        out = _PhasePattern(models, controls, times - t, np.concatenate(tds), self.contact_state(t), lifted,
-                            which, stride, check_per_knot_rows("swing height targets", z, ()))
-        for a in out[1:-1]:
-            a.setflags(write=False)     # kept and shared by the updates at this phase
+        rel, tds = times - t, np.concatenate(tds)
+        out = _PhasePattern(models, controls, rel, tds, self.contact_state(t), lifted, which, stride,
+                            check_per_knot_rows("swing height targets", z, ()), np.concatenate([rel, tds]))
+        for a in out[1:]:
+            if isinstance(a, np.ndarray):
+                a.setflags(write=False)     # kept and shared by the updates at this phase
         if len(cache) > 512:            # a few cycles' phases and the times before the gait, in practice
             cache.clear()
         cache[key] = out
@@ -442,21 +462,18 @@ class QuadrupedTrot(LeggedTask, Task):
         pat = self._phase_pattern(t, N, self.dt)
         self._knot_controls = pat.controls
         problem.set_running_models(pat.models)
-        times = t + pat.times
         # trunk references: forward from where the trunk is, height/attitude/legs of the standing posture
-        refs = np.repeat(self.x_stand[None], N + 1, axis=0)
-        hold = np.empty((4, N + 1, 2))
+        refs, hold, xy_t = self._update_templates(N)
         if self.yaw_rate == 0.0:
             # the knots' and the touchdowns' commands and travels in one pass
-            tt = np.concatenate([times, t + pat.touchdowns])
-            cmd, trav = self.command(tt), self._travel(t, tt)
+            cmd, trav = self._command_and_travel(t, t + pat.command_times)
             refs[:, m.nq] = cmd[:N + 1]                       # body-frame forward velocity
             refs[:, 0] = x_now[0] + trav[:N + 1]              # straight ahead, lateral position held
-            # the four feet's footholds of each knot's swing in one pass
+            # the four feet's footholds of each knot's swing in one pass (their y: the template's)
             ahead = self._neutral_x(x_now[0], trav[N + 1:], cmd[N + 1:])
-            hold[:, :, 0] = self._offsets[:, 0, None] + ahead[pat.which]
-            hold[:, :, 1] = (self._offsets[:, 1] + self.x_stand[1])[:, None]
+            np.add(self._offsets[:, 0, None], ahead[pat.which], out=hold[:, :, 0])
         else:
+            times = t + pat.times
             refs[:, m.nq] = self.command(times)               # body-frame forward velocity
             # along the commanded arc from where the trunk is, heading and yaw rate as commanded
             refs[:, :2] = self._arc(x_now[:2], t, times)
@@ -477,15 +494,29 @@ class QuadrupedTrot(LeggedTask, Task):
         feet_now = self._feet_now(x_now)
         self._liftoff[pat.down] = feet_now[pat.down]
         start = np.where(pat.lifted, self._liftoff[:, None, :2], feet_now[:, None, :2])
-        xy_t = np.empty((4, N + 1, 3))
-        xy_t[:, :, :2] = start + (hold - start) * pat.stride
-        xy_t[:, :, 2] = self._ground[:, None]
+        xy_t[:, :, :2] = start + (hold - start) * pat.stride      # (z: the template's ground heights)
         # validated once for the four feet (read-only rows the setters take as they are)
         xy_rows = check_per_knot_rows("swing foot targets", xy_t, (3,))
         for j in range(4):
             self._swing_z[j].target = pat.heights[j]
             self._swing_xy[j].target = xy_rows[j]
             self._impact[j].target = xy_rows[j]
+
+    def _update_templates(self, N: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Fresh working arrays of an update of an N-knot horizon, copied from templates made once
+        per horizon: the state references (N+1, nx) (the standing state on every knot), the
+        footholds (4, N+1, 2) (y: each foot's standing offset beside the standing trunk; x to be
+        written) and the swing targets (4, N+1, 3) (z: each foot's ground height; x, y to be
+        written). (The references and targets go to the costs as new arrays every update: the
+        costs' setters and the compiled costs' re-packing tell a change by identity.)"""
+        tpl = getattr(self, "_templates", None)
+        if tpl is None or tpl[0] != N or tpl[1] is not self.x_stand:
+            hold = np.zeros((4, N + 1, 2))
+            hold[:, :, 1] = (self._offsets[:, 1] + self.x_stand[1])[:, None]
+            xy = np.zeros((4, N + 1, 3))
+            xy[:, :, 2] = self._ground[:, None]
+            tpl = self._templates = (N, self.x_stand, np.repeat(self.x_stand[None], N + 1, axis=0), hold, xy)
+        return tpl[2].copy(), tpl[3].copy(), tpl[4].copy()
 
     def warmup_times(self) -> tuple[float, ...]:
         """Every knot time (``dt`` of the last :meth:`build_problem`) from dt to ``start_time +

@@ -136,3 +136,36 @@ def test_sample_through_the_state_space_equals_the_knot_by_knot_reference(bundle
     np.testing.assert_array_equal(got_x[on_knot], ref_x[on_knot])
     with pytest.raises(ValueError, match="state space"):
         plan.sample(ts, StateSpace(bundled["atlas"]))
+
+
+def test_warm_start_on_impulse_knots_takes_the_plans_knots(rng):
+    """A trot horizon with touchdown impulse knots (dt = 0): the warm start of an update a whole
+    number of knots after the plan's start takes the plan's knot states and controls (the knot
+    times evaluated one by one: the plan at those times, to round-off), past the plan's end its last
+    knot; an update between knots evaluates the plan at the knot times (Plan.sample)."""
+    N, dt = 12, 0.02
+    task = tasks.get_task("hyq-trot", cones="penalty")
+    ctrl = MPC(task, solver="fddp", backend="numpy", horizon=N, dt=dt)
+    m, p = task.model, ctrl.problem
+    xs, us, K = _arrays(m, rng, N)
+    seen = 0
+    for t0, n in ((0.5, 0), (0.5, 3), (0.62, 5), (0.7, 11), (0.7, 13)):
+        ctrl.plan = Plan(m, t0, dt, xs, us, K)
+        t = t0 + n * dt
+        task.update_problem(p, t)
+        if (p.dts > 0).all():
+            continue
+        seen += 1
+        got_x, got_u = ctrl._warm_start_on_knots(t)
+        ts = t + np.concatenate([[0.0], np.cumsum(p.dts)])
+        for k, tk in enumerate(ts):
+            np.testing.assert_allclose(got_x[k], ctrl.plan.reference_state(tk), rtol=0, atol=1e-12)
+        np.testing.assert_array_equal(got_u, [ctrl.plan.feedforward(tk) for tk in ts[:-1]])
+        j = n + np.concatenate([[0], np.cumsum(p.dts > 0)])     # the plan knot of each problem knot
+        np.testing.assert_array_equal(got_x, xs[np.minimum(j, N)])
+        # between knots: the plan evaluated at the knot times
+        got_x, got_u = ctrl._warm_start_on_knots(t + 0.3 * dt)
+        want_x, want_u = ctrl.plan.sample(ts + 0.3 * dt, p.state)
+        np.testing.assert_array_equal(got_x, want_x)
+        np.testing.assert_array_equal(got_u, want_u)
+    assert seen >= 3

@@ -289,3 +289,31 @@ def test_candidates_on_two_threads_equal_one_thread(S):
     assert np.array_equal(out[2][2], ok_ref) and ok_ref.all()
     check("states", out[2][0], X_ref, RTOL)
     check("controls", out[2][1], U_ref, RTOL)
+
+
+@pytest.mark.skipif(__import__("numba").config.NUMBA_NUM_THREADS < 2, reason="needs numba with two threads")
+def test_rollouts_on_two_python_threads_equal_serial_ones():
+    """Two Python threads rolling out on one problem at once (the parallel driver runs without the
+    GIL) each get the rollouts of a serial call: the kernel's scratch, shared by the problem's
+    rollouts, is not shared between calling threads."""
+    import threading
+
+    p_np, = _problems("hyq", ("numpy",))
+    xs, us, k, K = _inputs(p_np, np.random.default_rng(4))
+    p, = _problems("hyq", (dynamics.get_backend("numba", threads=2),))
+    cr = CompiledContactRollout(p)
+    alphas = (np.linspace(1.0, 0.0, 8), np.linspace(0.05, 0.9, 8))
+    want = [cr.run(p.x0, a, xs, us, k, K, p.u_lower, p.u_upper, True)[0].copy() for a in alphas]
+    same = [[], []]
+
+    def roll(j):
+        for _ in range(40):
+            X = cr.run(p.x0, alphas[j], xs, us, k, K, p.u_lower, p.u_upper, True)[0]
+            same[j].append(np.array_equal(X, want[j]))
+
+    threads = [threading.Thread(target=roll, args=(j,)) for j in (0, 1)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert all(same[0]) and all(same[1]), f"{same[0].count(False)}, {same[1].count(False)} of 40 rollouts differ"

@@ -234,6 +234,34 @@ def test_candidates_on_two_threads_equal_one_thread(S):
     check("controls", out[2][1], U_ref, RTOL)
 
 
+@pytest.mark.skipif("numba" not in dynamics.available_backends()
+                    or __import__("numba").config.NUMBA_NUM_THREADS < 2, reason="needs numba with two threads")
+def test_rollouts_on_two_python_threads_equal_serial_ones():
+    """Two Python threads rolling out on one compiled rollout at once (the parallel driver runs
+    without the GIL) each get the rollouts of a serial call: the ABA input scratch is not shared
+    between calling threads."""
+    import threading
+
+    p = _iiwa(dynamics.get_backend("numba", threads=2))
+    xs, us, k, K = _inputs(p, np.random.default_rng(4))
+    cr = CompiledRollout(p)
+    alphas = (np.linspace(1.0, 0.0, 16), np.linspace(0.05, 0.9, 16))
+    want = [cr.run(p.x0, a, xs, us, k, K, p.u_lower, p.u_upper, True)[0].copy() for a in alphas]
+    same = [[], []]
+
+    def roll(j):
+        for _ in range(60):
+            X = cr.run(p.x0, alphas[j], xs, us, k, K, p.u_lower, p.u_upper, True)[0]
+            same[j].append(np.array_equal(X, want[j]))
+
+    threads = [threading.Thread(target=roll, args=(j,)) for j in (0, 1)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert all(same[0]) and all(same[1]), f"{same[0].count(False)}, {same[1].count(False)} of 60 rollouts differ"
+
+
 def test_backends_side_by_side_in_one_process():
     """The rollout runs the kernel library's functions on the packed model a backend hands over and
     binds no backend: rollouts on two numba backends run side by side and agree; a backend whose

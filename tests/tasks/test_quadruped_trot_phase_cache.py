@@ -35,12 +35,13 @@ def test_cached_rephasing_equals_rephasing_afresh():
         b.update_problem(pb, t)
         assert _phase_key(a, pa) == _phase_key(b, pb), f"t = {t}: other phase models"
         np.testing.assert_array_equal(a.nominal_controls(pa), b.nominal_controls(pb))
+        # the same bits: a phase's pattern is computed at one time per phase, cached or not
         for ca, cb in zip(a._state_costs, b._state_costs):
-            np.testing.assert_allclose(ca.reference, cb.reference, rtol=0, atol=1e-12)
+            np.testing.assert_array_equal(ca.reference, cb.reference)
         for j in range(4):
             for ca, cb in ((a._swing_z[j], b._swing_z[j]), (a._swing_xy[j], b._swing_xy[j]),
                            (a._impact[j], b._impact[j])):
-                np.testing.assert_allclose(ca.target, cb.target, rtol=0, atol=1e-12, err_msg=f"t = {t}, foot {j}")
+                np.testing.assert_array_equal(ca.target, cb.target, err_msg=f"t = {t}, foot {j}")
     # the second pass over the cycle's phases found them kept
     assert hits >= round(0.4 * a.cycle / dt)
 

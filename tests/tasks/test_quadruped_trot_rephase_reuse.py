@@ -1,7 +1,8 @@
 """Quadruped trot on the numba backend: a problem re-phased knot by knot over more than a gait cycle
 (what the MPC does every update), with its solver, data, compiled cost layouts, contact rollouts and
-pooled dynamics data kept across re-phasings, gives bitwise the derivatives, candidate costs and
-FDDP iterate of a problem and solver built afresh at every update."""
+pooled dynamics data kept across re-phasings, and the task's phase patterns kept per gait phase,
+gives bitwise the derivatives, candidate costs and FDDP iterate of a problem, solver and phase
+pattern built afresh at every update."""
 
 from __future__ import annotations
 
@@ -25,18 +26,20 @@ def test_rephased_problem_and_solver_equal_fresh_ones_every_update():
     rng = np.random.default_rng(5)
     ts = np.round(kept_task.start_time + dt * np.arange(-2, int(kept_task.cycle / dt) + 6), 9)
     revisions = kept.revision
+    cached = 0
     for t in ts:
         x = x_stand + 0.005 * rng.normal(size=x_stand.shape)
         x[3:7] /= np.linalg.norm(x[3:7])
         liftoff = kept_task._liftoff.copy()     # the feet's lift-off points remembered so far
         fresh = fresh_task.build_problem(x_stand, N, dt, backend="numba")
         fresh_task._liftoff = liftoff          # (the build's own update at t = 0 reset them)
-        # the task's own phase-pattern cache rounds the references differently in the second cycle
-        # (tests/tasks/test_quadruped_trot_phase_cache.py); here both compute them afresh
-        kept_task._pattern_cache = (None, {})
+        # the kept task's phase patterns come from its cache once the gait comes round to a phase
+        # again (the second cycle); the fresh task, rebuilt, computes each afresh
+        patterns = len(kept_task._pattern_cache[1])
         for p, task in ((kept, kept_task), (fresh, fresh_task)):
             p.set_initial_state(x)
             task.update_problem(p, t)
+        cached += len(kept_task._pattern_cache[1]) == patterns
         us = np.array(kept_task.nominal_controls(kept)) + rng.normal(size=(N, kept.nu))
         xs = kept.rollout(us)
         assert np.all(np.isfinite(xs)), f"t = {t}: the test trajectory diverged"
@@ -58,3 +61,4 @@ def test_rephased_problem_and_solver_equal_fresh_ones_every_update():
         np.testing.assert_array_equal(r1.us, r2.us, err_msg=f"t = {t}: us")
         assert r1.cost == r2.cost
     assert kept.revision - revisions >= len(ts) // 2      # re-phased at most updates (a swing knot shift: not)
+    assert cached >= 3                                    # the cached patterns were exercised
