@@ -299,27 +299,46 @@ def costates(Fx, Fu, lx, lu, Gx, Gu, y, lam):
     return dual
 
 
+@jit_inline
+def _zero_row(a):
+    """Whether every entry of a (n,) is zero."""
+    for i in range(a.shape[0]):
+        if a[i] != 0.0:
+            return False
+    return True
+
+
 @jit
 def augmented_hessians(lxx, lxu, luu, lxxN, Gx, Gu, rho, sigma, axx, axu, auu, axxN):
     """The QP's Hessians for the per-row penalty ρ (N+1, m) and the proximal weight σ:
     ``axx = l_xx + Gxᵀ ρ Gx + σI``, ``axu = l_xu + Gxᵀ ρ Gu``, ``auu = l_uu + Guᵀ ρ Gu + σI``
     (N knots) and ``axxN = l_xx,N + Gx_Nᵀ ρ Gx_N + σI``: lxx (N, ndx, ndx), lxu (N, ndx, nu), luu
     (N, nu, nu), lxxN (ndx, ndx) the cost's, Gx (N+1, m, ndx), Gu (N+1, m, nu) the Jacobians
-    (the products by BLAS, as NumPy's)."""
+    (the products by BLAS, as NumPy's; those with Gx over its rows before the trailing zero ones)."""
     N, ndx, nu = lxu.shape
     m = Gx.shape[1]
-    rGx = np.empty((m, ndx))
     rGu = np.empty((m, nu))
     pxx = np.empty((ndx, ndx))
     pxu = np.empty((ndx, nu))
     puu = np.empty((nu, nu))
     for t in range(N + 1):
-        for r in range(m):
+        # the rows after the last one with a non-zero Gx (the control box's, appended last; the
+        # padding) add only exact zeros to the x products: those run over the rows before, mx of
+        # m (the same terms; BLAS may group a sum of another length differently, by rounding only:
+        # the closed loops of docs/mpc.md came out bitwise the same)
+        mx = m
+        while mx > 0 and _zero_row(Gx[t, mx - 1]):
+            mx -= 1
+        Gxt = np.empty((mx, ndx))
+        rGx = np.empty((mx, ndx))
+        for r in range(mx):
             for i in range(ndx):
+                Gxt[r, i] = Gx[t, r, i]
                 rGx[r, i] = rho[t, r] * Gx[t, r, i]
+        for r in range(m):
             for i in range(nu):
                 rGu[r, i] = rho[t, r] * Gu[t, r, i]
-        GxT = Gx[t].T
+        GxT = Gxt.T
         np.dot(GxT, rGx, pxx)
         if t == N:
             for i in range(ndx):
@@ -327,7 +346,7 @@ def augmented_hessians(lxx, lxu, luu, lxxN, Gx, Gu, rho, sigma, axx, axu, auu, a
                     axxN[i, j] = lxxN[i, j] + pxx[i, j]
                 axxN[i, i] += sigma
             break
-        np.dot(GxT, rGu, pxu)
+        np.dot(GxT, rGu[:mx], pxu)
         np.dot(Gu[t].T, rGu, puu)
         for i in range(ndx):
             for j in range(ndx):
@@ -339,3 +358,29 @@ def augmented_hessians(lxx, lxu, luu, lxxN, Gx, Gu, rho, sigma, axx, axu, auu, a
             for j in range(nu):
                 auu[t, i, j] = luu[t, i, j] + puu[i, j]
             auu[t, i, i] += sigma
+
+
+@jit
+def rho_rows(y, w, z, lo_near, hi_near, bounded, equality, rho, inactive_rho, rho_min, near, r):
+    """:meth:`solvers.admm_qp.StagewiseAdmmQP._rho_rows` in one pass (its NumPy form the
+    reference): per row (N+1, m) the penalty ``r`` — 10³ ρ on equality rows, ρ on inequality rows
+    near a bound (a non-zero multiplier y, or the linearised value w or the splitting variable z
+    at or past ``lo_near``/``hi_near``), ``inactive_rho`` ρ on the others, ``rho_min`` on unbounded
+    rows, at least ``rho_min`` — and into ``near`` the near inequality rows."""
+    for t in range(y.shape[0]):
+        for i in range(y.shape[1]):
+            lo, hi, wi, zi = lo_near[t, i], hi_near[t, i], w[t, i], z[t, i]
+            nr = y[t, i] != 0 or wi <= lo or wi >= hi or zi <= lo or zi >= hi
+            eq = equality[t, i]
+            near[t, i] = nr and not eq
+            if eq:
+                v = 1e3 * rho
+            elif nr:
+                v = rho
+            else:
+                v = inactive_rho * rho
+            if not bounded[t, i]:
+                v = rho_min
+            if v < rho_min:         # (NaN stays NaN, as np.maximum leaves it)
+                v = rho_min
+            r[t, i] = v

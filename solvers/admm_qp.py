@@ -239,6 +239,12 @@ class StagewiseAdmmQP:
         variables and stall ADMM where the cost's curvature is much smaller than ρ."""
         z, y = self.z, self.y
         lo_near, hi_near, bounded = self._near_bounds(lo, hi)
+        if self.backward.compiled:
+            from . import admm_numba  # imports numba: only when used
+            r = np.empty(y.shape)                   # a new array: the caller compares it with the last one
+            admm_numba.rho_rows(y, np.ascontiguousarray(w, dtype=np.float64), z, lo_near, hi_near, bounded,
+                                self.equality, float(self.rho), self.inactive_rho, RHO_MIN, self._near, r)
+            return r
         near = (y != 0) | (w <= lo_near) | (w >= hi_near) | (z <= lo_near) | (z >= hi_near)
         self._near = near & ~self.equality
         r = np.where(self.equality, 1e3 * self.rho, np.where(near, self.rho, self.inactive_rho * self.rho))

@@ -115,6 +115,8 @@ class CSQP(ILQR):
         if pc.m != self._m:
             self._allocate()
             self._y_prev = self._z_prev = None
+        else:
+            self.qp.equality = pc.equality      # the layout's own (a re-phased layout may put equalities elsewhere)
         self._follow_rephased_knots()
         self._start_multipliers(multipliers)
         self.backward.reset()

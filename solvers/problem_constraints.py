@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .constraints import ControlBounds
+from .constraints import Constraint, ControlBounds
 from .constraints.compiled import CompiledConstraints
 from .costs.compiled import runs_kernel_library
 from .problem_costs import RolloutContactForces, candidate_contact_solves, contact_solves_for
@@ -40,12 +40,46 @@ class _Group:
     offsets: tuple          # first row of each term
 
 
+@dataclass
+class _Layout:
+    """The row layout of one knot structure (:meth:`ProblemConstraints.build`'s tables), kept while
+    its structure may come round again (a gait's phases)."""
+
+    models: tuple           # the running models and the terminal model it was made for (kept: their ids key it)
+    groups: list            # the _Groups of knots that share their terms
+    m: int
+    lower: np.ndarray       # (N+1, m) (these tables read-only: shared by every visit of the structure)
+    upper: np.ndarray
+    state_only: np.ndarray  # (N+1, m) rows whose residual does not depend on u
+    row_term: np.ndarray    # (N+1, m) the name of each row's term (None: padding)
+    equality: np.ndarray
+    bounded: np.ndarray
+    bound_arrays: tuple     # per term, (term, the lower and upper arrays its rows were read from), or None: a term
+    #                         whose class computes its bounds (its structure is then never reused)
+    cc: tuple | None = None  # (CompiledConstraints or None, backend, model) once compiled() has made it
+
+    def current(self) -> bool:
+        """Whether it may be reused: every term's bounds are still the arrays it read (a term's
+        :meth:`~solvers.constraints.Constraint.set_bounds` replaces them)."""
+        ba = self.bound_arrays
+        if ba is None:
+            return False
+        for c, lo, hi in ba:
+            if c.lower is not lo or c.upper is not hi:
+                return False
+        return True
+
+
 class ProblemConstraints:
     """Constraint evaluation of ``problem`` (a :class:`~solvers.problem.ShootingProblem`) for a
-    solver; rebuilt when the problem is re-phased (:meth:`ShootingProblem.set_running_models`)."""
+    solver; its row layout follows the problem's re-phasing (:meth:`ShootingProblem.set_running_models`)."""
 
     #: evaluate the library terms compiled where the backend allows it (False: all in Python)
     compile_terms: bool = True
+    #: at most this many kept row layouts (with their compiled evaluations) per problem, the least
+    #: recently used dropped first: as many as :attr:`ProblemCosts.MAX_KEPT_COMPILED` keeps of
+    #: the costs' (a gait cycle and its lead-in visit ~100 knot structures at one update per knot)
+    MAX_KEPT_LAYOUTS = 160
 
     def __init__(self, problem, box: bool):
         self.problem = problem
@@ -53,8 +87,11 @@ class ProblemConstraints:
         self._box_term = ControlBounds(problem.model, problem.u_lower, problem.u_upper) if self.box else None
         if self._box_term is not None:
             self._box_term.name = "control box (problem u_lower/u_upper)"
-        self._key = None
-        self._cc = None                 # (CompiledConstraints or None, backend, model) of the layout
+        self._layout: _Layout | None = None
+        #: the layouts of recent knot structures, by the ids of their action models (frozen: a
+        #: model's terms are its own): a re-phased horizon returns to the structures of a gait
+        #: cycle ago, whose tables and compiled evaluation are then reused instead of made anew
+        self._kept: dict = {}
         self.build()
 
     # ------------------------------------------------------------ structure
@@ -71,17 +108,35 @@ class ProblemConstraints:
         return terms
 
     def build(self) -> None:
-        """(Re)build the row layout from the problem's current knots (a no-op when unchanged)."""
+        """Take the row layout of the problem's current knots: unchanged since the last call, one
+        kept from an earlier visit of the same knot structure, or made anew."""
         p = self.problem
-        key = (p.running_models, p.terminal_model)
-        if self._key is not None and all(a is b for a, b in zip(key, self._key)):
+        running, terminal = p.running_models, p.terminal_model
+        lay = self._layout
+        if lay is not None and lay.models[0] is running and lay.models[1] is terminal:
             return
-        N = p.horizon
+        key = (tuple(map(id, running)), id(terminal))
+        lay = self._kept.pop(key, None)
+        if lay is None or not lay.current():
+            lay = self._make_layout(running, terminal)
+            if len(self._kept) >= self.MAX_KEPT_LAYOUTS:      # the least recently used goes
+                del self._kept[next(iter(self._kept))]
+        self._kept[key] = lay                                 # now the most recently used
+        lay.models = (running, terminal)
+        self._layout = lay
+        self.groups, self.m = lay.groups, lay.m
+        self.lower, self.upper, self.state_only = lay.lower, lay.upper, lay.state_only
+        self.row_term, self.equality, self.bounded = lay.row_term, lay.equality, lay.bounded
+
+    def _make_layout(self, running: tuple, terminal) -> _Layout:
+        """The row layout of knots with these action models: the groups of knots that share their
+        terms, the rows' bounds and kinds."""
+        N = self.problem.horizon
         groups: dict = {}
         for t in range(N + 1):
             terms = self._knot_terms(t)
             groups.setdefault(tuple(map(id, terms)), (terms, []))[1].append(t)
-        self.groups = []
+        made = []
         m = 0
         for terms, knots in groups.values():
             offsets, r = [], 0
@@ -90,23 +145,30 @@ class ProblemConstraints:
                 r += c.nc
             m = max(m, r)
             if terms:
-                self.groups.append(_Group(terms, np.asarray(knots, dtype=np.intp), tuple(offsets)))
-        self.m = m
-        self.lower = np.full((N + 1, m), -np.inf)
-        self.upper = np.full((N + 1, m), np.inf)
-        self.state_only = np.ones((N + 1, m), bool)     # rows whose residual does not depend on u
-        self.row_term = np.full((N + 1, m), None, dtype=object)
-        for g in self.groups:
+                made.append(_Group(terms, np.asarray(knots, dtype=np.intp), tuple(offsets)))
+        lower = np.full((N + 1, m), -np.inf)
+        upper = np.full((N + 1, m), np.inf)
+        state_only = np.ones((N + 1, m), bool)
+        row_term = np.full((N + 1, m), None, dtype=object)
+        bound_arrays: dict | None = {}
+        for g in made:
             for c, o in zip(g.terms, g.offsets):
                 lo, hi = c.bounds(g.knots)
-                self.lower[g.knots, o:o + c.nc] = lo
-                self.upper[g.knots, o:o + c.nc] = hi
-                self.state_only[g.knots, o:o + c.nc] = not c.uses_control
-                self.row_term[g.knots, o:o + c.nc] = c.name
-        self.equality = (self.lower == self.upper)
-        self.bounded = np.isfinite(self.lower) | np.isfinite(self.upper)
-        self._key = key
-        self._cc = None
+                lower[g.knots, o:o + c.nc] = lo
+                upper[g.knots, o:o + c.nc] = hi
+                state_only[g.knots, o:o + c.nc] = not c.uses_control
+                row_term[g.knots, o:o + c.nc] = c.name
+                if bound_arrays is not None:
+                    if type(c).bounds is Constraint.bounds:
+                        bound_arrays[id(c)] = (c, c.lower, c.upper)
+                    else:
+                        bound_arrays = None
+        equality = lower == upper
+        bounded = np.isfinite(lower) | np.isfinite(upper)
+        for a in (lower, upper, state_only, row_term, equality, bounded):
+            a.setflags(write=False)
+        return _Layout((running, terminal), made, m, lower, upper, state_only, row_term, equality, bounded,
+                       None if bound_arrays is None else tuple(bound_arrays.values()))
 
     @property
     def empty(self) -> bool:
@@ -129,17 +191,18 @@ class ProblemConstraints:
     # ------------------------------------------------------------ evaluation
     def compiled(self) -> CompiledConstraints | None:
         """The compiled evaluation of the current layout's library terms (made on the first call
-        after a (re)build), or None: turned off, no compiled kinematics on the backend, no such term."""
+        for a layout, kept with it), or None: turned off, no compiled kinematics on the backend, no such term."""
         if not self.compile_terms or not self.groups:
             return None
         p = self.problem
-        cc = self._cc
+        lay = self._layout
+        cc = lay.cc
         if cc is not None and cc[1] is p.backend and cc[2] is p.model:
             return cc[0]
         kin = p.backend.compiled_kinematics(p.model)
         made = CompiledConstraints(p, kin, self.groups) if runs_kernel_library(kin) else None
-        self._cc = (None if made is None or made.empty else made, p.backend, p.model)
-        return self._cc[0]
+        lay.cc = (None if made is None or made.empty else made, p.backend, p.model)
+        return lay.cc[0]
 
     def _python_terms(self, cc: CompiledConstraints | None):
         """Per group, its ``(term, first row)`` pairs evaluated in Python (all without ``cc``)."""

@@ -96,3 +96,58 @@ def test_costates_quu_inverse_and_augmented_hessians_against_numpy():
     np.testing.assert_allclose(out[1], ref[:N, :ndx, ndx:], rtol=1e-12, atol=1e-10)
     np.testing.assert_allclose(out[2], ref[:N, ndx:, ndx:], rtol=1e-12, atol=1e-10)
     np.testing.assert_allclose(out[3], ref[N, :ndx, :ndx], rtol=1e-12, atol=1e-10)
+
+    # trailing rows with a zero Gx (the control box's, appended last): the x products run over the
+    # rows before them; a knot without any (an impulse knot's box rows only), a few, none
+    Gx = Gx.copy()
+    Gx[0] = 0.0
+    Gx[1, m - 4:] = 0.0
+    Gx[2, m - 1:] = 0.0
+    Gx[3, 2:] = 0.0
+    Gx[N, m - 2:] = 0.0
+    admm_numba.augmented_hessians(H[:N, :ndx, :ndx].copy(), H[:N, :ndx, ndx:].copy(), H[:N, ndx:, ndx:].copy(),
+                                  H[N, :ndx, :ndx].copy(), Gx, Gu, rho, sigma, *out)
+    G = np.concatenate([Gx, Gu], axis=-1)
+    ref = H + np.swapaxes(G, -1, -2) @ (rho[..., None] * G) + sigma * np.diag(np.r_[np.ones(ndx), np.ones(nu)])
+    np.testing.assert_allclose(out[0], ref[:N, :ndx, :ndx], rtol=1e-12, atol=1e-10)
+    np.testing.assert_allclose(out[1], ref[:N, :ndx, ndx:], rtol=1e-12, atol=1e-10)
+    np.testing.assert_allclose(out[2], ref[:N, ndx:, ndx:], rtol=1e-12, atol=1e-10)
+    np.testing.assert_allclose(out[3], ref[N, :ndx, :ndx], rtol=1e-12, atol=1e-10)
+    np.testing.assert_array_equal(out[0][0], H[0, :ndx, :ndx] + sigma * np.eye(ndx))     # no x rows: l_xx + σI
+    np.testing.assert_array_equal(out[1][0], H[0, :ndx, ndx:])
+
+
+def test_compiled_rho_rows_equal_the_numpy_form():
+    """The per-row penalty and near flags of the compiled pass (:func:`admm_numba.rho_rows`) are
+    exactly those of :meth:`StagewiseAdmmQP._rho_rows`' NumPy form, on rows of every kind: equality,
+    one- and two-sided, unbounded (NaN near-bounds), non-zero multipliers, values at, inside and
+    past a bound."""
+    from solvers.admm_qp import StagewiseAdmmQP
+
+    rng = np.random.default_rng(7)
+    N, m = 6, 11
+    lo = rng.normal(size=(N + 1, m)) - 1.0
+    hi = lo + rng.uniform(0.0, 2.0, size=(N + 1, m))
+    hi[:, 0] = lo[:, 0]                                   # equality rows
+    lo[:, 1] = -np.inf                                    # one-sided
+    hi[:, 2] = np.inf
+    lo[:, 3], hi[:, 3] = -np.inf, np.inf                  # unbounded (padding)
+    w = np.where(rng.uniform(size=(N + 1, m)) < 0.3, lo, rng.normal(size=(N + 1, m)))   # some exactly at a bound
+    w[:, 4] = hi[:, 4] - 1e-4 * (1 + np.abs(hi[:, 4]))   # within the near slack of the upper bound
+    y = np.where(rng.uniform(size=(N + 1, m)) < 0.4, rng.normal(size=(N + 1, m)), 0.0)
+    z = np.clip(rng.normal(size=(N + 1, m)), lo, hi)
+
+    class _Backward:
+        compiled = False
+
+    out = {}
+    for compiled in (False, True):
+        bw = _Backward()
+        bw.compiled = compiled
+        qp = StagewiseAdmmQP(N, 4, 2, lo == hi, bw, None, rho=0.37, inactive_rho=3e-4)
+        qp.y[:], qp.z[:] = y, z
+        r = qp._rho_rows(w, lo, hi)
+        out[compiled] = (r, qp._near.copy())
+    (r0, n0), (r1, n1) = out[False], out[True]
+    assert np.array_equal(r1, r0) and np.array_equal(n1, n0)
+    assert len(np.unique(r0)) == 4                        # every kind of row is there: 10³ρ, ρ, 3e-4 ρ, ρ_min

@@ -21,7 +21,7 @@ from solvers import (
 )
 from solvers.problem_constraints import ProblemConstraints
 
-from .problems import hyq_push, iiwa_wall
+from .problems import WALL, hyq_push, iiwa_wall
 
 ATOL = 1e-12
 
@@ -159,3 +159,73 @@ def test_numpy_backend_and_compile_terms_off_stay_on_the_python_path():
     pc.compile_terms = False
     assert pc.compiled() is None
 
+
+
+def test_rephased_structures_take_their_kept_layout_and_compiled_evaluation():
+    """A problem re-phased back to a knot structure met before takes that structure's row layout
+    and compiled evaluation again (kept, not made anew: the MPC re-phasing of a gait); its tables
+    equal those of a ProblemConstraints built afresh on the structure, its values and Jacobians
+    those of the numpy terms. A term whose bounds were replaced since (``set_bounds``) gets its
+    structures laid out anew, with the new bounds."""
+    p = iiwa_wall(6)
+    a = p.running_models[0]
+    m = p.model
+    half = FrameHalfSpace(m, "ee", [0, 1, 0.5], 0.1)
+    b = ActionModel(m, a.cost, a.dt, a.dynamics, constraints=[half, JointVelocityBounds(m, limit=1.5, dofs=[0, 2])])
+    phases = [[a] * 6, [b] + [a] * 5, [a, b, b] + [a] * 3]
+    pc = ProblemConstraints(p, True)
+    kept = {}
+    tables = ("lower", "upper", "equality", "bounded", "state_only", "row_term")
+
+    def check(i, seed):
+        fresh, ref = ProblemConstraints(p, True), ProblemConstraints(p, True)
+        ref.compile_terms = False
+        assert pc.m == fresh.m
+        for name in tables:
+            np.testing.assert_array_equal(getattr(pc, name), getattr(fresh, name))
+        xs, us = _trajectory(p, seed, 0.02)
+        _compare(pc, ref, pc.compiled(), xs, us)
+
+    for visit in range(2):
+        for i, phase in enumerate(phases):
+            p.set_running_models(phase)
+            pc.build()
+            cc = pc.compiled()
+            assert cc is not None
+            if visit == 0:
+                kept[i] = (pc.lower, cc)
+                assert all(cc is not c for j, (_, c) in kept.items() if j != i)
+            else:
+                assert pc.lower is kept[i][0] and cc is kept[i][1]
+            check(i, 10 * visit + i)
+    half.set_bounds([-np.inf], [0.3])
+    for i in (1, 2):
+        p.set_running_models(phases[i])
+        pc.build()
+        assert pc.lower is not kept[i][0] and pc.compiled() is not kept[i][1]
+        check(i, 30 + i)
+    assert pc.upper[1, 0] == 0.3                   # the half-space's new bound (knot 1 holds b, its first term)
+
+
+def test_a_solver_rephased_to_another_layout_of_the_same_size_takes_its_equality_rows():
+    """CSQP on a problem re-phased to knots whose rows are as many but an equality where an
+    inequality was (the ADMM's penalty of those rows is 10³ ρ) solves as a solver built on the
+    re-phased problem does: the same ADMM iterations, the same iterates."""
+    p = iiwa_wall(6)
+    a = p.running_models[0]
+    m = p.model
+    eq = FrameHalfSpace(m, "ee", [0, 1, 0], 0.0)
+    eq.set_bounds([WALL], [WALL])                       # the end effector on the wall's plane: an equality row
+    b = ActionModel(m, a.cost, a.dt, a.dynamics, constraints=[eq, *a.constraints[1:]])
+    s = CSQP(p)
+    s.solve(max_iter=2)
+    p.set_running_models([a] + [b] * 5)                 # (knot 0's state-only rows are x0's: left inequalities)
+    fresh = CSQP(p)
+    assert fresh.constraints.m == s.constraints.m and fresh.constraints.equality[1:6, 0].all()
+    assert not s.constraints.equality.any()
+    s.reset_multipliers()
+    r = s.solve(max_iter=3)
+    r0 = fresh.solve(max_iter=3)
+    assert r.qp_iterations == r0.qp_iterations and max(r0.qp_iterations) < 1000    # (the old layout's flags: 1000 each)
+    np.testing.assert_array_equal(r.xs, r0.xs)
+    np.testing.assert_array_equal(r.multipliers, r0.multipliers)
