@@ -23,3 +23,27 @@ def check_rollouts(got, ref, alphas, problem, rtol: float, expect_ok=None) -> No
     assert np.all(np.isfinite(X)) and np.all(np.isfinite(U))
     check("states", X[ok], X_ref[ok], rtol)
     check("controls", U[ok], U_ref[ok], rtol)
+
+
+def check_rollouts_on_two_threads(cr, problem, xs, us, k, K, alphas, repeats: int) -> None:
+    """Two Python threads rolling out on one compiled rollout ``cr`` at once (the parallel driver
+    runs without the GIL), each ``repeats`` times with its own step sizes ``alphas[j]``: every
+    rollout's states must equal a serial call's bitwise (the rollout's scratch is per calling thread)."""
+    import threading
+
+    p = problem
+    want = [cr.run(p.x0, a, xs, us, k, K, p.u_lower, p.u_upper, True)[0].copy() for a in alphas]
+    same = [[], []]
+
+    def roll(j):
+        for _ in range(repeats):
+            X = cr.run(p.x0, alphas[j], xs, us, k, K, p.u_lower, p.u_upper, True)[0]
+            same[j].append(np.array_equal(X, want[j]))
+
+    threads = [threading.Thread(target=roll, args=(j,)) for j in (0, 1)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert all(same[0]) and all(same[1]), \
+        f"{same[0].count(False)}, {same[1].count(False)} of {repeats} rollouts differ"

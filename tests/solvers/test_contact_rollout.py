@@ -22,7 +22,7 @@ from solvers.contact_rollout_numba import CompiledContactRollout, compiled_conta
 from solvers.costs import ContactForceCost, FrictionConeCost, WrenchConeCost
 from solvers.forward_pass import ForwardPass
 from tests.helpers.comparisons import check
-from tests.helpers.rollout_checks import check_rollouts
+from tests.helpers.rollout_checks import check_rollouts, check_rollouts_on_two_threads
 
 pytestmark = pytest.mark.skipif("numba" not in dynamics.available_backends(),
                                 reason="the numba backend is not available on this machine")
@@ -296,24 +296,9 @@ def test_rollouts_on_two_python_threads_equal_serial_ones():
     """Two Python threads rolling out on one problem at once (the parallel driver runs without the
     GIL) each get the rollouts of a serial call: the kernel's scratch, shared by the problem's
     rollouts, is not shared between calling threads."""
-    import threading
-
     p_np, = _problems("hyq", ("numpy",))
     xs, us, k, K = _inputs(p_np, np.random.default_rng(4))
     p, = _problems("hyq", (dynamics.get_backend("numba", threads=2),))
     cr = CompiledContactRollout(p)
     alphas = (np.linspace(1.0, 0.0, 8), np.linspace(0.05, 0.9, 8))
-    want = [cr.run(p.x0, a, xs, us, k, K, p.u_lower, p.u_upper, True)[0].copy() for a in alphas]
-    same = [[], []]
-
-    def roll(j):
-        for _ in range(40):
-            X = cr.run(p.x0, alphas[j], xs, us, k, K, p.u_lower, p.u_upper, True)[0]
-            same[j].append(np.array_equal(X, want[j]))
-
-    threads = [threading.Thread(target=roll, args=(j,)) for j in (0, 1)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
-    assert all(same[0]) and all(same[1]), f"{same[0].count(False)}, {same[1].count(False)} of 40 rollouts differ"
+    check_rollouts_on_two_threads(cr, p, xs, us, k, K, alphas, repeats=40)

@@ -20,7 +20,7 @@ from solvers import FDDP, ILQR, ShootingProblem, StateCost
 from solvers.result import TIMING_KEYS
 from solvers.rollout_numba import CompiledRollout, compiled_rollout_available
 from tests.helpers.comparisons import check
-from tests.helpers.rollout_checks import check_rollouts
+from tests.helpers.rollout_checks import check_rollouts, check_rollouts_on_two_threads
 
 pytestmark = pytest.mark.skipif("numba" not in dynamics.available_backends(),
                                 reason="the numba backend is not available on this machine")
@@ -240,26 +240,11 @@ def test_rollouts_on_two_python_threads_equal_serial_ones():
     """Two Python threads rolling out on one compiled rollout at once (the parallel driver runs
     without the GIL) each get the rollouts of a serial call: the ABA input scratch is not shared
     between calling threads."""
-    import threading
-
     p = _iiwa(dynamics.get_backend("numba", threads=2))
     xs, us, k, K = _inputs(p, np.random.default_rng(4))
     cr = CompiledRollout(p)
     alphas = (np.linspace(1.0, 0.0, 16), np.linspace(0.05, 0.9, 16))
-    want = [cr.run(p.x0, a, xs, us, k, K, p.u_lower, p.u_upper, True)[0].copy() for a in alphas]
-    same = [[], []]
-
-    def roll(j):
-        for _ in range(60):
-            X = cr.run(p.x0, alphas[j], xs, us, k, K, p.u_lower, p.u_upper, True)[0]
-            same[j].append(np.array_equal(X, want[j]))
-
-    threads = [threading.Thread(target=roll, args=(j,)) for j in (0, 1)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
-    assert all(same[0]) and all(same[1]), f"{same[0].count(False)}, {same[1].count(False)} of 60 rollouts differ"
+    check_rollouts_on_two_threads(cr, p, xs, us, k, K, alphas, repeats=60)
 
 
 def test_backends_side_by_side_in_one_process():

@@ -88,14 +88,7 @@ def test_costates_quu_inverse_and_augmented_hessians_against_numpy():
     rho, sigma = rng.uniform(1e-4, 1e2, size=(N + 1, m)), 1e-6
     out = [np.full((N, ndx, ndx), np.nan), np.full((N, ndx, nu), np.nan), np.full((N, nu, nu), np.nan),
            np.full((ndx, ndx), np.nan)]
-    admm_numba.augmented_hessians(H[:N, :ndx, :ndx].copy(), H[:N, :ndx, ndx:].copy(), H[:N, ndx:, ndx:].copy(),
-                                  H[N, :ndx, :ndx].copy(), Gx, Gu, rho, sigma, *out)
-    G = np.concatenate([Gx, Gu], axis=-1)
-    ref = H + np.swapaxes(G, -1, -2) @ (rho[..., None] * G) + sigma * np.diag(np.r_[np.ones(ndx), np.ones(nu)])
-    np.testing.assert_allclose(out[0], ref[:N, :ndx, :ndx], rtol=1e-12, atol=1e-10)
-    np.testing.assert_allclose(out[1], ref[:N, :ndx, ndx:], rtol=1e-12, atol=1e-10)
-    np.testing.assert_allclose(out[2], ref[:N, ndx:, ndx:], rtol=1e-12, atol=1e-10)
-    np.testing.assert_allclose(out[3], ref[N, :ndx, :ndx], rtol=1e-12, atol=1e-10)
+    _check_augmented_hessians(H, Gx, Gu, rho, sigma, out)
 
     # trailing rows with a zero Gx (the control box's, appended last): the x products run over the
     # rows before them; a knot without any (an impulse knot's box rows only), a few, none
@@ -105,6 +98,17 @@ def test_costates_quu_inverse_and_augmented_hessians_against_numpy():
     Gx[2, m - 1:] = 0.0
     Gx[3, 2:] = 0.0
     Gx[N, m - 2:] = 0.0
+    _check_augmented_hessians(H, Gx, Gu, rho, sigma, out)
+    np.testing.assert_array_equal(out[0][0], H[0, :ndx, :ndx] + sigma * np.eye(ndx))     # no x rows: l_xx + σI
+    np.testing.assert_array_equal(out[1][0], H[0, :ndx, ndx:])
+
+
+def _check_augmented_hessians(H, Gx, Gu, rho, sigma, out) -> None:
+    """:func:`admm_numba.augmented_hessians` into ``out`` against ``H + Gᵀ diag(ρ) G + σ I`` in NumPy
+    (H (N + 1, nz, nz), Gx (N + 1, m, ndx), Gu (N + 1, m, nu); the terminal knot's x block only)."""
+    from solvers import admm_numba
+
+    N, ndx, nu = Gu.shape[0] - 1, Gx.shape[-1], Gu.shape[-1]
     admm_numba.augmented_hessians(H[:N, :ndx, :ndx].copy(), H[:N, :ndx, ndx:].copy(), H[:N, ndx:, ndx:].copy(),
                                   H[N, :ndx, :ndx].copy(), Gx, Gu, rho, sigma, *out)
     G = np.concatenate([Gx, Gu], axis=-1)
@@ -113,8 +117,6 @@ def test_costates_quu_inverse_and_augmented_hessians_against_numpy():
     np.testing.assert_allclose(out[1], ref[:N, :ndx, ndx:], rtol=1e-12, atol=1e-10)
     np.testing.assert_allclose(out[2], ref[:N, ndx:, ndx:], rtol=1e-12, atol=1e-10)
     np.testing.assert_allclose(out[3], ref[N, :ndx, :ndx], rtol=1e-12, atol=1e-10)
-    np.testing.assert_array_equal(out[0][0], H[0, :ndx, :ndx] + sigma * np.eye(ndx))     # no x rows: l_xx + σI
-    np.testing.assert_array_equal(out[1][0], H[0, :ndx, ndx:])
 
 
 def test_compiled_rho_rows_equal_the_numpy_form():
