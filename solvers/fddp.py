@@ -28,12 +28,6 @@ from .line_search import line_search
 from .problem import ShootingProblem
 
 
-def _quadratic_form(a: np.ndarray, M: np.ndarray, b: np.ndarray) -> float:
-    """``Σ_t a_tᵀ M_t b_t`` for a, b (T, n), M (T, n, n) (batched products: a three-operand einsum
-    runs numpy's generic loop)."""
-    return float(np.sum(a * (M @ b[..., None])[..., 0]))
-
-
 class FDDP(ILQR):
     """Feasibility-driven DDP; accepts infeasible ``xs_init`` and closes the gaps."""
 
@@ -44,6 +38,8 @@ class FDDP(ILQR):
         super().__init__(problem, box=box, **options)
         self.uses_second_order = bool(second_order)
         self.accept_increase = 2.0   # Crocoddyl's th_acceptnegstep
+        self._Vf: np.ndarray | None = None       # V_xx f̄ (N+1, ndx, 1) of the acceptance test
+        self._dx = np.empty((problem.horizon + 1, problem.ndx))    # its xs ⊖ x̂
 
     # ------------------------------------------------------------ initial guess and gaps
     def _initial_trajectory(self, xs_init, us_init):
@@ -72,10 +68,16 @@ class FDDP(ILQR):
         if not self.feasible:
             f = self.gaps
             d1 -= float(np.sum(self.Vx * f))
-            d2 += _quadratic_form(f, self.Vxx, f)
+            # V_xx f̄ once (batched products: a three-operand einsum runs numpy's generic loop),
+            # shared by both quadratic forms: V_xx is symmetric, so f̄ᵀV_xx dx = dxᵀ(V_xx f̄)
+            buf = self._Vf
+            if buf is None or buf.shape != f.shape + (1,):
+                buf = self._Vf = np.empty(f.shape + (1,))
+            Vf = np.matmul(self.Vxx, f[..., None], out=buf)[..., 0]
+            d2 += float(np.sum(f * Vf))
             if xs_try is not None:
-                dx = self.problem.state.difference(xs_try, self.xs)       # xs ⊖ x̂
-                dv = -_quadratic_form(f, self.Vxx, dx)
+                dx = self.problem.state.difference(xs_try, self.xs, out=self._dx)     # xs ⊖ x̂
+                dv = -float(np.sum(dx * Vf))
                 d1 += dv
                 d2 -= 2.0 * dv
         return alpha * (d1 + 0.5 * alpha * d2)

@@ -17,6 +17,7 @@ import numpy as np
 from dynamics.inputs import sum_is_finite
 
 from .costs import CostContext, CostDerivatives
+from .costs.base import term_changes
 from .costs.compiled import CompiledCosts, runs_kernel_library
 from .knots import KnotGroup
 
@@ -95,6 +96,13 @@ class ProblemCosts:
         #: and their packed rows, putters and buffers are then reused instead of made anew
         self._cc_kept: dict = {}
         self._index: dict = {}          # knot-index arrays of the current knot structure
+        #: what :meth:`compiled` last answered and what that answer depends on beyond the terms'
+        #: float data: (revision, knot structure, terminal cost, term-change count, answer)
+        self._last: tuple | None = None
+        #: the same per knot structure met, by its id (the entry holds it): (structure, terminal
+        #: cost, term-change count, answer, its key in ``_cc_kept`` or None)
+        self._by_structure: dict = {}
+        self._key = None                # the ``_cc_kept`` key of :meth:`_compiled`'s answer
         self._scales: dict = {}         # cost scales of the current structure's groups, by id
 
     def restructured(self) -> None:
@@ -140,17 +148,55 @@ class ProblemCosts:
         p = self.problem
         if not p.compile_costs:
             return None
+        # the signature (every group cost's term objects) is rebuilt only when the knot structure,
+        # the terminal cost or some CostSum's terms changed since the last call: several calls per
+        # solve (the trot's MPC update: three) share one
+        last = self._last
+        changes = term_changes()
+        structure = p.structure
+        if (last is not None and last[0] == p.revision and last[1] is structure and last[2] is p.terminal_cost
+                and last[3] == changes):
+            return last[4]
+        # a knot structure met before (a re-phased gait's horizon), with the same terms: its answer,
+        # while its CompiledCosts is still kept (now the most recently used)
+        seen = self._by_structure.get(id(structure))
+        cc = None
+        hit = seen is not None and seen[0] is structure and seen[1] is p.terminal_cost and seen[2] == changes
+        if hit and seen[4] is not None:
+            kept = self._cc_kept.pop(seen[4], None)
+            hit = kept is not None and kept[2] is seen[3]
+            if kept is not None:
+                self._cc_kept[seen[4]] = kept
+        if hit:
+            cc = seen[3]
+            if cc is not None:
+                self._cc = cc
+        else:
+            self._key = None
+            cc = self._compiled()
+            if len(self._by_structure) >= self.MAX_KEPT_COMPILED:
+                self._by_structure.clear()
+            self._by_structure[id(structure)] = (structure, p.terminal_cost, changes, cc, self._key)
+        self._last = (p.revision, structure, p.terminal_cost, changes, cc)
+        return cc
+
+    def _compiled(self) -> CompiledCosts | None:
+        """:meth:`compiled` from the problem's signature."""
+        p = self.problem
         sig = CompiledCosts.signature_of(p)
         cc = self._cc
         if isinstance(cc, tuple):
             if cc[0] == sig:
                 return None
         elif cc is not None and cc.signature == sig:
+            key = CompiledCosts.layout_key(p, sig)
+            self._key = key if key in self._cc_kept else None
             return cc
         key = CompiledCosts.layout_key(p, sig)
         kept = self._cc_kept.pop(key, None)
         if kept is not None and kept[0] is p.backend and kept[1] is p.model:
             self._cc_kept[key] = kept       # now the most recently used
+            self._key = key
             cc = kept[2]
             # the same terms on the same knots: its rows repack where a reference, weight or
             # scale object was replaced since it was last used (CompiledCosts._pack)
@@ -163,6 +209,7 @@ class ProblemCosts:
             if len(self._cc_kept) >= self.MAX_KEPT_COMPILED:    # the least recently used goes
                 del self._cc_kept[next(iter(self._cc_kept))]
             self._cc_kept[key] = (p.backend, p.model, cc)
+            self._key = key
         if cc is None or cc.empty:
             self._cc = (sig, None)
             return None

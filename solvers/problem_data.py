@@ -20,7 +20,8 @@ Second-order buffers exist from construction with ``second_order=True``, or from
 keeping the data of groups that did not change and handing that of a former group of the same
 integrated model and knot count to a moved one, or that of a group dropped by an earlier
 re-phasing (kept, up to :attr:`ProblemData.pool_knots` knots per horizon knot, for a gait's
-next cycle, which meets the same sizes again). Not in the data: the RK4 stage chain rule's and
+next cycle, which meets the same sizes again); a knot structure met before takes back the data its
+groups had then (kept per structure, :attr:`ProblemData.MAX_KEPT_STRUCTURES`). Not in the data: the RK4 stage chain rule's and
 the floating-base SO(3)/SE(3) terms' intermediates, the second-order differences of RK4 and
 impulse knots, the cost terms evaluated in Python (at most (N, nr, ndx); the library's compiled
 terms write into the data) and numpy's own iteration buffers.
@@ -115,10 +116,16 @@ class ProblemData:
         self.groups: tuple[tuple[KnotGroup, IntegratedData], ...] = ()
         self._factors: tuple[np.ndarray, np.ndarray] | None = None     # (C, T) of several groups, padded
         self._revision = None
-        #: data of groups a re-phasing dropped, newest last: (integrated model, knot count, data);
-        #: a gait's groups come back with the same few sizes every cycle, so a group of a model and
-        #: size met before takes its data (buffers, prepared backend calls) instead of new data
-        self._pool: list = []
+        #: data of groups a re-phasing dropped, oldest first, by id(data): (integrated model, knot
+        #: count, data); a gait's groups come back with the same few sizes every cycle, so a group of
+        #: a model and size met before takes its data (buffers, prepared backend calls) instead of
+        #: new data; ``_pooled_knots``: their knot count
+        self._pool: dict = {}
+        self._pooled_knots = 0
+        #: per knot structure met (by id of its dynamics groups, which it holds): its groups' data and
+        #: first-order outputs, ``(groups, ((data, (xnext, Fx, Fu)), ...))`` — a gait's horizon comes
+        #: back to the structures of a cycle ago, which then take their data as they had it
+        self._kept: dict = {}
         self._regroup()
 
     # ------------------------------------------------------------ structure
@@ -132,6 +139,10 @@ class ProblemData:
         p = self.problem
         k = self.horizon_dynamics
         new = p.dynamics_groups
+        kept = self._kept.get(id(new))
+        if kept is not None and kept[0] is new:
+            self._take_kept(kept[1])
+            return
         data: list = [None] * len(new)
         # unchanged groups first (the same integrated model on the same knots, looked up by value:
         # a kept structure's groups are other objects than the last one's), then any of the same size
@@ -163,20 +174,54 @@ class ProblemData:
             elif np.may_share_memory(d.Fx, k.Fx):      # it wrote rows of the problem's arrays: its own now
                 d.xnext, d.Fx, d.Fu = np.empty_like(d.xnext), np.empty_like(d.Fx), np.empty_like(d.Fu)
         for g0, d in spare:                 # former groups' data, for a later structure with their size
-            self._pool.append((g0.item, g0.knots.size, d))
-        pooled, cap = sum(n for _, n, _ in self._pool), self.pool_knots * self.horizon
-        while pooled > cap:                 # the oldest go first
-            pooled -= self._pool.pop(0)[1]
-        self.groups = tuple(zip(new, data))
-        self._revision = p.revision
+            self._to_pool(g0, d)
+        if len(self._kept) >= self.MAX_KEPT_STRUCTURES:
+            self._kept.clear()
+        self._kept[id(new)] = (new, tuple([(d, (d.xnext, d.Fx, d.Fu)) for d in data]))
+        self._set_groups(tuple(zip(new, data)))
+
+    #: at most this many knot structures' data assignments kept (:attr:`_kept`; a trot's gait cycle
+    #: at 10 ms knots meets ~100)
+    MAX_KEPT_STRUCTURES = 256
+
+    def _take_kept(self, kept: tuple) -> None:
+        """The groups of a knot structure met before take the data they had then, their outputs
+        pointed back at their rows; the current groups' other data goes to the pool."""
+        new = self.problem.dynamics_groups
+        now = set()
+        for d, (xnext, Fx, Fu) in kept:
+            d.xnext, d.Fx, d.Fu = xnext, Fx, Fu
+            now.add(id(d))
+        pool = self._pool
+        for i in now & pool.keys():         # (a structure's data may have been pooled since)
+            self._pooled_knots -= pool.pop(i)[1]
+        for g0, d in self.groups:
+            if id(d) not in now:
+                self._to_pool(g0, d)
+        self._set_groups(tuple(zip(new, [d for d, _ in kept])))
+
+    def _set_groups(self, groups: tuple) -> None:
+        """The current groups and their data (the pool trimmed to its size)."""
+        pool, cap = self._pool, self.pool_knots * self.horizon
+        while self._pooled_knots > cap:     # the oldest go first
+            self._pooled_knots -= pool.pop(next(iter(pool)))[1]
+        self.groups = groups
+        self._revision = self.problem.revision
         if self.second_order:
             self._allocate_factors()
+
+    def _to_pool(self, group: KnotGroup, d) -> None:
+        self._pool[id(d)] = (group.item, group.knots.size, d)
+        self._pooled_knots += group.knots.size
 
     def _from_pool(self, item, size: int):
         """A former group's data for integrated model ``item`` and ``size`` knots, taken out of the
         pool, or None."""
-        j = next((j for j, (it, n, _) in enumerate(self._pool) if it is item and n == size), None)
-        return None if j is None else self._pool.pop(j)[2]
+        i = next((i for i, (it, n, _) in self._pool.items() if it is item and n == size), None)
+        if i is None:
+            return None
+        self._pooled_knots -= size
+        return self._pool.pop(i)[2]
 
     def _allocate_factors(self) -> None:
         """The (N, R, ...) factors gathering several groups' (None for one group)."""
@@ -198,8 +243,15 @@ class ProblemData:
             self.second_order = True
             for g, d in self.groups:
                 g.item.enable_second_order(d)
-            for item, _, d in self._pool:
+            done = {id(d) for _, d in self.groups}
+            for item, _, d in self._pool.values():
                 item.enable_second_order(d)
+                done.add(id(d))
+            for groups, kept in self._kept.values():    # data only a kept structure holds now
+                for g, (d, _) in zip(groups, kept):
+                    if id(d) not in done:
+                        g.item.enable_second_order(d)
+                        done.add(id(d))
             self._allocate_factors()
 
     @property

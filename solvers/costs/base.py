@@ -314,6 +314,31 @@ def _sealed(name: str, arr: np.ndarray, tail: tuple[int, ...], rows: bool = Fals
     return out
 
 
+#: how many times any CostSum's terms changed (a term added, replaced or removed, a weight set, a
+#: terms dict assigned): what depends on the terms of a problem's costs (the compiled costs' layout
+#: signature) is looked at again only when this moved, not at every evaluation
+_TERM_CHANGES = [0]
+#: how many times any cost's packed data was replaced (a reference or target assigned, weights set,
+#: a CostSum's terms changed): the compiled costs re-pack their float rows only when this moved
+_DATA_CHANGES = [0]
+
+
+def term_changes() -> int:
+    """The count of changes to any :class:`CostSum`'s terms so far (see ``_TERM_CHANGES``)."""
+    return _TERM_CHANGES[0]
+
+
+def data_changes() -> int:
+    """The count of replaced references, targets, weights and terms of any cost so far (see
+    ``_DATA_CHANGES``)."""
+    return _DATA_CHANGES[0]
+
+
+def _terms_changed() -> None:
+    _TERM_CHANGES[0] += 1
+    _DATA_CHANGES[0] += 1
+
+
 class PerKnotReference:
     """A residual cost's reference (``target`` or ``reference``) as a descriptor: reading gives the
     stored array (attribute ``store``); assigning validates the value with :func:`check_per_knot`
@@ -334,6 +359,7 @@ class PerKnotReference:
             if not _already_checked(value, tail):       # (a validated array is stored as it is)
                 value = check_per_knot(self.label.format(name=cost.name), value, tail)
         setattr(cost, self.store, value)
+        _DATA_CHANGES[0] += 1
 
 
 class Cost:
@@ -406,6 +432,7 @@ class ResidualCost(Cost):
         if np.any(w < 0):
             raise ValueError(f"{self.name} weights must be non-negative")
         self._weights = w
+        _DATA_CHANGES[0] += 1
 
     def residual(self, ctx: CostContext) -> np.ndarray:
         raise NotImplementedError
@@ -447,6 +474,45 @@ class ResidualCost(Cost):
         return CostDerivatives(0.5 * np.sum(wr * r, axis=-1), lx, lu, lxx, lxu, luu)
 
 
+class CostTerms(dict):
+    """A CostSum's terms, ``name -> (cost, weight)``: a dict whose every change is counted
+    (:func:`term_changes`), however it is made (``add``, ``set_weight``, or the dict's own methods)."""
+
+    __slots__ = ()
+
+    def __setitem__(self, key, value) -> None:
+        _terms_changed()
+        super().__setitem__(key, value)
+
+    def __delitem__(self, key) -> None:
+        _terms_changed()
+        super().__delitem__(key)
+
+    def __ior__(self, other):
+        _terms_changed()
+        return super().__ior__(other)
+
+    def update(self, *args, **kw) -> None:
+        _terms_changed()
+        super().update(*args, **kw)
+
+    def setdefault(self, key, default=None):
+        _terms_changed()
+        return super().setdefault(key, default)
+
+    def pop(self, *args):
+        _terms_changed()
+        return super().pop(*args)
+
+    def popitem(self):
+        _terms_changed()
+        return super().popitem()
+
+    def clear(self) -> None:
+        _terms_changed()
+        super().clear()
+
+
 class CostSum(Cost):
     """Weighted sum ``Σ_k w_k(t) l_k`` of named costs; a weight is a scalar or per knot (K,).
 
@@ -458,10 +524,28 @@ class CostSum(Cost):
     name = "sum"
 
     def __init__(self, terms: dict | None = None):
-        self.terms: dict[str, tuple[Cost, np.ndarray]] = {}
+        self._terms = CostTerms()        # (a new object: nothing kept can depend on it yet, no count)
         for name, item in (terms or {}).items():
             cost, w = item if isinstance(item, tuple) else (item, 1.0)
             self.add(name, cost, w)
+
+    @property
+    def terms(self) -> CostTerms:
+        """``name -> (cost, weight)`` (a :class:`CostTerms`: its changes are counted)."""
+        return self._terms
+
+    @terms.setter
+    def terms(self, terms: dict) -> None:
+        _terms_changed()
+        self._terms = CostTerms(terms)
+
+    @classmethod
+    def of_terms(cls, terms: dict) -> "CostSum":
+        """A new CostSum of ``terms`` (name -> (cost, weight), already checked) as they are, not
+        counted as a change (e.g. the Python part of a group cost, made at every evaluation)."""
+        out = cls()
+        out._terms = CostTerms(terms)
+        return out
 
     @classmethod
     def of(cls, cost: Cost) -> "CostSum":

@@ -67,6 +67,7 @@ from dynamics.worker_threads import use_threads
 
 from ..contact_or_nan import contact_dynamics_or_nan
 from .base import CostSum, _plain, per_knot
+from .base import data_changes as cost_data_changes
 from .com import ComPositionCost
 from .contact import _FUSED, ContactForceCost, FrictionConeCost
 from .foot import FrameHeightCost, FrameVelocityCost
@@ -584,9 +585,7 @@ def _python_part(compiled_names: dict, group: int, cost):
     rest = {n: item for n, item in cost.terms.items() if n not in names}
     if not rest:
         return None
-    out = CostSum()
-    out.terms = rest
-    return out
+    return CostSum.of_terms(rest)
 
 
 @dataclass
@@ -821,6 +820,7 @@ class CompiledCosts:
         self.terms = [_Term(*t) for t in lay.terms]
         self.compiled_names = lay.compiled_names
         self.P = np.zeros(lay.P_shape)
+        self._packed_at: tuple | None = None    # (cost_data_changes, cost scales) of the last packing
         #: every term of every group (and the terminal cost) is compiled: nothing on the Python path
         self.covers_all = lay.covers_all
         ndx, nu = problem.ndx, problem.nu
@@ -865,6 +865,13 @@ class CompiledCosts:
         scales were replaced since the last call."""
         p = self.problem
         scales = p.cost_scales
+        # nothing a term's rows are packed from was replaced since the last packing (every such
+        # replacement is counted, cost_data_changes): no term to look at (the second packing of an
+        # MPC update, or a solve whose task moved no reference)
+        changes = cost_data_changes()
+        at = self._packed_at
+        if at is not None and at[0] == changes and at[1] is scales:
+            return
         nx, nu = p.nx, p.nu
         P = self.P
         for tm in self.terms:
@@ -874,7 +881,7 @@ class CompiledCosts:
             ref = getattr(c, "_target" if tm.kind in _TARGETED else "_reference", None)
             sc = scales if tm.group >= 0 else None
             pf = tm.packed_from
-            # identity of what the rows were packed from (explicit: this runs for every term twice
+            # identity of what the rows were packed from (explicit: this runs for every term once
             # per MPC update)
             if pf and pf[0] is tw and pf[1] is c._weights and pf[2] is ref and pf[3] is sc:
                 continue
@@ -935,6 +942,7 @@ class CompiledCosts:
                 P[rows, 1 + n:1 + 2 * n] = c.lower
                 P[rows, 1 + 2 * n:1 + 3 * n] = c.upper
             tm.packed_from = src
+        self._packed_at = (changes, scales)
 
     def _putter(self, tm: _Term):
         """``put(name, data, knots, tail, a, b)``: :func:`per_knot` rows of ``data`` into columns a:b of

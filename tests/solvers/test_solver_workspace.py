@@ -372,7 +372,7 @@ def test_dropped_groups_data_is_pooled_and_reused_after_re_phasing(backend):
     pooled = 0
     for t in np.arange(task.start_time - 2 * dt, task.start_time + task.cycle + 4 * dt, dt):
         task.update_problem(p, float(t))
-        dropped = [d for _, _, d in data._pool]
+        dropped = [d for _, _, d in data._pool.values()]
         into = p.derivatives(xs, us, data=data)
         for g, d in data.groups:
             assert any(d is d0 for d0 in seen) or all(d is not d0 for d0 in dropped)
@@ -384,5 +384,47 @@ def test_dropped_groups_data_is_pooled_and_reused_after_re_phasing(backend):
             np.testing.assert_array_equal(getattr(into.dynamics, f), getattr(fresh.dynamics, f), err_msg=f"{t}: {f}")
         for f in ("l", "lx", "lu", "lxx", "lxu", "luu"):
             np.testing.assert_array_equal(getattr(into.running, f), getattr(fresh.running, f), err_msg=f"{t}: {f}")
-        assert sum(n for _, n, _ in data._pool) <= data.pool_knots * N
+        assert sum(n for _, n, _ in data._pool.values()) <= data.pool_knots * N
     assert pooled > 0
+
+
+def test_a_structure_met_again_takes_its_kept_data():
+    """A knot structure met before (a gait's horizon a cycle later) takes the data its groups had,
+    their outputs pointed back at its rows, without sharing a data object with another group or
+    the pool of dropped data; second-order buffers reach data only a kept structure holds; the
+    derivatives equal those into fresh data at every step."""
+    task = get_task("hyq-trot", cones="penalty")
+    x0 = task.initial_state()
+    p = task.build_problem(x0, horizon=16, dt=0.02, backend="numpy")
+    task.update_problem(p, 0.5)
+    rng = np.random.default_rng(11)
+    xs = np.tile(x0, (p.horizon + 1, 1))
+    xs[:, p.model.nq:] += 0.1 * rng.standard_normal((p.horizon + 1, p.model.nv))
+    us = np.tile(p.default_controls(), (p.horizon, 1)) + rng.standard_normal((p.horizon, p.nu))
+    data = p.create_data(second_order=False)
+    data.pool_knots = 0                     # no pool: dropped groups' data lives on in kept structures only
+    a = list(p.running_models)
+    b = a[:9] + [a[0]] * 7                  # knots 9-15 join knots 0-5's group (not contiguous)
+    c = a[3:] + a[:3]                       # every group moved
+    met: dict = {}
+    for step, models in enumerate((a, b, a, c, b, a, c)):
+        p.set_running_models(models)
+        into = p.derivatives(xs, us, data=data)
+        now = [d for _, d in data.groups]
+        assert len({id(d) for d in now}) == len(now)
+        assert not {id(d) for d in now} & {id(d) for _, _, d in data._pool.values()}
+        key = tuple(map(id, models))
+        if key in met:                      # the same data objects as when first met
+            assert [id(d) for d in now] == met[key]
+        met.setdefault(key, [id(d) for d in now])
+        fresh = p.derivatives(xs, us)
+        for f in ("xnext", "Fx", "Fu"):
+            np.testing.assert_array_equal(getattr(into.dynamics, f), getattr(fresh.dynamics, f),
+                                          err_msg=f"step {step}: {f}")
+        if step == 4:                       # b current: a's and c's data partly only in kept entries
+            data.enable_second_order()
+    # every data object met has its second-order buffers (the kept structures' too)
+    assert all(d.factors is not None for _, d in data.groups)
+    assert all(d.factors is not None for _, kept in data._kept.values() for d, _ in kept)
+    p.set_running_models(c)
+    p.derivatives(xs, us, second_order=True, data=data)

@@ -150,6 +150,37 @@ def test_changed_references_weights_and_terms_are_picked_up(iiwa):
     assert a == pytest.approx(p.cost(xs, us), rel=1e-13)
 
 
+def test_each_change_alone_between_evaluations_is_picked_up(iiwa):
+    """The compiled costs look at their terms again only after some reference, weight or term was
+    replaced (counted: every way of replacing one, the terms dict's own methods included); each
+    change alone, between two evaluations, reaches the compiled total (oracle: the Python terms)."""
+    p = _problem(iiwa)
+    xs, us = _trajectory(iiwa, seed=4)
+    run = p.cost_groups[0].item
+
+    def same():
+        a = float(p.cost(xs, us))
+        assert a == float(p.cost(xs, us))                       # a second evaluation, nothing changed
+        p.compile_costs = False
+        assert a == pytest.approx(p.cost(xs, us), rel=1e-13)
+        p.compile_costs = True
+        return a
+
+    values = [same()]
+    changes = (
+        lambda: setattr(run["ee"], "target", iiwa.targets[1]),
+        lambda: setattr(p.terminal_cost["state"], "weights", 2.0 * np.ones(14)),
+        lambda: run.terms.__setitem__("control", (run["control"], np.asarray(7e-3))),
+        lambda: run.terms.update(control=(run["control"], np.asarray(2e-3))),
+        lambda: run.terms.__delitem__("control"),
+        lambda: run.terms.setdefault("control", (ControlCost(p.model, np.ones(7)), np.asarray(1e-3))),
+    )
+    for change in changes:
+        change()
+        values.append(same())
+    assert len(set(values)) == len(values)                      # each change moved the cost
+
+
 def test_solver_result_unchanged_by_compilation(iiwa):
     p = iiwa.build_problem(iiwa.initial_state(), 16, 0.02, backend="numba")
     r1 = ILQR(p).solve(max_iter=20, tol=1e-8)
