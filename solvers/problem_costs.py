@@ -24,13 +24,23 @@ from .knots import KnotGroup
 
 def contact_solves_for(rows: slice, solves) -> dict | None:
     """``{id(ContactSet): (dynamics, lam, dlam)}`` for the knots ``rows`` from the contact solves
-    ``[(rows, integrated model, ContactDynamicsBuffers)]`` of dynamics groups that cover all of them."""
+    ``[(rows, integrated model, ContactDynamicsBuffers)]`` of dynamics groups that cover all of them
+    (a group's rows a slice or a sorted index array of its knots)."""
     found = None
     for r, dyn, buf in solves:
-        if r.start <= rows.start and rows.stop <= r.stop:
+        if isinstance(r, slice):
+            if not (r.start <= rows.start and rows.stop <= r.stop):
+                continue
             a, b = rows.start - r.start, rows.stop - r.start
-            found = found or {}
-            found[id(dyn.contacts)] = (dyn, buf.lam[a:b], buf.dl[:, a:b])
+        else:
+            # sorted distinct knots: they hold rows.start..rows.stop-1 iff its first and last
+            # land at positions a and a + n - 1 (then lam[a:b] is a view, as for a slice)
+            a = int(np.searchsorted(r, rows.start))
+            b = a + rows.stop - rows.start
+            if b > r.size or r[a] != rows.start or r[b - 1] != rows.stop - 1:
+                continue
+        found = found or {}
+        found[id(dyn.contacts)] = (dyn, buf.lam[a:b], buf.dl[:, a:b])
     return found
 
 

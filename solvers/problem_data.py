@@ -269,7 +269,8 @@ class ProblemData:
     def calc_dynamics(self, xs: np.ndarray, us: np.ndarray, second_order: bool) -> list:
         """Dynamics derivatives of the knots xs (N, nx), us (N, nu), one batched evaluation per
         group, into this data. Returns the contact solves made on the way, ``[(rows, integrated
-        model, ContactDynamicsBuffers)]`` (contiguous groups whose solve is at their own knots)."""
+        model, ContactDynamicsBuffers)]``, rows the group's knots (a slice, or their sorted index
+        array for a non-contiguous group), the solve at those knots' own (x, u)."""
         self.follow_structure()
         if second_order and not self.second_order:
             raise ValueError("derivatives: second_order=True needs data with second-order buffers; use "
@@ -282,7 +283,7 @@ class ProblemData:
             if not g.contiguous:
                 k.xnext[rows], k.Fx[rows], k.Fu[rows] = d.xnext, d.Fx, d.Fu
             solve = g.item.contact_solve(d)
-            if solve is not None and g.contiguous:
+            if solve is not None:
                 solves.append((rows, g.item, solve))
         if len(self.groups) > 1:
             k.C = k.T = None

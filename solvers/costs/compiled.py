@@ -1126,8 +1126,9 @@ class CompiledCosts:
         if len(srcs) == 1 and len(solves) >= 1:
             sr = srcs[0]
             for r, dyn, buf in solves:
-                if r.start <= sr.knots[0] and sr.knots[-1] < r.stop and self._gives(dyn, 0) \
-                        and buf.lam.shape[0] == r.stop - r.start:
+                # (a solve on non-contiguous knots, r an index array, is copied below)
+                if isinstance(r, slice) and r.start <= sr.knots[0] and sr.knots[-1] < r.stop \
+                        and self._gives(dyn, 0) and buf.lam.shape[0] == r.stop - r.start:
                     return buf.lam[None], buf.dl, int(r.start)
         N, nv, ncm = us.shape[0], self.model.nv, self.layout.ncmax
         if self._dl_buf is None:
@@ -1138,7 +1139,8 @@ class CompiledCosts:
             nc = sr.contacts.nc
             covered = np.zeros(N, bool)
             for r, dyn, buf in solves:
-                if self._gives(dyn, si) and buf.lam.shape[0] == r.stop - r.start:
+                n = r.stop - r.start if isinstance(r, slice) else r.size
+                if self._gives(dyn, si) and buf.lam.shape[0] == n:
                     lam[0, r, :nc] = buf.lam
                     dl[:, r, :nc] = buf.dl
                     covered[r] = True
