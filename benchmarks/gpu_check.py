@@ -6,12 +6,15 @@ Steps, each reported even when an earlier one could not run:
    driver), MuJoCo, and whether the NumPy / numba-cuda pair can compile kernels
    (:func:`dynamics.gpu_backend.runtime.check_numpy_support`); ``missing`` lists what is absent and
    how to get it, never assumed;
-2. **table**: ``aba_derivatives`` end to end on the gpu backend per partition against the numba
+2. **compile ahead**: every kernel for iiwa, HyQ and Atlas in float64 and float32 compiled to PTX into
+   the on-disk store, one process per (robot, dtype), all in parallel (the cold first-use compile;
+   the later steps and the hardware tests load their kernels from the store);
+3. **table**: ``aba_derivatives`` end to end on the gpu backend per partition against the numba
    backend on all cores of the same host (the anchor, timed in the same run), with the device /
    transfer / host split, iiwa, HyQ, Atlas, N = 1 … 1024 (:mod:`benchmarks.gpu`, reused);
-3. **closed loop**: ``iiwa-reach`` with iLQR in lockstep at N = 32 and 256 on the gpu backend and on
+4. **closed loop**: ``iiwa-reach`` with iLQR in lockstep at N = 32 and 256 on the gpu backend and on
    numba (update rate, median update latency, per-stage split); needs MuJoCo;
-4. **hardware tests**: ``pytest -m gpu tests/dynamics/gpu_backend/test_gpu_hardware.py`` in a child
+5. **hardware tests**: ``pytest -m gpu tests/dynamics/gpu_backend/test_gpu_hardware.py`` in a child
    process, last, with what is left of the budget (pass / fail / skip counts and the tail of its
    output; on a timeout the counts so far).
 
@@ -66,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, default=Path("gpu_check.json"), help="JSON file (default gpu_check.json)")
     p.add_argument("--plot", type=Path, default=None, help="plot file (default: the JSON's name with .png)")
     p.add_argument("--no-plot", action="store_true", help="write no plot")
-    p.add_argument("--skip", default="", help="comma-separated steps to skip: tests, table, loop")
+    p.add_argument("--skip", default="", help="comma-separated steps to skip: compile, tests, table, loop")
     p.add_argument("--duration", type=float, default=None, help="closed-loop simulated seconds (default 2; "
                                                                   "0.02 with --simulate)")
     p.add_argument("--repeats", type=int, default=None, help="timed calls per table entry (default 20)")
@@ -162,6 +165,46 @@ def hardware_tests(timeout_s: float) -> dict[str, Any]:
             "seconds": time.perf_counter() - t0, "tail": out[-2000:]}
 
 
+# ------------------------------------------------------------------ 2. compile ahead
+def compile_ahead(robots: tuple[str, ...] = ("iiwa", "hyq", "atlas"), dtypes: tuple[str, ...] = ("float64", "float32"),
+                  timeout_s: float = 240.0) -> dict[str, Any]:
+    """Compile every kernel for each (robot, dtype) into the on-disk PTX store, one process per pair, all
+    in parallel (``python -m dynamics.gpu_backend.ptx --cache``): the later steps load their kernels
+    from the store. The wall time is the cold first-use compile of the bundled robots."""
+    import cupy
+
+    from dynamics.gpu_backend.runtime import PtxStore
+    cc = cupy.cuda.Device().compute_capability
+    cc = f"{cc[:-1]}.{cc[-1]}"
+    root = str(PtxStore().root)
+    jobs = [(r, d) for r in robots for d in dtypes]
+    t0 = time.perf_counter()
+    procs = [(r, d, subprocess.Popen([sys.executable, "-m", "dynamics.gpu_backend.ptx", "--robot", r, "--dtype", d,
+                                       "--cc", cc, "--cache", root], cwd=ROOT, stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT, text=True)) for r, d in jobs]
+    out: dict[str, Any] = {"store": root, "compute_capability": cc, "jobs": {}}
+    for r, d, p in procs:
+        try:
+            text, _ = p.communicate(timeout=max(1.0, timeout_s - (time.perf_counter() - t0)))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            text, _ = p.communicate()
+        out["jobs"][f"{r}/{d}"] = {"returncode": p.returncode, "tail": (text or "")[-600:]}
+    out["seconds"] = time.perf_counter() - t0
+    out["ok"] = all(j["returncode"] == 0 for j in out["jobs"].values())
+    # a later process: the first aba_derivatives call with the kernels in the store
+    code = ("import time, numpy as np, dynamics; m = dynamics.load_model('iiwa'); be = dynamics.get_backend('gpu'); "
+            "q = m.random_configuration(np.random.default_rng(0), size=(64,)); z = np.zeros((64, m.nv)); "
+            "t = time.perf_counter(); be.aba_derivatives(m, q, z, z); print(time.perf_counter() - t)")
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    try:
+        out["later_process_first_call_s"] = float(r.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        out["later_process_first_call_s"] = None
+        out["later_process_error"] = r.stderr[-600:]
+    return out
+
+
 # ------------------------------------------------------------------ 3. table
 def table(simulate: bool, repeats: int | None) -> dict[str, Any]:
     """``benchmarks/gpu.py`` at the check's sizes (the numba anchor on all cores of this host)."""
@@ -206,7 +249,7 @@ def loops(simulate: bool, duration: float) -> dict[str, Any]:
     out: dict[str, Any] = {"task": "iiwa-reach", "solver": "ilqr", "mode": "lockstep", "duration_s": duration,
                            "rows": []}
     gpu = dynamics.get_backend("gpu", simulate=simulate)
-    cpu = dynamics.get_backend("numba")
+    cpu = gpu_bench.all_cores_numba()
     for N in horizons:
         row: dict[str, Any] = {"horizon": N}
         for name, be in (("gpu", gpu), ("numba", cpu)):
@@ -224,9 +267,11 @@ def loops(simulate: bool, duration: float) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     t0 = time.perf_counter()
     skip = {s for s in args.skip.split(",") if s}
-    bad = skip - {"tests", "table", "loop"}
+    if args.simulate:
+        skip.add("compile")   # PTX needs NVVM, not the simulator
+    bad = skip - {"tests", "table", "loop", "compile"}
     if bad:
-        raise SystemExit(f"--skip: unknown step(s) {', '.join(sorted(bad))}; use tests, table, loop")
+        raise SystemExit(f"--skip: unknown step(s) {', '.join(sorted(bad))}; use compile, tests, table, loop")
     result: dict[str, Any] = {"check": "gpu backend hardware check", "simulated": args.simulate,
                               "note": ("SIMULATOR RUN: kernels in Numba's CUDA simulator at tiny sizes; no figure "
                                        "here says anything about a GPU") if args.simulate else "real GPU run",
@@ -235,7 +280,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     print(f"environment: gpu {env.get('gpu')}, numpy {env['numpy']}, numba-cuda {env['numba_cuda']}, cupy "
           f"{env.get('cupy')}, mujoco {env.get('mujoco')}; missing: {env['missing'] or 'nothing'}", file=sys.stderr)
     usable = env["gpu_backend"].startswith("available")
-    for step, needs, fn in (("table", [], lambda: table(args.simulate, args.repeats)),
+    for step, needs, fn in (("compile", [], compile_ahead),
+                            ("table", [], lambda: table(args.simulate, args.repeats)),
                             ("loop", ["mujoco"], lambda: loops(args.simulate, args.duration or
                                                                 (0.02 if args.simulate else 2.0)))):
         if step in skip:

@@ -41,10 +41,13 @@ from ..model import RobotModel
 from ..kernels.packing import frame_arrays, packed
 from .runtime import INSTALL_HINT, Compiler, Runtime, make_runtime
 
-__all__ = ["GpuBackend", "GpuTiming", "PARTITIONS", "FLOAT32_RTOL", "BackendUnavailableError", "INSTALL_HINT"]
+__all__ = ["GpuBackend", "GpuTiming", "PARTITIONS", "LAUNCHES", "FLOAT32_RTOL", "BackendUnavailableError", "INSTALL_HINT"]
 
 #: the CPU/GPU partitions of ∇FD (Plancher et al. 2021 §IV-B)
 PARTITIONS = ("split", "fused", "completely_fused")
+#: how kernels are launched on a GPU: "bound" (PTX loaded once, parameters bound once per buffer set:
+#: :mod:`.launch`) or "numba" (numba-cuda's dispatcher, which types every argument at every launch)
+LAUNCHES = ("bound", "numba")
 #: accuracy of ``dtype="float32"`` against the float64 numpy reference: ``|x - ref| <= rtol * max(1, max|ref|)``
 #: per output array. Measured in the simulator at random states: ≤ 6e-6 on iiwa and HyQ for every
 #: function (≤ 8e-6 second order), ≤ 1.5e-4 on Atlas (M⁻¹, ABA and ∇FD; its M is ill-conditioned)
@@ -93,7 +96,23 @@ class _ModelData:
     dl: object
     site_link: object
     site_frames: object
+    block: int = 64
     frames: dict = field(default_factory=dict)
+
+
+@dataclass(eq=False)
+class _Plan:
+    """Everything one (function, shapes) call reuses on a GPU (see :meth:`GpuBackend._plan`)."""
+
+    pin_in: np.ndarray
+    pin_out: np.ndarray
+    din: object
+    dout: object
+    ins: list
+    hin: list
+    outs: list
+    osz: list
+    events: list
 
 
 _COMPILERS: dict[tuple, Compiler] = {}
@@ -123,13 +142,16 @@ class GpuBackend(CompiledHost, CombinedComKernel, Backend):
     simulate: run the kernels in Numba's CUDA simulator (any machine; slow, for testing only).
     dtype: ``"float64"`` (default) or ``"float32"`` device arithmetic.
     partition: ∇FD partition, one of :data:`PARTITIONS`.
-    threads_per_block: threads of each knot's block (default 64 on a GPU, 8 in the simulator, where
-    every GPU thread is a Python thread).
+    threads_per_block: threads of each knot's block (default: :meth:`block_size`, 64 or 128 on a GPU by robot
+    size, 8 in the simulator, where every GPU thread is a Python thread).
     host: where the solver's host side runs (:mod:`dynamics.accelerator_host`): ``"numba"`` (default
     where numba is installed) — the solvers' compiled rollouts, cost kernels and Riccati pass on the
     numba backend's dynamics, the device computing the derivatives the solver asks the backend for
     (the rollout on the CPU, the gradients on the GPU: Plancher et al. 2021's partition) — or
     ``"python"`` (the solvers' Python reference loops, each forward-dynamics call a launch).
+    launch: on a GPU, ``"bound"`` (default: PTX cached on disk, parameters bound once per device
+    buffer set, pinned staging, one copy each way; :mod:`.launch`) or ``"numba"`` (numba-cuda's
+    dispatcher, which types every argument at every launch). The simulator always uses its own.
     Raises BackendUnavailableError without CuPy or a CUDA device (unless ``simulate=True``).
     """
 
@@ -139,8 +161,10 @@ class GpuBackend(CompiledHost, CombinedComKernel, Backend):
     warmup_by_use = True
 
     def __init__(self, simulate: bool = False, dtype: str = "float64", partition: str = "completely_fused",
-                 threads_per_block: int | None = None, host: str | None = None):
+                 threads_per_block: int | None = None, host: str | None = None, launch: str = "bound"):
         self.host = resolve_host(host, "gpu")
+        if launch not in LAUNCHES:
+            raise ValueError(f"gpu backend: launch must be one of {', '.join(LAUNCHES)}, got {launch!r}")
         if dtype not in ("float64", "float32"):
             raise ValueError(f"gpu backend: dtype must be 'float64' or 'float32', got {dtype!r}")
         if partition not in PARTITIONS:
@@ -152,17 +176,24 @@ class GpuBackend(CompiledHost, CombinedComKernel, Backend):
         self.simulate = bool(simulate)
         self.dtype = np.dtype(dtype)
         self.partition = partition
-        self.threads_per_block = int(threads_per_block or (8 if simulate else 64))
+        self.threads_per_block = None if threads_per_block is None else int(threads_per_block)
         self.rtol = 1e-10 if self.dtype == np.float64 else FLOAT32_RTOL
         self.last_timing: GpuTiming | None = None
         self._models: "weakref.WeakKeyDictionary[RobotModel, _ModelData]" = weakref.WeakKeyDictionary()
         self._cpu = None
         self._work: dict = {}      # persistent device work arrays, see _scratch
         self._staging: dict = {}   # persistent host staging arrays, see _host_block
+        self._plans: dict = {}     # persistent pinned staging, device blocks and events, see _run_bound
+        self.launch = "numba" if self.simulate else launch
+        self._bound = None
+        if self.launch == "bound":
+            from .launch import BoundLauncher
+            cc = self.rt.xp.cuda.Device().compute_capability
+            self._bound = BoundLauncher(self.rt.xp, (int(cc[:-1]), int(cc[-1])))
 
     def __repr__(self) -> str:
         return (f"GpuBackend(simulate={self.simulate}, dtype='{self.dtype.name}', partition='{self.partition}', "
-                f"threads_per_block={self.threads_per_block}, host='{self.host}')")
+                f"threads_per_block={self.threads_per_block}, host='{self.host}', launch='{self.launch}')")
 
     # ------------------------------------------------------------ model data, launches, transfers
     def _md(self, model: RobotModel) -> _ModelData:
@@ -170,7 +201,8 @@ class GpuBackend(CompiledHost, CombinedComKernel, Backend):
         if md is None:
             from ..kernels.rnea_second_derivatives import NMATS as _NMATS, NVECS as _NVECS
             pm = packed(model)
-            consts = dict(DT=self.dtype.type, NL=max(pm.nlinks, 1), NV=max(pm.nv, 1), NMATS=_NMATS, NVECS=_NVECS)
+            consts = dict(DT=self.dtype.type, NL=max(pm.nlinks, 1), NV=max(pm.nv, 1), NMATS=_NMATS, NVECS=_NVECS,
+                          LIW=pm.li.shape[1], LFW=pm.lf.shape[1])
             dev = self.rt.to_device
             lvl = _levels(pm.li)
             nlev = int(lvl.max()) + 1 if lvl.size else 0
@@ -182,14 +214,30 @@ class GpuBackend(CompiledHost, CombinedComKernel, Backend):
                             levl=dev(np.argsort(lvl, kind="stable").astype(np.int64)),
                             levs=dev(np.searchsorted(np.sort(lvl), np.arange(nlev + 1)).astype(np.int64)),
                             nlev=nlev, dl=dev(dl),
-                            site_link=dev(pm.site_link), site_frames=dev(pm.site_frames.astype(self.dtype)))
+                            site_link=dev(pm.site_link), site_frames=dev(pm.site_frames.astype(self.dtype)),
+                            block=self.block_size(model))
             self._models[model] = md
         return md
 
+    def block_size(self, model: RobotModel) -> int:
+        """Threads per knot block for ``model``: the ``threads_per_block`` option, else 8 in the
+        simulator and on a GPU 64 up to 8 links, 128 above. Measured on an H200 (docs/gpu.md) with 32,
+        64 and 128 threads: this choice is within 15 % of the fastest for ``aba``, ``minv``,
+        ``rnea_derivatives`` and ``aba_derivatives`` on the iiwa, HyQ and Atlas at N = 1, 64 and 1024."""
+        if self.threads_per_block is not None:
+            return self.threads_per_block
+        if self.simulate:
+            return 8
+        return 64 if packed(model).nlinks <= 8 else 128
+
     def _launch(self, md: _ModelData, kernel: str, B: int, *args) -> None:
         from .kernels import KERNELS
+        if self._bound is not None:
+            self._bound.launch(md.compiler, kernel, KERNELS[kernel], B, md.block, args,
+                               self.rt.xp.cuda.get_current_stream().ptr)
+            return
         k = md.compiler.kernel(KERNELS[kernel])
-        k[B, self.threads_per_block](*[self.rt.arg(a) for a in args])
+        k[B, md.block](*[self.rt.arg(a) for a in args])
 
     def _empty(self, shape, dtype=None):
         return self.rt.xp.empty(shape, dtype=dtype or self.dtype)
@@ -217,6 +265,8 @@ class GpuBackend(CompiledHost, CombinedComKernel, Backend):
         as one block, allocate ``outputs`` (shapes without the batch axis) as one block, run
         ``launch(ins, outs)``, and bring the outputs back as one block (float64) unless
         ``keep_on_device``. Records :attr:`last_timing`."""
+        if self._bound is not None and not keep_on_device:
+            return self._run_bound(function, B, inputs, outputs, launch, partition, host_s)
         rt, xp, dt = self.rt, self.rt.xp, self.dtype
         tm = GpuTiming(function, partition, B, host_s=host_s, simulated=self.simulate)
         t0 = time.perf_counter()
@@ -274,6 +324,70 @@ class GpuBackend(CompiledHost, CombinedComKernel, Backend):
                 o += n
         tm.total_s = time.perf_counter() - t0 + host_s
         self.last_timing = tm
+        return result
+
+    def _plan(self, function: str, B: int, inputs: list, outputs: list[tuple]) -> "_Plan":
+        """Pinned host staging, device blocks, their per-array views and four timing events for one
+        (function, input shapes, output shapes), allocated on first use and reused by every call."""
+        key = (function, tuple(x.shape for x in inputs), B, tuple(tuple(s) for s in outputs))
+        plan = self._plans.get(key)
+        if plan is None:
+            cp = self.rt.xp
+            isz = [int(np.prod(x.shape)) for x in inputs]
+            osz = [B * int(np.prod(s)) for s in outputs]
+            item = self.dtype.itemsize
+            pin_in = np.frombuffer(cp.cuda.alloc_pinned_memory(max(sum(isz), 1) * item), self.dtype, max(sum(isz), 1))
+            pin_out = np.frombuffer(cp.cuda.alloc_pinned_memory(max(sum(osz), 1) * item), self.dtype,
+                                    max(sum(osz), 1))
+            din, dout = self._empty(pin_in.size), self._empty(pin_out.size)
+            ins, hin, o = [], [], 0
+            for x, n in zip(inputs, isz):
+                ins.append(din[o:o + n].reshape(x.shape))
+                hin.append(pin_in[o:o + n].reshape(x.shape))
+                o += n
+            outs, o = [], 0
+            for s, n in zip(outputs, osz):
+                outs.append(dout[o:o + n].reshape((B,) + tuple(s)))
+                o += n
+            plan = self._plans[key] = _Plan(pin_in, pin_out, din, dout, ins, hin, outs, osz,
+                                            [cp.cuda.Event() for _ in range(4)])
+        return plan
+
+    def _run_bound(self, function: str, B: int, inputs: list, outputs: list[tuple], launch, partition: str,
+                   host_s: float):
+        """:meth:`_run` on a GPU with pre-bound launches: inputs packed into pinned staging, one
+        asynchronous copy each way on the current stream around the launch, one synchronisation; the
+        copy / compute split comes from CUDA events on the stream."""
+        cp = self.rt.xp
+        t0 = time.perf_counter()
+        plan = self._plan(function, B, inputs, outputs)
+        for h, x in zip(plan.hin, inputs):
+            np.copyto(h, x, casting="unsafe")
+        stream = cp.cuda.get_current_stream()
+        sp = stream.ptr
+        ev = plan.events
+        memcpy = cp.cuda.runtime.memcpyAsync
+        ev[0].record(stream)
+        memcpy(plan.din.data.ptr, plan.pin_in.ctypes.data, plan.pin_in.nbytes, 1, sp)   # 1: host -> device
+        ev[1].record(stream)
+        if B > 0:  # an empty batch launches nothing (a grid of 0 blocks is an error)
+            launch(plan.ins, plan.outs)
+        ev[2].record(stream)
+        memcpy(plan.pin_out.ctypes.data, plan.dout.data.ptr, plan.pin_out.nbytes, 2, sp)  # 2: device -> host
+        ev[3].record(stream)
+        ev[3].synchronize()
+        host = plan.pin_out.astype(np.float64)  # a copy: the pinned block is reused by the next call
+        result, o = [], 0
+        for s, n in zip(outputs, plan.osz):
+            result.append(host[o:o + n].reshape((B,) + tuple(s)))
+            o += n
+        t1 = time.perf_counter()
+        el = cp.cuda.get_elapsed_time
+        h2d, comp, d2h = el(ev[0], ev[1]) * 1e-3, el(ev[1], ev[2]) * 1e-3, el(ev[2], ev[3]) * 1e-3
+        total = t1 - t0 + host_s
+        self.last_timing = GpuTiming(function, partition, B, h2d_s=h2d, compute_s=comp, d2h_s=d2h,
+                                     host_s=max(total - h2d - comp - d2h, 0.0), total_s=total,
+                                     bytes_h2d=plan.pin_in.nbytes, bytes_d2h=plan.pin_out.nbytes)
         return result
 
     def _dummy(self, shape: tuple, keep: bool):

@@ -36,6 +36,9 @@ array of batch size 1 is passed when 0).
 
 from __future__ import annotations
 
+import inspect
+import re
+
 import numpy as np
 from numba import cuda
 
@@ -58,6 +61,77 @@ NL = 1
 NV = 1
 NMATS = 1
 NVECS = 1
+LIW = 1
+LFW = 1
+# per kernel (kernel_constants): M_<X> = 1 keeps the per-knot array X in shared memory, of shape SH_<X>
+# (SH_<X> is all ones where X stays in the global workspace)
+M_LI = M_LF = M_IA = M_U = M_UD = M_DINV = M_F = M_P = M_COLS = M_DTAU = 0
+SH_LI = SH_LF = (1, 1)
+SH_IA = SH_U = SH_UD = SH_DINV = SH_F = SH_P = SH_COLS = SH_DTAU = (1, 1, 1)
+
+#: static shared memory one block may declare [bytes] (48 KiB), less room for alignment padding
+SHARED_BUDGET = 48 * 1024 - 512
+#: per kernel, the per-knot arrays kept in shared memory instead of global memory when they fit
+#: beside the kernel's own shared arrays, in this order (first the articulated inertias that the
+#: serial ABA sweep reads and writes, then the model's index table read everywhere). A
+#: GPU thread waits hundreds of cycles for each dependent global load; the one-thread ABA sweeps
+#: issue thousands (measured on an H200: Atlas ``k_aba`` sweeps 340 -> 170 µs with the four ABA
+#: workspaces in shared memory)
+SHARED_CANDIDATES = {
+    "k_aba": ("IA", "LI", "U", "UD", "DINV", "LF"),
+    "k_minv": ("IA", "LI", "U", "UD", "DINV", "F", "P", "LF"),
+    "k_aba_derivatives": ("IA", "LI", "U", "UD", "DINV", "COLS", "DTAU", "F", "P", "LF"),
+    "k_rnea_derivatives": ("LI", "COLS", "LF"),
+}
+
+
+def _candidate_shape(name: str, c: dict) -> tuple[int, ...]:
+    nl, nv = c["NL"], c["NV"]
+    return {"LI": (nl, c["LIW"]), "LF": (nl, c["LFW"]), "IA": (nl, 6, 6), "U": (nl, 6, 6), "UD": (nl, 6, 6),
+            "DINV": (nl, 6, 6), "F": (nl, nv, 6), "P": (nl, nv, 6), "COLS": (8, nv, 6), "DTAU": (2, nv, nv)}[name]
+
+
+_SHARED_DECL = re.compile(r"cuda\.shared\.array\(\s*(\([^()]*\)|\w+)\s*,\s*([\w.]+)\s*\)")
+
+
+def declared_shared_bytes(f, consts: dict) -> int:
+    """Static shared memory [bytes] of the arrays kernel ``f`` always declares (not the candidates)."""
+    item = np.dtype(consts["DT"]).itemsize
+    total = 0
+    for shape, dtype in _SHARED_DECL.findall(inspect.getsource(f)):
+        if "SH_" in shape:
+            continue
+        dims = eval(shape, {}, dict(consts))  # noqa: S307 (a shape expression of this module's kernels)
+        n = int(np.prod(dims if isinstance(dims, tuple) else (dims,)))
+        total += n * (8 if "int64" in dtype else item)
+    return total
+
+
+def kernel_constants(f, consts: dict, budget: int | None = None) -> dict:
+    """The per-kernel constants (``M_<X>``, ``SH_<X>``) of kernel ``f`` for the model constants
+    ``consts``: the candidates of :data:`SHARED_CANDIDATES` taken in order while the block's static
+    shared memory stays within ``budget`` (default :data:`SHARED_BUDGET`). Read by
+    :meth:`.runtime.Compiler.consts_for`."""
+    budget = SHARED_BUDGET if budget is None else budget
+    item = np.dtype(consts["DT"]).itemsize
+    out: dict = {}
+    for name in ("LI", "LF"):
+        out["M_" + name], out["SH_" + name] = 0, (1, 1)
+    for name in ("IA", "U", "UD", "DINV", "F", "P", "COLS", "DTAU"):
+        out["M_" + name], out["SH_" + name] = 0, (1, 1, 1)
+    cands = SHARED_CANDIDATES.get(f.__name__, ())
+    if not cands:
+        return out
+    used = declared_shared_bytes(f, consts) + sum(int(np.prod(v)) * (8 if k == "SH_LI" else item)
+                                                  for k, v in out.items() if k.startswith("SH_"))
+    for name in cands:
+        shape = _candidate_shape(name, consts)
+        nbytes = int(np.prod(shape)) * (8 if name == "LI" else item)
+        small = int(np.prod(out["SH_" + name])) * (8 if name == "LI" else item)
+        if used - small + nbytes <= budget:
+            out["M_" + name], out["SH_" + name] = 1, shape
+            used += nbytes - small
+    return out
 
 
 # ------------------------------------------------------------------------ parallel building blocks
@@ -158,6 +232,17 @@ def par_copy2(tid, nt, src, dst):
     for e in range(tid, src.shape[0] * n1, nt):
         r = e // n1
         dst[r, e - r * n1] = src[r, e - r * n1]
+
+
+@device
+def par_stage(tid, nt, m_li, li, lis, m_lf, lf, lfs):
+    """Copy the model tables ``li`` / ``lf`` into their shared-memory copies (where the kernel keeps
+    them there: ``m_li`` / ``m_lf``), threads over entries."""
+    if m_li:
+        par_copy2(tid, nt, li, lis)
+    if m_lf:
+        par_copy2(tid, nt, lf, lfs)
+    cuda.syncthreads()
 
 
 @device
@@ -433,16 +518,29 @@ def k_aba(li, lf, gv, bl, bf, levl, levs, nlev, dl, q, v, tau, fext, has_fext, I
     tmp = cuda.shared.array((4, 6), DT)
     tmp66 = cuda.shared.array((6, 6), DT)
     chol = cuda.shared.array((6, 6), DT)
-    par_placements(tid, nt, li, lf, q[b], RJ, R, p)
-    par_world_placements(tid, nt, li, levl, levs, nlev, R, p, oR, op)
-    par_world_kinematics(tid, nt, li, lf, levl, levs, nlev, dl, v[b], 1, oR, op, J, oY, ov, vJ)
+    lis = cuda.shared.array(SH_LI, np.int64)
+    lfs = cuda.shared.array(SH_LF, DT)
+    IAs = cuda.shared.array(SH_IA, DT)
+    Us = cuda.shared.array(SH_U, DT)
+    UDs = cuda.shared.array(SH_UD, DT)
+    Dis = cuda.shared.array(SH_DINV, DT)
+    par_stage(tid, nt, M_LI, li, lis, M_LF, lf, lfs)
+    lik = lis if M_LI else li
+    lfk = lfs if M_LF else lf
+    IAk = IAs if M_IA else IA[b]
+    Uk = Us if M_U else U[b]
+    UDk = UDs if M_UD else UD[b]
+    Dik = Dis if M_DINV else Dinv[b]
+    par_placements(tid, nt, lik, lfk, q[b], RJ, R, p)
+    par_world_placements(tid, nt, lik, levl, levs, nlev, R, p, oR, op)
+    par_world_kinematics(tid, nt, lik, lfk, levl, levs, nlev, dl, v[b], 1, oR, op, J, oY, ov, vJ)
     if tid == 0:
         if has_fext:
             link_external_forces(bl, bf, fext[b], fl)
-        bias_forces(li, oY, ov, vJ, has_fext, fl, oR, op, cb, pA, tmp)
-        articulated_inertias(li, lf, oY, J, IA[b], U[b], UD[b], Dinv[b], tmp66, chol)
-        aba_bias_pass(li, J, tau[b], IA[b], U[b], UD[b], cb, pA, u)
-        aba_acceleration_pass(li, gv, J, U[b], Dinv[b], cb, u, qdd[b], oa)
+        bias_forces(lik, oY, ov, vJ, has_fext, fl, oR, op, cb, pA, tmp)
+        articulated_inertias(lik, lfk, oY, J, IAk, Uk, UDk, Dik, tmp66, chol)
+        aba_bias_pass(lik, J, tau[b], IAk, Uk, UDk, cb, pA, u)
+        aba_acceleration_pass(lik, gv, J, Uk, Dik, cb, u, qdd[b], oa)
 
 
 def k_minv(li, lf, levl, levs, nlev, dl, q, IA, U, UD, Dinv, F, P, Mi):
@@ -459,13 +557,30 @@ def k_minv(li, lf, levl, levs, nlev, dl, q, IA, U, UD, Dinv, F, P, Mi):
     oY = cuda.shared.array((NL, 13), DT)
     tmp66 = cuda.shared.array((6, 6), DT)
     chol = cuda.shared.array((6, 6), DT)
-    par_placements(tid, nt, li, lf, q[b], RJ, R, p)
-    par_world_placements(tid, nt, li, levl, levs, nlev, R, p, oR, op)
-    par_world_kinematics(tid, nt, li, lf, levl, levs, nlev, dl, q[b], 0, oR, op, J, oY, oY, oY)
+    lis = cuda.shared.array(SH_LI, np.int64)
+    lfs = cuda.shared.array(SH_LF, DT)
+    IAs = cuda.shared.array(SH_IA, DT)
+    Us = cuda.shared.array(SH_U, DT)
+    UDs = cuda.shared.array(SH_UD, DT)
+    Dis = cuda.shared.array(SH_DINV, DT)
+    Fs = cuda.shared.array(SH_F, DT)
+    Ps = cuda.shared.array(SH_P, DT)
+    par_stage(tid, nt, M_LI, li, lis, M_LF, lf, lfs)
+    lik = lis if M_LI else li
+    lfk = lfs if M_LF else lf
+    IAk = IAs if M_IA else IA[b]
+    Uk = Us if M_U else U[b]
+    UDk = UDs if M_UD else UD[b]
+    Dik = Dis if M_DINV else Dinv[b]
+    Fk = Fs if M_F else F[b]
+    Pk = Ps if M_P else P[b]
+    par_placements(tid, nt, lik, lfk, q[b], RJ, R, p)
+    par_world_placements(tid, nt, lik, levl, levs, nlev, R, p, oR, op)
+    par_world_kinematics(tid, nt, lik, lfk, levl, levs, nlev, dl, q[b], 0, oR, op, J, oY, oY, oY)
     if tid == 0:
-        articulated_inertias(li, lf, oY, J, IA[b], U[b], UD[b], Dinv[b], tmp66, chol)
+        articulated_inertias(lik, lfk, oY, J, IAk, Uk, UDk, Dik, tmp66, chol)
     cuda.syncthreads()
-    par_minv(tid, nt, li, levl, levs, nlev, J, U[b], UD[b], Dinv[b], F[b], P[b], Mi[b])
+    par_minv(tid, nt, lik, levl, levs, nlev, J, Uk, UDk, Dik, Fk, Pk, Mi[b])
 
 
 def k_rnea_derivatives(li, lf, gv, bl, bf, levl, levs, nlev, dl, q, v, a, fext, has_fext, cols, out):
@@ -488,15 +603,22 @@ def k_rnea_derivatives(li, lf, gv, bl, bf, levl, levs, nlev, dl, q, v, a, fext, 
     ws = cuda.shared.array((4, NL, 6), DT)
     dY = cuda.shared.array((NL, 12), DT)
     t = cuda.shared.array(6, DT)
-    par_placements(tid, nt, li, lf, q[b], RJ, R, p)
-    par_world_placements(tid, nt, li, levl, levs, nlev, R, p, oR, op)
-    par_world_kinematics(tid, nt, li, lf, levl, levs, nlev, dl, v[b], 1, oR, op, J, oY, ov, vJ)
+    lis = cuda.shared.array(SH_LI, np.int64)
+    lfs = cuda.shared.array(SH_LF, DT)
+    colss = cuda.shared.array(SH_COLS, DT)
+    par_stage(tid, nt, M_LI, li, lis, M_LF, lf, lfs)
+    lik = lis if M_LI else li
+    lfk = lfs if M_LF else lf
+    colk = colss if M_COLS else cols[b]
+    par_placements(tid, nt, lik, lfk, q[b], RJ, R, p)
+    par_world_placements(tid, nt, lik, levl, levs, nlev, R, p, oR, op)
+    par_world_kinematics(tid, nt, lik, lfk, levl, levs, nlev, dl, v[b], 1, oR, op, J, oY, ov, vJ)
     if tid == 0:
         if has_fext:
             link_external_forces(bl, bf, fext[b], fl)
-        world_accelerations(li, gv, J, a[b], ov, vJ, oa, t)
+        world_accelerations(lik, gv, J, a[b], ov, vJ, oa, t)
     cuda.syncthreads()
-    par_rnea_derivatives_pass(tid, nt, li, dl, gv, J, ov, oa, oY, has_fext, fl, oR, op, ws, dY, cols[b], out[b, 0],
+    par_rnea_derivatives_pass(tid, nt, lik, dl, gv, J, ov, oa, oY, has_fext, fl, oR, op, ws, dY, colk, out[b, 0],
                               out[b, 1])
 
 
@@ -562,9 +684,30 @@ def k_aba_derivatives(li, lf, gv, bl, bf, levl, levs, nlev, dl, q, v, tau, fext,
     chol = cuda.shared.array((6, 6), DT)
     ws = cuda.shared.array((4, NL, 6), DT)
     dY = cuda.shared.array((NL, 12), DT)
-    par_placements(tid, nt, li, lf, q[b], RJ, R, p)
-    par_world_placements(tid, nt, li, levl, levs, nlev, R, p, oR, op)
-    par_world_kinematics(tid, nt, li, lf, levl, levs, nlev, dl, v[b], 1, oR, op, J, oY, ov, vJ)
+    lis = cuda.shared.array(SH_LI, np.int64)
+    lfs = cuda.shared.array(SH_LF, DT)
+    IAs = cuda.shared.array(SH_IA, DT)
+    Us = cuda.shared.array(SH_U, DT)
+    UDs = cuda.shared.array(SH_UD, DT)
+    Dis = cuda.shared.array(SH_DINV, DT)
+    Fs = cuda.shared.array(SH_F, DT)
+    Ps = cuda.shared.array(SH_P, DT)
+    colss = cuda.shared.array(SH_COLS, DT)
+    dtaus = cuda.shared.array(SH_DTAU, DT)
+    par_stage(tid, nt, M_LI, li, lis, M_LF, lf, lfs)
+    lik = lis if M_LI else li
+    lfk = lfs if M_LF else lf
+    IAk = IAs if M_IA else IA[b]
+    Uk = Us if M_U else U[b]
+    UDk = UDs if M_UD else UD[b]
+    Dik = Dis if M_DINV else Dinv[b]
+    Fk = Fs if M_F else F[b]
+    Pk = Ps if M_P else P[b]
+    colk = colss if M_COLS else cols[b]
+    dtk = dtaus if M_DTAU else dtau[b]
+    par_placements(tid, nt, lik, lfk, q[b], RJ, R, p)
+    par_world_placements(tid, nt, lik, levl, levs, nlev, R, p, oR, op)
+    par_world_kinematics(tid, nt, lik, lfk, levl, levs, nlev, dl, v[b], 1, oR, op, J, oY, ov, vJ)
     Mi = out[b, 2]
     nv = Mi.shape[0]
     if has_minv:
@@ -573,17 +716,17 @@ def k_aba_derivatives(li, lf, gv, bl, bf, levl, levs, nlev, dl, q, v, tau, fext,
     if tid == 0:
         if has_fext:
             link_external_forces(bl, bf, fext[b], fl)
-        bias_forces(li, oY, ov, vJ, has_fext, fl, oR, op, cb, pA, tmp)
-        articulated_inertias(li, lf, oY, J, IA[b], U[b], UD[b], Dinv[b], tmp66, chol)
-        aba_bias_pass(li, J, tau[b], IA[b], U[b], UD[b], cb, pA, u)
-        aba_acceleration_pass(li, gv, J, U[b], Dinv[b], cb, u, qdd, oa)
+        bias_forces(lik, oY, ov, vJ, has_fext, fl, oR, op, cb, pA, tmp)
+        articulated_inertias(lik, lfk, oY, J, IAk, Uk, UDk, Dik, tmp66, chol)
+        aba_bias_pass(lik, J, tau[b], IAk, Uk, UDk, cb, pA, u)
+        aba_acceleration_pass(lik, gv, J, Uk, Dik, cb, u, qdd, oa)
     cuda.syncthreads()
     if not has_minv:
-        par_minv(tid, nt, li, levl, levs, nlev, J, U[b], UD[b], Dinv[b], F[b], P[b], Mi)
-    par_rnea_derivatives_pass(tid, nt, li, dl, gv, J, ov, oa, oY, has_fext, fl, oR, op, ws, dY, cols[b], dtau[b, 0],
-                              dtau[b, 1])
-    par_neg_product(tid, nt, Mi, dtau[b, 0], out[b, 0])
-    par_neg_product(tid, nt, Mi, dtau[b, 1], out[b, 1])
+        par_minv(tid, nt, lik, levl, levs, nlev, J, Uk, UDk, Dik, Fk, Pk, Mi)
+    par_rnea_derivatives_pass(tid, nt, lik, dl, gv, J, ov, oa, oY, has_fext, fl, oR, op, ws, dY, colk, dtk[0],
+                              dtk[1])
+    par_neg_product(tid, nt, Mi, dtk[0], out[b, 0])
+    par_neg_product(tid, nt, Mi, dtk[1], out[b, 1])
 
 
 def k_rnea_second_derivatives(li, lf, gv, bl, bf, levl, levs, nlev, dl, q, v, a, fext, has_fext, mats, vecs,

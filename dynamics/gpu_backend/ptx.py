@@ -125,7 +125,7 @@ def compile_kernels(model: RobotModel, dtype: str = "float64", cc: tuple[int, in
                         for a in args)
             t = time.perf_counter()
             # the signature decides the code too (array layouts, scalar types)
-            key = kernel_cache_key(KERNELS[name], dict(md.compiler.consts, SIG=str(sig)), cc)
+            key = kernel_cache_key(KERNELS[name], dict(comp.consts_for(KERNELS[name]), SIG=str(sig)), cc)
             ptx = store.get(key) if store is not None else None
             cached = ptx is not None
             if not cached:

@@ -210,7 +210,13 @@ class Compiler:
         self.consts = dict(consts)
         self._memo: dict[int, Callable] = {}
 
-    def _rebind(self, py: Callable) -> Callable:
+    def consts_for(self, f: Callable) -> dict:
+        """The compile-time constants of kernel ``f``: the model's, plus the kernel's own where its
+        module defines ``kernel_constants(f, consts)`` (the gpu kernels' shared-memory layout)."""
+        hook = getattr(f, "__globals__", {}).get("kernel_constants")
+        return dict(self.consts, **hook(f, self.consts)) if callable(hook) else dict(self.consts)
+
+    def _rebind(self, py: Callable, consts: dict | None = None) -> Callable:
         from numba import cuda
         g = dict(py.__globals__)
         for name in py.__code__.co_names:
@@ -221,7 +227,7 @@ class Compiler:
                 g[name] = self.device(val)
         if g.get("np") is np:
             g["np"] = DEVICE_NUMPY
-        g.update(self.consts)
+        g.update(self.consts if consts is None else consts)
         g["cuda"] = cuda
         src = textwrap.dedent(inspect.getsource(py)) if "empty" in py.__code__.co_names else None
         if src is not None and _EMPTY6.search(src):
@@ -244,7 +250,15 @@ class Compiler:
     def kernel(self, f: Callable) -> Callable:
         key = ("kernel", id(f))
         if key not in self._memo:
-            self._memo[key] = self.rt.jit(self._rebind(f))
+            self._memo[key] = self.rt.jit(self._rebind(f, self.consts_for(f)))
+        return self._memo[key]
+
+    def rebound(self, f: Callable) -> Callable:
+        """Kernel ``f`` as plain Python retargeted to this compiler's device functions and constants
+        (what :func:`numba.cuda.compile_ptx` takes)."""
+        key = ("rebound", id(f))
+        if key not in self._memo:
+            self._memo[key] = self._rebind(f, self.consts_for(f))
         return self._memo[key]
 
 

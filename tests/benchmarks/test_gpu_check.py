@@ -66,3 +66,17 @@ def test_hardware_tests_cut_short_report_their_progress():
     assert check._progress_counts("..s.F  [ 40%]\n..\nother output\n") == {"passed": 5, "skipped": 1, "failed": 1}
     res = check.hardware_tests(timeout_s=0.05)
     assert res["timed_out"] and "counts_before_timeout" in res
+
+
+def test_gpu_kernels_breakdown_runs_in_simulator(tmp_path):
+    """``benchmarks/gpu_kernels.py --simulate``: every kernel function at one batch and block size, both
+    launch paths' entries and the accuracy against the numpy reference (never a speed assertion)."""
+    spec = importlib.util.spec_from_file_location("gpu_kernels", ROOT / "benchmarks" / "gpu_kernels.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    out = tmp_path / "k.json"
+    assert mod.main(["--simulate", "--robots", "iiwa", "--n", "1", "--threads-per-block", "4", "--repeats", "1",
+                     "--out", str(out)]) == 0
+    r = json.loads(out.read_text())["robots"]["iiwa"]
+    assert set(r["device_s"]) == set(mod.FUNCTIONS) and set(r["end_to_end_s"]) == {"bound", "numba"}
+    assert r["max_abs_error"] < 1e-10

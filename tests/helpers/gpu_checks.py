@@ -106,3 +106,20 @@ def check_partitions(make, m: dynamics.RobotModel, n: int, rtol: float, seed: in
     for k in range(2):
         check_all(f"split vs completely_fused {k}", got["split"][k], got["completely_fused"][k], max(rtol, 1e-12))
         check_all(f"fused vs completely_fused {k}", got["fused"][k], got["completely_fused"][k], max(rtol, 1e-12))
+
+
+def nvvm_or_skip() -> None:
+    """Skip the calling test unless Numba's real CUDA frontend and NVVM can compile to PTX here (no GPU
+    needed): ``pip install --target DIR nvidia-cuda-nvcc-cu12`` and ``CUDA_HOME=DIR/nvidia/cuda_nvcc``."""
+    import pytest
+    from numba import cuda
+    from numba.core import config
+    if config.ENABLE_CUDASIM:
+        pytest.skip("NUMBA_ENABLE_CUDASIM=1: numba.cuda is the simulator")
+
+    def probe(x):
+        x[0] = 1.0
+    try:
+        cuda.compile_ptx(probe, "void(float64[::1])", cc=(8, 0))
+    except Exception as e:
+        pytest.skip(f"NVVM not found ({type(e).__name__}); see python -m dynamics.gpu_backend.ptx --help")
