@@ -16,6 +16,7 @@ within the limits; :class:`tasks.legged.LeggedTask`) and says so in
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -141,12 +142,43 @@ class QuadrupedStand(LeggedTask, Task):
     _cones_problem = build_problem
 
     def update_problem(self, problem: ShootingProblem, t: float) -> None:
-        times = float(t) + np.concatenate([[0.0], np.cumsum(problem.dts)])
-        refs = self._pose_references()[self._pose_index(times)]
+        refs = self._knot_references(problem, float(t))
         for cost in (problem.running_cost, problem.terminal_cost):
             state_cost = next(c for c, _ in cost.terms.values() if isinstance(c, StateCost)) \
                 if hasattr(cost, "terms") else cost
-            state_cost.reference = refs
+            if state_cost.reference is not refs:
+                state_cost.reference = refs
+                refs = state_cost.reference     # the validated (read-only) copy, for the next cost too
+        self._knot_refs = self._knot_refs[:-1] + (refs,)
+
+    def _knot_references(self, problem: ShootingProblem, t: float) -> np.ndarray:
+        """The target states (N+1, nx) of the knots of ``problem``'s horizon from t [s]: the pose
+        table's rows at the knot times. The table is piecewise constant in time, so consecutive
+        updates almost always pick the same rows: then the validated array the state costs got last
+        time comes back, and the update neither copies and checks the references again nor makes the
+        compiled costs re-pack them. Same rows as :meth:`_pose_index` at every knot time."""
+        table = self._pose_references()
+        dts = problem.dts
+        kept = getattr(self, "_knot_refs", None)
+        if kept is None or kept[0] is not table or kept[1] is not dts:
+            # the knot offsets from t, once per knot structure (its dts: a read-only array replaced with it)
+            offsets = np.concatenate([[0.0], np.cumsum(dts)])
+            kept = self._knot_refs = (table, dts, offsets, self._poses[:, 0].tolist(), None, None)
+        offsets, starts = kept[2], kept[3]
+        # the first and the last knot's pose (bisect: what np.searchsorted(side="right") - 1 gives,
+        # clipped); the knot times increase, so equal ones mean every knot has that pose
+        first = min(max(bisect.bisect_right(starts, t + offsets[0]) - 1, 0), len(starts) - 1)
+        last = min(max(bisect.bisect_right(starts, t + float(offsets[-1])) - 1, 0), len(starts) - 1)
+        if first == last:
+            rows = first
+        else:
+            rows = self._pose_index(t + offsets)
+        if kept[4] is not None and (rows == kept[4] if isinstance(rows, int) and isinstance(kept[4], int)
+                                    else np.array_equal(rows, kept[4])):
+            return kept[5]
+        refs = table[np.full(offsets.shape[0], rows) if isinstance(rows, int) else rows]
+        self._knot_refs = kept[:4] + (rows, refs)
+        return refs
 
     # ------------------------------------------------------------ reporting
     def _errors(self, t, x):

@@ -104,3 +104,35 @@ def test_update_problem_takes_each_pose_reference_as_reference_state_gives_it():
     task._poses = np.array([[0.0, 0.05, 0.0, 0.0, 0.0]])
     task.update_problem(p, 0.2)
     np.testing.assert_array_equal(costs[1].reference, task.reference_state(0.2 + offsets))
+
+
+def test_update_problem_keeps_the_references_while_the_knots_keep_their_poses():
+    """Updates whose knots keep their poses give the state costs the validated array of the last
+    update again (no copy to check, nothing for the compiled costs to re-pack) — still
+    :meth:`reference_state` at the knot times, bitwise — and a new array where some knot's pose
+    changes; another problem of the task (another horizon) gets its own knots' references."""
+    task = get_task("hyq-stand", poses=((0.0, 0.0, 0.0, 0.0, 0.0), (0.3, -0.04, 0.0, 0.05, 0.0)))
+    from solvers.costs import StateCost
+
+    def made(N):
+        p = task.build_problem(task.initial_state(), N, 0.02, backend="numpy")
+        costs = [next(c for c, _ in p.running_cost.terms.values() if isinstance(c, StateCost)), p.terminal_cost]
+        return p, costs, np.concatenate([[0.0], np.cumsum(p.dts)])
+
+    p, costs, offsets = made(10)
+    seen = []
+    for t in (0.0, 0.01, 0.05, 0.09, 0.1, 0.12, 0.31, 0.4):
+        task.update_problem(p, t)
+        for c in costs:
+            np.testing.assert_array_equal(c.reference, task.reference_state(t + offsets), err_msg=f"t = {t}")
+        assert costs[1].reference is costs[0].reference
+        seen.append(costs[0].reference)
+    # knots up to t + 0.2 s: one pose until t = 0.1 (the last knot at 0.3 switches), both up to 0.3
+    assert seen[1] is seen[0] and seen[2] is seen[0] and seen[3] is seen[0]
+    assert seen[4] is not seen[0] and seen[5] is not seen[4]
+    assert seen[7] is seen[6]
+    q, q_costs, q_offsets = made(4)
+    task.update_problem(q, 0.4)
+    np.testing.assert_array_equal(q_costs[0].reference, task.reference_state(0.4 + q_offsets))
+    task.update_problem(p, 0.05)
+    np.testing.assert_array_equal(costs[0].reference, task.reference_state(0.05 + offsets))
