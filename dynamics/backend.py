@@ -92,14 +92,20 @@ class BatchKernelCall:
     """A backend's prepared batched call as a compiled kernel for a solver's own compiled loop to
     call by address (:meth:`Backend.prepare_aba_derivatives_call`): ``kernel(*args, 0, batch)``
     with numba's calling convention (:func:`dynamics.kernels.threaded_batch.call_at`) computes the
-    whole batch on the calling thread. ``serial()``: whether the backend itself would run the batch
-    on the calling thread now (its thread count and the batch's size); where it would not, the
-    caller runs the prepared call instead, which spreads the batch over the worker threads."""
+    whole batch on the calling thread. ``threads()``: how many worker threads the backend itself
+    would spread the batch over now (its thread count and the batch's size; 1: the calling thread);
+    with nt > 1 the caller runs the kernel as the backend would, on the slices ``[c·B//nt,
+    (c+1)·B//nt)`` in parallel (:func:`dynamics.kernels.threaded_batch.run_slices`, by address:
+    :func:`~dynamics.kernels.threaded_batch.driver_address`) after ``use_threads(nt)``."""
 
     address: int
     args: tuple
     batch: int
-    serial: Callable[[], bool]
+    threads: Callable[[], int]
+
+    def serial(self) -> bool:
+        """Whether the backend would run the batch on the calling thread now."""
+        return self.threads() <= 1
 
 
 @dataclass(frozen=True)

@@ -157,7 +157,20 @@ class BackwardPass:
                 subtract(upper, us, out=hi)
             status, t = kernel(*views, float(mu), box, lo, hi, *outs)
             return None if status == ok else messages[status].format(t=t)
+
+        def address_call() -> tuple:
+            """``(address, views, lo, hi, outs, box)``: the pass for another compiled loop
+            (:mod:`solvers.iteration_numba`) to make by address as ``kernel(*views, mu, box, lo, hi,
+            *outs)`` after writing ``lower - us``, ``upper - us`` into lo, hi when box; returns the
+            kernel's ``(status, knot)``. Compiled (or loaded) here, once."""
+            from dynamics.kernels.threaded_batch import kernel_address
+            return kernel_address(kernel, (*views, 0.0, box, lo, hi, *outs)), views, lo, hi, outs, box
+        run_pass.address_call = address_call
         return run_pass
+
+    def failure_message(self, status: int, knot: int) -> str:
+        """What :meth:`run` returns for the compiled pass's failure ``status`` at ``knot``."""
+        return self._riccati().MESSAGES[status].format(t=knot)
 
     # ------------------------------------------------------------ Python reference
     def _run_python(self, d, mu, us, lower, upper, gaps, curvature) -> str | None:

@@ -263,7 +263,6 @@ class ILQR:
         every iterate is feasible and the cost decreases monotonically. FDDP starts from
         ``xs_init`` as given and closes the gaps gradually."""
         t_start = self._start_solve(max_iter, tol)
-        self.backward.reset()
         if self.uses_second_order:
             self.data.enable_second_order()     # allocates once, on the first second-order solve
         self.gaps.fill(0.0)
@@ -273,20 +272,21 @@ class ILQR:
         self.reg = self._new_regularization()
         self.xs, self.us = self._xs_buf, self._us_buf
         self._finite_iterate = False
-        started = False
+        self._started = False               # whether the initial trajectory was taken (_start_iterate)
         history: list[float] = []
         steps: list[float] = []
         converged, reason = False, ""
         gnorm = np.inf
         it = 0
         try:
-            self._take(*self._initial_trajectory(xs_init, us_init))
-            started = True
             # the derivatives at the initial trajectory give its cost too (their l; Crocoddyl's
-            # calcDiff likewise): no separate cost evaluation
-            derivs = self._derivatives()
+            # calcDiff likewise): no separate cost evaluation. first: what the first iteration's
+            # backward pass gave with them (a warm start on the prepared iteration: _start_iterate)
+            derivs, first = self._start_iterate(xs_init, us_init, max_iter)
             self.cost = derivs.cost
             if not math.isfinite(self.cost):
+                if first is not None:
+                    self.backward.reset()       # no gains, as when the solve stops before its backward pass
                 raise SolverFailure("the initial trajectory has a non-finite cost")
             gnorm = self._gradient_norm(derivs) if self.feasible else np.inf
             history.append(self.cost)
@@ -294,14 +294,19 @@ class ILQR:
                 if derivs is None:
                     derivs = self._derivatives()
                     gnorm = self._gradient_norm(derivs) if self.feasible else np.inf
-                self._backward_pass_with_regularization(derivs)
+                if first is None or type(first) is str:     # (str: the first pass failed, in _start_iterate)
+                    self._backward_pass_with_regularization(derivs, first)
+                    first = None
                 if self.feasible and gnorm <= tol:
                     converged, reason = True, f"projected gradient norm {gnorm:.3e} <= tol {tol:.1e}"
                     break
                 if it == max_iter:
                     reason = f"maximum number of iterations ({max_iter}) reached"
                     break
-                ls = self._line_search()
+                if first is None:
+                    ls = self._line_search()
+                else:           # the warm start's step, its full step already rolled out
+                    ls, first = warm_start_step(self._rollout, self.alphas, self.cost, first), None
                 if self.verbose:
                     print(f"[{self.name}] it {it:3d} cost {self.cost:.10e} |g| {gnorm:.3e} mu {self.reg.mu:.1e} "
                           f"alpha {ls.alpha if ls.accepted else 0:.4f} gap {np.abs(self.gaps).max():.1e}")
@@ -329,7 +334,7 @@ class ILQR:
                                             f"mu > {self.reg.mu_max:.1e} (projected gradient norm {gnorm:.3e})")
         except SolverFailure as e:
             converged, reason = False, str(e)
-            if not started:
+            if not self._started:
                 # no initial trajectory: the iterate returned is NaN, not what the buffers held
                 self._xs_buf.fill(np.nan)
                 self._us_buf.fill(np.nan)
@@ -447,6 +452,41 @@ class ILQR:
         """``with self._timed(key):`` adds the block's wall time to ``self.timings[key]``."""
         return _StageTimer(self.timings, key)
 
+    def _start_iterate(self, xs_init, us_init, max_iter: int) -> tuple[ProblemDerivatives, Candidates | str | None]:
+        """The backward pass's results zeroed (``BackwardPass.reset``), the initial trajectory made the
+        iterate (:meth:`_initial_trajectory`, :meth:`_take`) and its :meth:`_derivatives` (with the
+        gaps of a warm start). For a warm start on the prepared iteration, in one compiled call with
+        the first iteration's backward pass and full-step rollout
+        (:meth:`PreparedIteration.first_iteration`): then ``(derivatives, the full step's
+        candidate)``, which the first line search starts from, or, where that backward pass failed,
+        ``(derivatives, its message)``, which the first :meth:`_backward_pass_with_regularization`
+        takes; else ``(derivatives, None)``."""
+        fast = self._fast
+        if fast is not None and xs_init is not None and us_init is not None and max_iter > 0:
+            got = fast.first_iteration(self.timings, xs_init, us_init)
+            if got is not None and got[0] != "non-finite start":
+                outcome, c = got
+                # what _initial_trajectory and _take leave for a warm start, and the gaps computed
+                self.xs, self.us = self._xs_buf, self._us_buf
+                self.feasible = False
+                self._finite_iterate = False
+                self._started = True
+                self._gaps_current = True
+                if outcome == "full":
+                    self._with_curvature = True         # (what the backward pass ran with)
+                    return fast.derivs, self._prepared_candidates(*c)
+                if outcome == "non-finite":
+                    raise SolverFailure(_NON_FINITE_DYNAMICS)
+                if outcome == "feasible":
+                    self.feasible = True
+                if outcome == "backward failed":
+                    return fast.derivs, c
+                return fast.derivs, None
+        self.backward.reset()
+        self._take(*self._initial_trajectory(xs_init, us_init))
+        self._started = True
+        return self._derivatives(), None
+
     def _derivatives(self) -> ProblemDerivatives:
         fast = self._fast
         if fast is not None and self.xs is fast.xs and self.us is fast.us:
@@ -470,18 +510,22 @@ class ILQR:
     def _gradient_norm(self, d: ProblemDerivatives) -> float:
         return projected_gradient_norm(d, self.us, self._lower, self._upper, self.compiled)
 
-    def _backward_pass_with_regularization(self, d: ProblemDerivatives) -> None:
+    def _backward_pass_with_regularization(self, d: ProblemDerivatives, failed: str | None = None) -> None:
         """Backward pass, raising μ until ``Q_uu + μI`` is positive definite at every knot. With
         second-order terms, an indefinite ``Q_uu`` first falls back to the Gauss–Newton pass at
         the same μ (far from a minimum the curvature ``V'_x·F2`` can be strongly indefinite; near
-        it the full pass succeeds and DDP keeps its quadratic convergence)."""
+        it the full pass succeeds and DDP keeps its quadratic convergence). failed: the message of
+        the first pass at the current μ when it ran already (:meth:`_start_iterate`)."""
         checked = False
         timings = self.timings
         while True:
             t0 = time.perf_counter()
             try:            # (what ``with self._timed("backward")`` does, without its timer object)
                 self._with_curvature = True
-                failure = self._backward_pass(d, self.reg.mu)
+                if failed is None:
+                    failure = self._backward_pass(d, self.reg.mu)
+                else:
+                    failure, failed = failed, None
                 if failure is not None and not checked:
                     checked = True
                     bad = non_finite_derivatives(d)     # non-finite derivatives: say which, not "not PD"
@@ -564,13 +608,17 @@ class ILQR:
         timings["cost"] += (1.0 - share) * wall
         if not with_cost:
             return Candidates(out.X, out.U, np.full(S, np.inf), out.ok)
-        ok = out.ok
-        if S == 1:          # one candidate (a warm start's full step): a scalar test, not two numpy calls
+        return self._prepared_candidates(out.X, out.U, J, out.ok)
+
+    @staticmethod
+    def _prepared_candidates(X, U, J, ok) -> Candidates:
+        """The candidates of a prepared rollout with their costs J (S,); a non-finite cost fails."""
+        if J.shape[0] == 1:     # one candidate (a warm start's full step): a scalar test, not two numpy calls
             if not math.isfinite(J[0]):
                 ok[0] = False
         else:
             ok &= np.isfinite(J)
-        return Candidates(out.X, out.U, J, ok)
+        return Candidates(X, U, J, ok)
 
     def _score(self, X, U, ok, with_cost: bool, forces=None) -> Candidates:
         """Total cost of each rolled-out candidate (inf where not requested); non-finite ones fail.

@@ -64,16 +64,17 @@ def line_search(rollout: Callable[[np.ndarray], Candidates], accept: Callable[[f
 
 
 def warm_start_step(rollout: Callable[[np.ndarray], Candidates], alphas: np.ndarray,
-                    guess_cost: float | None = None) -> LineSearchResult:
+                    guess_cost: float | None = None, first: Candidates | None = None) -> LineSearchResult:
     """First step from an infeasible warm start (xs, us given, gaps allowed): roll out from x0 with
     the feedback policy around the guess. The full step is taken when it costs no more than the
     guess itself (``guess_cost``: the cost of the given xs, us, which the derivatives at the guess
     already gave) — the usual case in MPC, one rollout — or, failing that, no more than α = 0 (pure
     tracking of the guess); otherwise every other step size is rolled out too (one batch) and the
     cheapest of all is kept. Without ``guess_cost`` (None or non-finite) α = 1 and α = 0 are rolled
-    out together and compared. Every candidate is a rollout, so the iterate is feasible from then on."""
+    out together and compared. Every candidate is a rollout, so the iterate is feasible from then on.
+    first: the full step's rollout when the caller made it already (``rollout(alphas[:1])``)."""
     if guess_cost is not None and math.isfinite(guess_cost):
-        c = rollout(alphas[:1])
+        c = rollout(alphas[:1]) if first is None else first
         if c.ok[0] and c.cost[0] <= guess_cost:
             return LineSearchResult(True, float(alphas[0]), c.xs[0], c.us[0], float(c.cost[0]), 1)
         # α = 1 stays a candidate, copied: the next rollout may reuse the buffers it lies in

@@ -28,12 +28,17 @@ first-order calls, the backend's prepared second-order tensors
 evaluation runs; with numerical second derivatives it runs the data's general evaluation
 (:meth:`solvers.problem_data.ProblemData.calc_dynamics`) instead.
 
-When each of the derivative stage's calls would run on the calling thread anyway (one worker
-thread, or batches too small to spread), the stage is one compiled call instead
-(:mod:`solvers.derivative_stage_numba`: the backend's kernel and the cost kernel called by address,
-:meth:`dynamics.Backend.prepare_aba_derivatives_call`,
-:meth:`solvers.costs.compiled.CompiledCosts.derivatives_call`), DDP's second-order stage included:
-with the backward pass and the rollout with its costs, a warm iteration is then three compiled calls.
+The derivative stage is one compiled call (:mod:`solvers.derivative_stage_numba`: the backend's
+kernel and the cost kernel called by address, :meth:`dynamics.Backend.prepare_aba_derivatives_call`,
+:meth:`solvers.costs.compiled.CompiledCosts.derivatives_call`), DDP's second-order stage included,
+each batch spread over the worker threads its separate call would use (the library's batch drivers,
+called by address from inside): with the backward pass and the rollout with its costs, a warm
+iteration is then three compiled calls.
+The first iteration of a warm-started solve (every MPC update) is one: the warm start taken into
+the iterate, that derivative stage, the gaps, the backward pass at the starting μ and the full
+step's rollout with its cost (:meth:`PreparedIteration.first_iteration`,
+:mod:`solvers.iteration_numba`: each stage's kernel called by address), after which the solver's
+line search decides as before.
 
 A prepared iteration belongs to one solver and one state of its problem: the knot structure
 (``problem.revision``), the compiled cost layout, the control bounds and the solver's workspace.
@@ -43,6 +48,7 @@ A prepared iteration belongs to one solver and one state of its problem: the kno
 from __future__ import annotations
 
 import time
+from functools import partial
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -51,6 +57,11 @@ from .problem_data import ProblemDerivatives
 
 if TYPE_CHECKING:
     from .ilqr import ILQR
+
+
+#: :func:`solvers.iteration_numba.first_iteration`'s status codes, as :meth:`PreparedIteration.first_iteration`
+#: names them
+_OUTCOMES = ("full", "non-finite", "feasible", "backward failed", "non-finite start")
 
 
 class PreparedIteration:
@@ -86,13 +97,16 @@ class PreparedIteration:
         self._zero = data.cost_block            # every cost derivative array: zeroed in one call
         self._cost_outs = (run.l, run.lx, run.lu, run.lxx, run.luu, term.l, term.lx, term.lxx)
         self._cost_derivatives = cc.prepared_derivatives(xs, us, self._cost_outs)
-        #: the stage as one compiled call (:meth:`_fuse`): (when it applies, the call), built at first
-        #: use; () where the backend hands out no kernel
+        #: the stage as one compiled call (:meth:`_fuse`): (set its thread counts, the call, its
+        #: address and arguments), built at first use; () where the backend hands out no kernel
         self._fused = None
         self.refresh_costs = cc.refresh
         self.derivs = ProblemDerivatives(run, term, d)
         self._cc, self._rollout = cc, rollout
         self._candidates: dict = {}         # (S, with gaps) -> (rollout run, rollout buffers)
+        #: the warm start's first iteration as one compiled call (:meth:`first_iteration`), built at
+        #: first use; () where it does not apply
+        self._first = None
         self._passes: dict = {}             # (with gaps, curvature) -> prepared backward pass or None
 
     @staticmethod
@@ -147,7 +161,8 @@ class PreparedIteration:
         second = None if self.first_order else (self._second if self._second is not None else self._second_order())
         if self.first_order or second:
             fused = self._fused if self._fused is not None else self._fuse(second)
-            if fused and fused[0]():
+            if fused:
+                fused[0]()
                 fused[1]()
                 d = self._dyn_data
                 if second:
@@ -180,11 +195,12 @@ class PreparedIteration:
         return self.derivs
 
     def _fuse(self, second) -> tuple:
-        """``(applies(), run())``: the whole derivative stage (the first-order calls, the cost
-        derivatives and, with ``second``, DDP's second-order stage) as one compiled call
-        (:mod:`solvers.derivative_stage_numba`), which applies while each of its stages would run on
-        the calling thread anyway; ``()`` where the backend hands out no kernel to call
-        (:meth:`dynamics.Backend.prepare_aba_derivatives_call`). Compiled (or loaded) here, once."""
+        """``(prepare(), run(), address, args)``: the whole derivative stage (the first-order calls, the
+        cost derivatives and, with ``second``, DDP's second-order stage) as one compiled call
+        (:mod:`solvers.derivative_stage_numba`), each stage on the worker threads its separate call
+        would use (``prepare()`` reads them, before each ``run()``), and the same call by address
+        (``kernel(*args)``, :meth:`first_iteration`); ``()`` where the backend hands out no kernel to
+        call (:meth:`dynamics.Backend.prepare_aba_derivatives_call`). Compiled (or loaded) here, once."""
         item, d = self._euler_item, self._dyn_data
         s = d.states
         acc = item.acc
@@ -199,18 +215,33 @@ class PreparedIteration:
             return ()
         from .derivative_stage_numba import fused_stage
         cost = self._cc.derivatives_call(self.xs, self.us, self._cost_outs)
-        run = fused_stage(self._inputs[1], aba, self._jacobians[1], self._zero, cost[:2], aba2, hessian,
-                          second[3] if second else None)
-        aba_serial, cost_serial = aba.serial, cost[2]
-        if aba2 is None:
-            def applies() -> bool:
-                return aba_serial() and cost_serial()
-        else:
-            aba2_serial = aba2.serial
+        #: the thread counts and batch-driver addresses the compiled stage reads
+        #: (:mod:`solvers.derivative_stage_numba`), written by ``prepare()`` before each call
+        plan = np.zeros(6, np.int64)
+        run, address, args = fused_stage(self._inputs[1], aba, self._jacobians[1], self._zero, cost[:2], plan, aba2,
+                                          hessian, second[3] if second else None)
+        from dynamics.kernels.threaded_batch import driver_address, run_parts, run_slices
+        from dynamics.worker_threads import use_threads
+        stages = [(aba.threads, 0, lambda nt: driver_address(run_slices, (aba.address, aba.batch, nt), aba.args)),
+                  (cost[2], 2, lambda nt: driver_address(run_parts, (cost[0], nt), cost[1]))]
+        if aba2 is not None:
+            stages.append((aba2.threads, 4, lambda nt: driver_address(run_slices, (aba2.address, aba2.batch, nt),
+                                                                        aba2.args)))
 
-            def applies() -> bool:
-                return aba_serial() and aba2_serial() and cost_serial()
-        self._fused = (applies, run)
+        def prepare() -> None:
+            """Each stage's thread count into the plan (its driver compiled or loaded at its first
+            threaded call) and numba's count for this thread: what the separate calls would use now."""
+            top = 1
+            for threads, row, driver in stages:
+                nt = threads()
+                plan[row] = nt
+                if nt > 1:
+                    top = max(top, nt)
+                    if plan[row + 1] == 0:
+                        plan[row + 1] = driver(nt)
+            if top > 1:
+                use_threads(top)
+        self._fused = (prepare, run, address, args)
         return self._fused
 
     def _second_order(self) -> tuple:
@@ -266,3 +297,116 @@ class PreparedIteration:
                                          gaps, out, self._cc)
             hit = self._candidates[key] = (run, out)
         return hit
+
+    # ------------------------------------------------------------ a warm start's first iteration
+    def first_iteration(self, timings: dict, xs_init: np.ndarray, us_init: np.ndarray) -> tuple[str, object] | None:
+        """The first iteration of a solve warm-started from (xs_init, us_init) up to its first
+        candidate, as one compiled call (:func:`solvers.iteration_numba.first_iteration`): the warm
+        start into the solver's iterate (what its ``_initial_trajectory`` and ``_take`` do with
+        finite arrays: the controls clipped to the bounds when ``solver.box``), the backward pass's
+        results zeroed (``BackwardPass.reset``, as a solve starts), the derivative stage there, the
+        gaps into ``solver.gaps``, the backward pass at the solver's starting μ with those gaps and
+        the full step's rollout with its cost — the calls :meth:`derivatives`, the solver's gap
+        computation, :meth:`backward_pass` and :meth:`candidates` make, same kernels on the same
+        buffers. The call's wall time goes into
+        ``timings`` split by the stages' cycle counts. Returns ``(outcome, candidate)``: ``"full"``
+        (every stage ran) with the full step's ``(X, U, J (1,), ok)`` (the rollout buffers, J a fresh
+        array); ``"backward failed"`` (at the starting μ) with the pass's message
+        (:meth:`solvers.backward_pass.BackwardPass.run`'s); ``"non-finite"`` (the dynamics at the
+        warm start) or ``"feasible"`` (every gap within the solver's tolerance: zeroed) with None;
+        after all but the first the solver's general steps go on; ``"non-finite start"`` with None:
+        nothing ran, nothing was written (the solver's checks then say what is wrong). None where
+        the call does not apply (the solver then runs the general steps): xs_init / us_init not
+        C-contiguous float64 arrays of the iterate's shapes, a solver that changes the iteration's
+        steps (FDDP), a non-Euclidean state, or a backend without a derivative kernel to call."""
+        first = self._first
+        if first is None:
+            first = self._first = self._first_call()
+        if not first:
+            return None
+        xs, us = self.xs, self.us
+        s = self.solver
+        x0 = s.problem.x0
+        if not (type(xs_init) is np.ndarray and type(us_init) is np.ndarray and type(x0) is np.ndarray
+                and xs_init.shape == xs.shape and us_init.shape == us.shape and x0.shape == xs.shape[1:]
+                and xs_init.dtype == np.float64 and us_init.dtype == np.float64 and x0.dtype == np.float64
+                and xs_init.flags.c_contiguous and us_init.flags.c_contiguous and x0.flags.c_contiguous):
+            return None         # (the compiled call's argument types)
+        fused = self._fused
+        if not fused:
+            return None
+        fused[0]()          # (the stage's thread counts, as derivatives() sets them)
+        call, params, clk, jc, rclk, out, second = first
+        params[0] = s.reg.mu
+        params[1] = s.gap_tol
+        params[2] = s.alphas[0]
+        t0 = time.perf_counter()
+        status, failure, knot = call(x0, xs_init, us_init)
+        wall = time.perf_counter() - t0
+        outcome = _OUTCOMES[status]
+        if outcome == "non-finite start":
+            return outcome, None
+        d = self._dyn_data
+        if second:
+            d.C, d.T = second[2]
+        else:
+            d.C = d.T = None
+        c0, c1, c2, c3, c4 = clk.tolist()
+        if c4 > c0:             # (the gaps, between c1 and c2, are outside the stages, as in the solver)
+            scale = wall / (c4 - c0)
+            timings["derivatives"] += (c1 - c0) * scale
+            timings["backward"] += (c3 - c2) * scale
+            if c4 > c3:
+                b = int(rclk[0, 1])
+                timings["forward"] += (b - c3) * scale
+                timings["cost"] += (c4 - b) * scale
+        else:                   # no cycle counter on this processor: the call as the derivative stage
+            timings["derivatives"] += wall
+        if outcome == "full":
+            return outcome, (out.X, out.U, jc[0].copy(), out.ok)
+        if outcome == "backward failed":
+            return outcome, s.backward.failure_message(failure, knot)
+        return outcome, None
+
+    def _first_call(self) -> tuple:
+        """The bound call of :meth:`first_iteration` and its buffers, or () where it does not apply."""
+        from .ilqr import ILQR
+        s = self.solver
+        cls = type(s)
+        hooks = ("_line_search", "_after_derivatives", "_rollout_gaps", "_initial_trajectory", "_take", "_accept_step",
+                 "_simulate", "_backward_pass", "_backward_pass_with_regularization", "_derivatives")
+        if (not self._euclidean or any(getattr(cls, h) is not getattr(ILQR, h) for h in hooks)
+                or not s.__dict__.keys().isdisjoint(hooks)):       # (a step replaced on the class or the solver)
+            return ()
+        second = None if self.first_order else (self._second if self._second is not None else self._second_order())
+        if not (self.first_order or second):
+            return ()
+        fused = self._fused if self._fused is not None else self._fuse(second)
+        if second:
+            self._dyn_data.C, self._dyn_data.T = second[2]    # (the pass binds them: the stage's outputs)
+        run_pass = self.backward_pass(s.gaps, s.uses_second_order)
+        rollout = self.candidates(1, None)
+        address_call = getattr(rollout[0], "address_call", None)
+        if not fused or run_pass is None or address_call is None:
+            return ()
+        from dynamics.kernels.threaded_batch import entry_point
+
+        from .iteration_numba import (BACKWARD_FAILED, FEASIBLE, FULL, NON_FINITE, NON_FINITE_START, STATUS_TYPE,
+                                      first_iteration)
+        from .riccati_numba import backward_pass_kernel
+        # (_OUTCOMES' order)
+        assert (FULL, NON_FINITE, FEASIBLE, BACKWARD_FAILED, NON_FINITE_START) == (0, 1, 2, 3, 4)
+        stage = fused[2:]
+        b_address, views, lo, hi, outs, box = run_pass.address_call()
+        if any(c.signature.return_type != STATUS_TYPE for c in backward_pass_kernel.overloads.values()):
+            return ()           # (the compiled call reads the pass's result as two int64)
+        r_address, r_args, x0_buf, alpha_buf, jc, rclk = address_call()
+        p = s.problem
+        params = np.zeros(3)            # μ, gap tolerance, step size: read at each call
+        clk = np.zeros(5, np.int64)
+        # (the backward pass's one block of results, which BackwardPass.reset zeroes)
+        args = (*stage, self.xs, self._dyn_data.xnext, s.gaps, self.us, p.u_lower, p.u_upper, lo, hi, b_address,
+                views, box, outs, s.backward._block, r_address, r_args, x0_buf, alpha_buf, params, s.box, clk)
+        kernel_args = (*args, np.asarray(p.x0, float), self.xs, self.us)
+        run = entry_point(first_iteration, kernel_args)
+        return (partial(run, *args), params, clk, jc, rclk, rollout[1], second)

@@ -43,7 +43,7 @@ from dynamics.kernels.jit import jit, jit_inline
 from dynamics.kernels.lie import difference_x, integrate_q
 from dynamics.kernels.passive import joint_torques
 from dynamics.kernels.scratch import THREAD_PAD_ROWS
-from dynamics.kernels.threaded_batch import call_at, pack_arguments, run_threaded_parts
+from dynamics.kernels.threaded_batch import call_at, kernel_address, pack_arguments, run_threaded_parts
 from dynamics.worker_threads import use_threads
 
 
@@ -531,6 +531,15 @@ class CompiledRollout:
                 return None
             a, b, c = clk[0].tolist()
             return (Jc[0].copy() if nt == 1 else Jc[:nt].sum(axis=0)), ((b - a) / (c - a) if c > a else 1.0)
+        if costed:
+            def address_call() -> tuple:
+                """``(address, args, x0 buffer, alphas buffer, Jc, clk)``: ``run`` on the calling thread
+                for another compiled loop (:mod:`solvers.iteration_numba`) to make by address as
+                ``kernel(*args, 0, 1)``, after writing x0 and alphas into their buffers; the candidates'
+                costs are then ``Jc[0]``, the cycle counts ``clk[0]``. Compiled (or loaded) here, once."""
+                args = (*head, x0_ro, alphas_ro, *tail)
+                return kernel_address(kernel, (*args, 0, 1)), args, x0_buf, alphas_buf, Jc, clk
+            run.address_call = address_call
         return run
 
     def run_samples(self, x0, offsets, G, xref, u_lower, u_upper, clip: bool, X, U) -> np.ndarray:

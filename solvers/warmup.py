@@ -155,9 +155,15 @@ def _one_iteration(solver: "ILQR") -> None:
     :meth:`mpc.MPC.start` retries). tol 0: an iteration even where the guess is already optimal (a
     robot standing still), which would otherwise end the solve before the QP's or backward pass's
     kernels ran."""
+    from .ilqr import ILQR
     try:
         r = solver.solve(max_iter=1, tol=0.0)
         failed = r.iterations == 0 and not r.converged
+        if not failed and type(solver).solve is ILQR.solve and solver._prepared is not None and r.finite:
+            # a warm-started solve, as every MPC update makes: its first iteration's compiled call
+            # (PreparedIteration.first_iteration; the solvers whose solve runs it)
+            xs, us = r.shifted(1)
+            solver.solve(xs_init=xs, us_init=us, max_iter=1, tol=0.0)
     except ValueError:      # non-finite values met inside the solve (a wild trial step)
         failed = True
     if failed:

@@ -24,6 +24,7 @@ target active at ``t + k·dt``, so the controller sees a switch coming.
 
 from __future__ import annotations
 
+import math
 import weakref
 from dataclasses import dataclass
 
@@ -244,8 +245,8 @@ class ArmReach(Task):
         # between target switches every knot has the same target, the one set last time: checked
         # from the first and last knot's index in scalar arithmetic (this runs every update)
         last = self.targets.shape[0] - 1
-        i0 = min(max(int(np.floor(t / self.switch_period)), 0), last)
-        iN = min(max(int(np.floor((t + dt * N) / self.switch_period)), 0), last)
+        i0 = min(max(math.floor(t / self.switch_period), 0), last)
+        iN = min(max(math.floor((t + dt * N) / self.switch_period), 0), last)
         ee, term = problem.running_cost["ee"], problem.terminal_cost["ee"]
         # what the skip relies on: the target (its index, the task's row for it, the switch period)
         # and the two cost objects' target arrays as update_problem left them (read-only arrays)

@@ -105,10 +105,38 @@ def _call_at(typingctx, address, pack, a, b):
     return sig, codegen
 
 
+def packed_call(name: str, restype):
+    """An intrinsic ``call(address, pack)``: ``kernel(*args)`` for the kernel compiled at ``address``
+    (int64, numba's calling convention) that returns ``restype``, ``pack`` an :class:`ArgumentPack`
+    of ``args`` (:func:`_call_at` without its two trailing arguments; ``args`` may end in a tuple,
+    which is how a driver's ``*args`` arrive, :func:`driver_address`)."""
+    def call(typingctx, address, pack):
+        if not isinstance(address, types.Integer) or not isinstance(pack, ArgumentPack):
+            return None
+        argtypes = tuple(pack.args.types)
+
+        def codegen(context, builder, sig_, llargs):
+            addr, packed = llargs
+            tup = context.data_model_manager[pack.args].from_data(builder, packed)
+            values = [builder.extract_value(tup, i) for i in range(len(argtypes))]
+            fnty = context.call_conv.get_function_type(restype, argtypes)
+            fn = builder.inttoptr(addr, fnty.as_pointer())
+            status, out = context.call_conv.call_function(builder, fn, restype, argtypes, values)
+            with cgutils.if_unlikely(builder, status.is_error):
+                context.call_conv.return_status_propagate(builder, status)
+            return out if restype != types.none else context.get_dummy_value()
+
+        return signature(restype, address, pack), codegen
+    call.__name__ = call.__qualname__ = name
+    return intrinsic(call)
+
+
 #: public names for compiled loops elsewhere that call a kernel by address (a rollout that scores
-#: its own candidates with the cost kernel, :mod:`solvers.rollout_numba`)
+#: its own candidates with the cost kernel, :mod:`solvers.rollout_numba`; the solvers' derivative
+#: stage and first iteration, which call :func:`run_slices` / :func:`run_parts` by address too)
 pack_arguments = _pack
 call_at = _call_at
+call_none_at = packed_call("call_none_at", types.none)
 
 
 @jit_parallel
@@ -140,6 +168,15 @@ def kernel_address(kernel, args: tuple) -> int:
     """Address of ``kernel``'s compiled code (numba's calling convention) for the types of ``args``."""
     cres = _compiled(kernel, args)
     return cres.library.get_pointer_to_function(cres.fndesc.llvm_func_name)
+
+
+def driver_address(driver, head: tuple, args: tuple) -> int:
+    """Address of :func:`run_slices` (``head = (address, B, nt)``) or :func:`run_parts` (``head =
+    (address, nt)``) compiled for the kernel arguments ``args``, for another compiled loop to call by
+    address as ``driver(*head, args)`` (:data:`call_none_at` on a pack of ``(*head, args)``: the
+    compiled driver takes its ``*args`` as one tuple). The same compiled code (and on-disk cache entry)
+    as the Python calls :func:`run_threaded` / :func:`run_threaded_parts` make."""
+    return kernel_address(driver, (*head, tuple(args)))
 
 
 def entry_point(kernel, args: tuple):

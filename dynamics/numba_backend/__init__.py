@@ -619,7 +619,11 @@ class NumbaBackend(CombinedComKernel, Backend):
         kind, pm, kernel, B, *args = run.args
         args = tuple(args)
         address = _k().threaded_batch.kernel_address(kernel, (*args, 0, B))
-        return BatchKernelCall(address, args, B, lambda: self._serial(kind, pm, B, self.threads))
+
+        def threads() -> int:       # what _run spreads the batch over
+            nt = self.threads
+            return 1 if self._serial(kind, pm, B, nt) else min(nt, B)
+        return BatchKernelCall(address, args, B, threads)
 
     def _aba_derivatives_into(self, model, q, v, tau, fext, minv, out, acc) -> bool:
         if out is None:

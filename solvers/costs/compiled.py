@@ -532,6 +532,16 @@ class _ForceSource:
         return si, nfl
 
 
+def _term_ids(cost) -> tuple:
+    """``(id(cost), ((name, id(term)), ...))`` over :func:`_terms` (``()`` for None): a group's part of
+    :meth:`CompiledCosts.signature_of`, read straight from a CostSum's dict (this runs every solve)."""
+    if cost is None:
+        return ()
+    if type(cost) is CostSum:
+        return id(cost), tuple([(name, id(item[0])) for name, item in cost.terms.items()])
+    return id(cost), ((None, id(cost)),)
+
+
 def _terms(cost) -> list[tuple[str | None, object, np.ndarray | None]]:
     """``(name, term, weight array)`` of a group's cost: a CostSum's terms, or the cost itself
     (name and weight None)."""
@@ -846,9 +856,9 @@ class CompiledCosts:
     @staticmethod
     def signature_of(problem) -> tuple:
         """What the layout depends on: the knot structure and each group's term objects."""
-        groups = [g.item for g in problem.cost_groups] + [problem.terminal_cost]
-        return (problem.revision, problem.horizon,
-                tuple([(id(c), tuple([(n, id(t)) for n, t, _ in _terms(c)]) if c is not None else ()) for c in groups]))
+        groups = [g.item for g in problem.cost_groups]
+        groups.append(problem.terminal_cost)
+        return (problem.revision, problem.horizon, tuple([_term_ids(c) for c in groups]))
 
     @property
     def empty(self) -> bool:
@@ -1029,17 +1039,23 @@ class CompiledCosts:
         another compiled loop (the solvers' fused derivative stage, :mod:`solvers.derivative_stage_numba`),
         to call by address as ``kernel(*args, 0, 1)`` (numba's calling convention): the derivatives
         along the fixed buffers xs (N+1, nx), us (N, nu) into the eight fixed outputs ``outs``
-        (zeroed by the caller). ``serial()``: whether :meth:`prepared_derivatives` would run on one
-        thread now. The caller re-packs (:meth:`refresh`) whenever a term may have changed. The
-        kernel is compiled (or loaded) here, once."""
+        (zeroed by the caller). ``threads()``: how many parts :meth:`prepared_derivatives` would
+        run now (1: the calling thread); the caller then runs ``kernel(*args, c, nt)`` for ``c < nt``
+        as it does (:func:`dynamics.kernels.threaded_batch.run_parts`, by address), after
+        ``use_threads(nt)``. The caller re-packs (:meth:`refresh`) whenever a term may have changed.
+        The kernel is compiled (or loaded) here, once."""
+        from numba import config
+
         from dynamics.kernels.threaded_batch import kernel_address
         self._without_forces("derivatives_call")
-        args = (*self._args(xs[None], us[None], True), np.empty((1, 1)), *outs, *self._force_args())
-        threads, share = self.kin.threads, xs.shape[0] // self.MIN_KNOTS_PER_THREAD
+        # (part c writes its totals into row c: a row per worker thread there can be)
+        args = (*self._args(xs[None], us[None], True), np.empty((config.NUMBA_NUM_THREADS, 1)), *outs,
+                *self._force_args())
+        top, share = self.kin.threads, xs.shape[0] // self.MIN_KNOTS_PER_THREAD
 
-        def serial() -> bool:
-            return share <= 1 or threads() <= 1
-        return kernel_address(_kernel(), (*args, 0, 1)), args, serial
+        def threads() -> int:
+            return max(1, min(top(), share))
+        return kernel_address(_kernel(), (*args, 0, 1)), args, threads
 
     def values_call(self, X: np.ndarray, U: np.ndarray, Jc: np.ndarray) -> tuple:
         """``(address, args)``: the compiled kernel for another compiled loop over the same

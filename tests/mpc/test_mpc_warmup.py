@@ -64,12 +64,13 @@ def test_cold_cache_compiles_the_derivatives_alongside_the_solver_kernels(monkey
     seconds = ctrl.warmup(progress=lambda label, done, total: steps.append((label, done, total)))
     assert seconds > 0
     # the child is started first with every batched derivative call, the parent compiles what the child did
-    # not take (first order) and its own kernels (rollout) before waiting, then the throw-away iterations:
-    # one at the backend's threshold, one with every batch sent to the parallel variant
+    # not take (first order) and its own kernels (rollout) before waiting, then the throw-away iterations
+    # (each a cold solve and a warm-started one): one at the backend's threshold, one with every batch
+    # sent to the parallel variant
     assert log[0] == ("ahead", calls)
     assert log.index("aba_derivatives") < log.index("wait") and log.index("rollout") < log.index("wait")
     solves = [e for e in log if isinstance(e, tuple) and e[0] == "solve"]
-    assert solves == [("solve", threshold), ("solve", 0.0)] and log.index(solves[0]) > log.index("wait")
+    assert solves == [("solve", threshold)] * 2 + [("solve", 0.0)] * 2 and log.index(solves[0]) > log.index("wait")
     assert be.parallel_threshold_us == threshold
     assert log[-1] == ("predict", ctrl.dt)            # the latency predictor's step, last, under the reporting
     assert steps[0] == ("aba_second_derivatives (in a second process, alongside)", 1, None)

@@ -1,9 +1,10 @@
 """The prepared iteration's derivative stage as one compiled call (:mod:`solvers.derivative_stage_numba`):
-on one worker thread iLQR and DDP take it, and it writes what the separate calls write (the Euler
-inputs, the backend's prepared ``aba_derivatives``, the Euler Jacobians, the cost derivatives, DDP's
-second-order tensors and Hessian), bitwise; the dynamics Jacobians it gives match the numpy
-reference backend's; where a stage would spread over the worker threads the separate calls run;
-a backend without compiled kernels hands out none (``Backend.prepare_aba_derivatives_call``)."""
+iLQR and DDP take it, on one worker thread and on two (the backend's batches then spread over both
+from inside the call, as its separate call spreads them), and it writes what the separate calls
+write (the Euler inputs, the backend's prepared ``aba_derivatives``, the Euler Jacobians, the cost
+derivatives, DDP's second-order tensors and Hessian), bitwise; the dynamics Jacobians it gives match
+the numpy reference backend's; a backend without compiled kernels hands out none
+(``Backend.prepare_aba_derivatives_call``)."""
 
 from __future__ import annotations
 
@@ -24,30 +25,38 @@ def _outputs(s) -> list[np.ndarray]:
     return out
 
 
+@pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("solver_cls", [ILQR, DDP])
-def test_fused_stage_writes_what_the_separate_calls_write(bundled, solver_cls):
+def test_fused_stage_writes_what_the_separate_calls_write(bundled, solver_cls, threads):
     m = bundled["iiwa"]
     be = _problem(m).backend
-    be.set_threads(1)
+    if be.max_threads < threads:
+        pytest.skip("one numba thread")
+    threshold = be.parallel_threshold_us
+    be.set_threads(threads)
+    be.parallel_threshold_us = 0.0 if threads > 1 else threshold    # (every batch on its parallel variant)
     try:
         s, p = _warm_solver(solver_cls, m)
         fast = s._fast
-        assert fast is not None and fast._fused and fast._fused[0]()
+        assert fast is not None and fast._fused
         timings = {"derivatives": 0.0}
         fast.derivatives(timings)
+        plan = fast._fused[3][8]
+        assert plan[0] == threads and (solver_cls is ILQR or plan[4] == threads)
         fused = [a.copy() for a in _outputs(s)]
         assert timings["derivatives"] > 0.0
         # the separate calls on the same iterate, into the same buffers (NaN first: all written)
-        applies, run = fast._fused
-        fast._fused = (lambda: False, run)
+        kept = fast._fused
+        fast._fused = ()
         for a in _outputs(s):
             a.fill(np.nan)
         fast.derivatives(timings)
-        fast._fused = (applies, run)
+        fast._fused = kept
         for x, y in zip(fused, _outputs(s)):
             np.testing.assert_array_equal(x, y)
     finally:
         be.set_threads(None)
+        be.parallel_threshold_us = threshold
     # oracle: the numpy reference backend's Jacobians and cost derivatives at the same iterate
     ref = _problem(m, backend="numpy")
     ref.set_initial_state(p.x0)
@@ -56,24 +65,6 @@ def test_fused_stage_writes_what_the_separate_calls_write(bundled, solver_cls):
     np.testing.assert_allclose(fused[2], r.dynamics.Fu, rtol=1e-9, atol=1e-9)
     np.testing.assert_allclose(s.data.running.lx, r.running.lx, rtol=1e-9, atol=1e-9)
     np.testing.assert_allclose(s.data.terminal.lxx, r.terminal.lxx, rtol=1e-9, atol=1e-9)
-
-
-def test_on_several_threads_the_separate_calls_run(bundled, monkeypatch):
-    m = bundled["iiwa"]
-    be = _problem(m).backend
-    if be.max_threads < 2:
-        pytest.skip("one numba thread: the fused stage always applies")
-    be.set_threads(2)
-    try:
-        s, _ = _warm_solver(ILQR, m)
-        fast = s._fast
-        assert fast._fused and not fast._fused[0]()     # the cost kernel would split N + 1 = 9 knots over 2
-        calls = []
-        monkeypatch.setattr(fast, "_fused", (fast._fused[0], lambda: calls.append(1)))
-        fast.derivatives({"derivatives": 0.0})
-        assert not calls
-    finally:
-        be.set_threads(None)
 
 
 def test_a_backend_without_compiled_kernels_hands_out_none(bundled, rng):
