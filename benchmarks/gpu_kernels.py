@@ -66,13 +66,14 @@ def _call(be, fn: str, model, q, v, tau):
     return be.aba_derivatives(model, q, v, tau)
 
 
-def _median_time(f, repeats: int) -> tuple[float, list]:
-    ts, timings = [], []
+def _median_time(f, repeats: int) -> float:
+    """Median wall time of ``repeats`` calls of ``f`` [s]."""
+    ts = []
     for _ in range(repeats):
         t0 = time.perf_counter()
         f()
         ts.append(time.perf_counter() - t0)
-    return median(ts), timings
+    return median(ts)
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -120,7 +121,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             for n in args.n:
                 q, v, tau = states[n]
                 be.aba_derivatives(model, q, v, tau)
-                t, _ = _median_time(lambda: be.aba_derivatives(model, q, v, tau), args.repeats)
+                t = _median_time(lambda: be.aba_derivatives(model, q, v, tau), args.repeats)
                 r["end_to_end_s"].setdefault(launch, {})[str(n)] = t
                 if launch == "bound":
                     r.setdefault("bound_split_s", {})[str(n)] = dict(
@@ -129,7 +130,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         for n in args.n:
             q, v, tau = states[n]
             cpu.aba_derivatives(model, q, v, tau)
-            r["numba_cpu_s"][str(n)], _ = _median_time(lambda: cpu.aba_derivatives(model, q, v, tau), args.repeats)
+            r["numba_cpu_s"][str(n)] = _median_time(lambda: cpu.aba_derivatives(model, q, v, tau), args.repeats)
             r.setdefault("ratio_bound_vs_numba_cpu", {})[str(n)] = r["end_to_end_s"]["bound"][str(n)] / \
                 r["numba_cpu_s"][str(n)]
         q, v, tau = (x[:4] for x in states[args.n[-1]])

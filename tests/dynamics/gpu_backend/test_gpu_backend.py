@@ -279,6 +279,9 @@ def test_options_and_errors(bundled):
         GpuBackend(simulate=True, dtype="float16")
     with pytest.raises(ValueError, match="threads_per_block"):
         GpuBackend(simulate=True, threads_per_block=0)
+    with pytest.raises(ValueError, match="launch must be one of bound, numba"):
+        GpuBackend(simulate=True, launch="graph")
+    assert GpuBackend(simulate=True).launch == "numba"   # the simulator launches through its own dispatcher
     m = bundled["iiwa"]
     with pytest.raises(ValueError, match="unknown reference frame"):
         dynamics.get_backend("gpu", simulate=True).frame_jacobian(m, m.neutral(), m.body_names[-1], "body")
