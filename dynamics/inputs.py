@@ -100,13 +100,6 @@ _DOT_MAX = 4096  # larger arrays: np.isfinite (OpenBLAS runs long dot products m
 # its spinning threads then slow down the numba backend's parallel kernels many times over)
 
 
-def finiteness_weights(n: int) -> np.ndarray | None:
-    """The weights :func:`sum_is_finite` dots an n-entry array with (``x.reshape(-1) @ w`` is
-    finite exactly when every entry is), for a caller that checks the same size many times; None
-    above the size checked in one dot product."""
-    return _ones(n) if n <= _DOT_MAX else None
-
-
 def sum_is_finite(x: np.ndarray) -> bool:
     """Whether every entry of the float64 array ``x`` is finite, by one dot product (a few times
     cheaper than ``np.all(np.isfinite(x))`` on small arrays). The entries are weighted by 2**-64, so

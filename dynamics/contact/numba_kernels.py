@@ -143,10 +143,10 @@ def _frame_sweep(li, lf, R, p, oR, op, link, ff, f, v, a, full, chain, W, t, xv,
 
 
 @_jit
-def _state(li, lf, q, v, a, flink, ff, RJ, R, p, oR, op, chain, W, t, xv, xa, vel, acc, vJ, S,
+def _state(li, lf, q, v, a, flink, ff, R, p, oR, op, chain, W, t, xv, xa, vel, acc, vJ, S,
            ov, oa, odvq, odvv, odaq, odav, oRf, opf):
     """One state: the frame motion derivatives of every frame (outputs (k, ...) slices)."""
-    all_placements(li, lf, q, RJ, R, p)
+    all_placements(li, lf, q, R, p)
     world_placements(li, R, p, oR, op)
     Rf = np.empty((3, 3))
     for f in range(flink.shape[0]):
@@ -159,7 +159,6 @@ def fmd_range(li, lf, q, v, a, flink, ff, ov, oa, odvq, odvv, odaq, odav, oRf, o
     """States ``start`` to ``stop - 1`` on the calling thread; outputs must be zero-initialised."""
     L = li.shape[0]
     nv = v.shape[1]
-    RJ = np.empty((3, 3))
     R = np.empty((L, 3, 3))
     p = np.empty((L, 3))
     oR = np.empty((L, 3, 3))
@@ -174,7 +173,7 @@ def fmd_range(li, lf, q, v, a, flink, ff, ov, oa, odvq, odvv, odaq, odav, oRf, o
     vJ = np.empty(6)
     S = np.empty((6, 6))
     for b in range(start, stop):
-        _state(li, lf, q[b], v[b], a[b], flink, ff, RJ, R, p, oR, op, chain, W, t, xv, xa, vel, acc, vJ, S,
+        _state(li, lf, q[b], v[b], a[b], flink, ff, R, p, oR, op, chain, W, t, xv, xa, vel, acc, vJ, S,
                ov[b], oa[b], odvq[b], odvv[b], odaq[b], odav[b], oRf[b], opf[b])
 
 
@@ -312,9 +311,9 @@ def _rows(li, lf, R, p, oR, op, flink, ff, vb, ab, point, kp, kd, pref, chain, W
 @_jit
 def rows_workspace(L, nv, k, nc):
     """The work arrays of :func:`constraint_rows` for L links, nv dofs, k contact frames and nc
-    constraint rows: ``(RJ, R, p, oR, op, chain, W, t, xv, xa, vel, acc, vJ, S, Rf, ov, oa, F, oRf,
+    constraint rows: ``(R, p, oR, op, chain, W, t, xv, xa, vel, acc, vJ, S, Rf, ov, oa, F, oRf,
     opf, Jc, gam)``; ``F`` (4, k, 6, nv) holds the frame columns dv_dq, dv_dv (J), da_dq, da_dv."""
-    return (np.empty((3, 3)), np.empty((L, 3, 3)), np.empty((L, 3)), np.empty((L, 3, 3)), np.empty((L, 3)),
+    return (np.empty((L, 3, 3)), np.empty((L, 3)), np.empty((L, 3, 3)), np.empty((L, 3)),
             np.empty(L, dtype=np.int64), np.zeros((4, nv, 6)), np.empty(6), np.empty(6), np.empty(6), np.empty(6),
             np.empty(6), np.empty(6), np.empty((6, 6)), np.empty((3, 3)), np.empty((k, 6)), np.empty((k, 6)),
             np.zeros((4, k, 6, nv)), np.empty((k, 3, 3)), np.empty((k, 3)), np.empty((nc, nv)), np.empty(nc))
@@ -324,8 +323,8 @@ def rows_workspace(L, nv, k, nc):
 def constraint_rows(li, lf, qb, vb, ab, flink, ff, point, kp, kd, pref, rw):
     """The link placements at ``qb`` and the contact constraint rows (:func:`_rows`) at velocity
     ``vb``, acceleration ``ab``, into the workspace ``rw`` (:func:`rows_workspace`)."""
-    RJ, R, p, oR, op, chain, W, t, xv, xa, vel, acc, vJ, S, Rf, ov, oa, F, oRf, opf, Jc, gam = rw
-    all_placements(li, lf, qb, RJ, R, p)
+    R, p, oR, op, chain, W, t, xv, xa, vel, acc, vJ, S, Rf, ov, oa, F, oRf, opf, Jc, gam = rw
+    all_placements(li, lf, qb, R, p)
     world_placements(li, R, p, oR, op)
     _rows(li, lf, R, p, oR, op, flink, ff, vb, ab, point, kp, kd, pref, chain, W, t, xv, xa, vel, acc, vJ, S, Rf,
           ov, oa, F, oRf, opf, Jc, gam)
@@ -411,7 +410,7 @@ def contact_range(li, lf, gv, bl, bf, q, v, tau, flink, ff, fbody, fbR, fbp, poi
     dim = 3 if point else 6
     nc = dim * k
     rw = rows_workspace(L, nv, k, nc)
-    RJ, R, p, oR, op, chain, W, t, xv, xa, vel, acc, vJ, S, Rf, ov, oa, F, oRf, opf, Jc, gam = rw
+    R, p, oR, op, chain, W, t, xv, xa, vel, acc, vJ, S, Rf, ov, oa, F, oRf, opf, Jc, gam = rw
     MiJt = np.empty((nv, nc))
     JMi = np.empty((nc, nv))
     K = np.empty((nc, nc))
@@ -544,7 +543,7 @@ def impulse_range(li, lf, gv, bl, bf, q, v, flink, ff, fbody, fbR, fbp, point, k
     dim = 3 if point else 6
     nc = dim * k
     rw = rows_workspace(L, nv, k, nc)
-    Jc = rw[20]
+    Jc = rw[19]
     JMi = np.empty((nc, nv))
     K = np.empty((nc, nc))
     ident = np.arange(nc)
@@ -588,7 +587,7 @@ def impulse_derivatives_range(li, lf, gv0, bl, bf, q, v, flink, ff, fbody, fbR, 
     k = flink.shape[0]
     nc = imp_out.shape[1]
     rw = rows_workspace(li.shape[0], nv, k, nc)
-    _, R, p, oR, op, chain, W, t, xv, xa, vel, acc, vJ, S, Rf, ov, oa, F, oRf, opf, Jc, _ = rw
+    R, p, oR, op, chain, W, t, xv, xa, vel, acc, vJ, S, Rf, ov, oa, F, oRf, opf, Jc, _ = rw
     JMi, MiJt, K = np.empty((nc, nv)), np.empty((nv, nc)), np.empty((nc, nc))
     w, Rq, R2 = np.empty(nv), np.empty((nc, nv)), np.empty((nc, 2 * nv))
     Jw, Z = np.empty((3, nv)), np.empty((3, nv))

@@ -27,14 +27,13 @@ def _rnea_quantities(li, lf, gv, bl, bf, q, v, a, fext, J, ov, oa, oY, oR, op, f
     for b in prange(B):
         R = np.empty((L, 3, 3))
         p = np.empty((L, 3))
-        RJ = np.empty((3, 3))
         vJ = np.empty((L, 6))
         t = np.empty(6)
         if fext.shape[0] > 0:
             link_external_forces(bl, bf, fext[b], fl[b])
         else:
             fl[b, :, :] = 0.0
-        world_kinematics(li, lf, q[b], v[b], RJ, R, p, oR[b], op[b], J[b], ov[b], vJ, t)
+        world_kinematics(li, lf, q[b], v[b], R, p, oR[b], op[b], J[b], ov[b], vJ, t)
         world_accelerations(li, gv, J[b], a[b], ov[b], vJ, oa[b], t)
         world_inertias(li, lf, oR[b], op[b], oY[b])
 

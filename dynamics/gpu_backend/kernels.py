@@ -136,10 +136,10 @@ def kernel_constants(f, consts: dict, budget: int | None = None) -> dict:
 
 # ------------------------------------------------------------------------ parallel building blocks
 @device
-def par_placements(tid, nt, li, lf, q, RJ, R, p):
+def par_placements(tid, nt, li, lf, q, R, p):
     """Step 1: ``(R_i, p_i)`` of every link in its parent, threads over links."""
     for i in range(tid, li.shape[0], nt):
-        link_placement(li, lf, i, q, RJ[i], R[i], p[i])
+        link_placement(li, lf, i, q, R, p)
     cuda.syncthreads()
 
 
@@ -460,7 +460,6 @@ def k_rnea(li, lf, gv, bl, bf, q, v, a, fext, has_fext, tau):
     b = cuda.blockIdx.x
     tid = cuda.threadIdx.x
     nt = cuda.blockDim.x
-    RJ = cuda.shared.array((NL, 3, 3), DT)
     R = cuda.shared.array((NL, 3, 3), DT)
     p = cuda.shared.array((NL, 3), DT)
     vel = cuda.shared.array((NL, 6), DT)
@@ -468,7 +467,7 @@ def k_rnea(li, lf, gv, bl, bf, q, v, a, fext, has_fext, tau):
     f = cuda.shared.array((NL, 6), DT)
     fl = cuda.shared.array((NL, 6), DT)
     tmp = cuda.shared.array((4, 6), DT)
-    par_placements(tid, nt, li, lf, q[b], RJ, R, p)
+    par_placements(tid, nt, li, lf, q[b], R, p)
     if tid == 0:
         if has_fext:
             link_external_forces(bl, bf, fext[b], fl)
@@ -481,7 +480,6 @@ def k_crba(li, lf, levl, levs, nlev, dl, q, M):
     b = cuda.blockIdx.x
     tid = cuda.threadIdx.x
     nt = cuda.blockDim.x
-    RJ = cuda.shared.array((NL, 3, 3), DT)
     R = cuda.shared.array((NL, 3, 3), DT)
     p = cuda.shared.array((NL, 3), DT)
     oR = cuda.shared.array((NL, 3, 3), DT)
@@ -489,7 +487,7 @@ def k_crba(li, lf, levl, levs, nlev, dl, q, M):
     J = cuda.shared.array((NV, 6), DT)
     F = cuda.shared.array((NV, 6), DT)
     oY = cuda.shared.array((NL, 13), DT)
-    par_placements(tid, nt, li, lf, q[b], RJ, R, p)
+    par_placements(tid, nt, li, lf, q[b], R, p)
     par_world_placements(tid, nt, li, levl, levs, nlev, R, p, oR, op)
     par_world_kinematics(tid, nt, li, lf, levl, levs, nlev, dl, q[b], 0, oR, op, J, oY, F, F)
     if tid == 0:
@@ -501,7 +499,6 @@ def k_aba(li, lf, gv, bl, bf, levl, levs, nlev, dl, q, v, tau, fext, has_fext, I
     b = cuda.blockIdx.x
     tid = cuda.threadIdx.x
     nt = cuda.blockDim.x
-    RJ = cuda.shared.array((NL, 3, 3), DT)
     R = cuda.shared.array((NL, 3, 3), DT)
     p = cuda.shared.array((NL, 3), DT)
     oR = cuda.shared.array((NL, 3, 3), DT)
@@ -531,7 +528,7 @@ def k_aba(li, lf, gv, bl, bf, levl, levs, nlev, dl, q, v, tau, fext, has_fext, I
     Uk = Us if M_U else U[b]
     UDk = UDs if M_UD else UD[b]
     Dik = Dis if M_DINV else Dinv[b]
-    par_placements(tid, nt, lik, lfk, q[b], RJ, R, p)
+    par_placements(tid, nt, lik, lfk, q[b], R, p)
     par_world_placements(tid, nt, lik, levl, levs, nlev, R, p, oR, op)
     par_world_kinematics(tid, nt, lik, lfk, levl, levs, nlev, dl, v[b], 1, oR, op, J, oY, ov, vJ)
     if tid == 0:
@@ -548,7 +545,6 @@ def k_minv(li, lf, levl, levs, nlev, dl, q, IA, U, UD, Dinv, F, P, Mi):
     b = cuda.blockIdx.x
     tid = cuda.threadIdx.x
     nt = cuda.blockDim.x
-    RJ = cuda.shared.array((NL, 3, 3), DT)
     R = cuda.shared.array((NL, 3, 3), DT)
     p = cuda.shared.array((NL, 3), DT)
     oR = cuda.shared.array((NL, 3, 3), DT)
@@ -574,7 +570,7 @@ def k_minv(li, lf, levl, levs, nlev, dl, q, IA, U, UD, Dinv, F, P, Mi):
     Dik = Dis if M_DINV else Dinv[b]
     Fk = Fs if M_F else F[b]
     Pk = Ps if M_P else P[b]
-    par_placements(tid, nt, lik, lfk, q[b], RJ, R, p)
+    par_placements(tid, nt, lik, lfk, q[b], R, p)
     par_world_placements(tid, nt, lik, levl, levs, nlev, R, p, oR, op)
     par_world_kinematics(tid, nt, lik, lfk, levl, levs, nlev, dl, q[b], 0, oR, op, J, oY, oY, oY)
     if tid == 0:
@@ -589,7 +585,6 @@ def k_rnea_derivatives(li, lf, gv, bl, bf, levl, levs, nlev, dl, q, v, a, fext, 
     b = cuda.blockIdx.x
     tid = cuda.threadIdx.x
     nt = cuda.blockDim.x
-    RJ = cuda.shared.array((NL, 3, 3), DT)
     R = cuda.shared.array((NL, 3, 3), DT)
     p = cuda.shared.array((NL, 3), DT)
     oR = cuda.shared.array((NL, 3, 3), DT)
@@ -610,7 +605,7 @@ def k_rnea_derivatives(li, lf, gv, bl, bf, levl, levs, nlev, dl, q, v, a, fext, 
     lik = lis if M_LI else li
     lfk = lfs if M_LF else lf
     colk = colss if M_COLS else cols[b]
-    par_placements(tid, nt, lik, lfk, q[b], RJ, R, p)
+    par_placements(tid, nt, lik, lfk, q[b], R, p)
     par_world_placements(tid, nt, lik, levl, levs, nlev, R, p, oR, op)
     par_world_kinematics(tid, nt, lik, lfk, levl, levs, nlev, dl, v[b], 1, oR, op, J, oY, ov, vJ)
     if tid == 0:
@@ -664,7 +659,6 @@ def k_aba_derivatives(li, lf, gv, bl, bf, levl, levs, nlev, dl, q, v, tau, fext,
     b = cuda.blockIdx.x
     tid = cuda.threadIdx.x
     nt = cuda.blockDim.x
-    RJ = cuda.shared.array((NL, 3, 3), DT)
     R = cuda.shared.array((NL, 3, 3), DT)
     p = cuda.shared.array((NL, 3), DT)
     oR = cuda.shared.array((NL, 3, 3), DT)
@@ -705,7 +699,7 @@ def k_aba_derivatives(li, lf, gv, bl, bf, levl, levs, nlev, dl, q, v, tau, fext,
     Pk = Ps if M_P else P[b]
     colk = colss if M_COLS else cols[b]
     dtk = dtaus if M_DTAU else dtau[b]
-    par_placements(tid, nt, lik, lfk, q[b], RJ, R, p)
+    par_placements(tid, nt, lik, lfk, q[b], R, p)
     par_world_placements(tid, nt, lik, levl, levs, nlev, R, p, oR, op)
     par_world_kinematics(tid, nt, lik, lfk, levl, levs, nlev, dl, v[b], 1, oR, op, J, oY, ov, vJ)
     Mi = out[b, 2]
@@ -736,7 +730,6 @@ def k_rnea_second_derivatives(li, lf, gv, bl, bf, levl, levs, nlev, dl, q, v, a,
     b = cuda.blockIdx.x
     tid = cuda.threadIdx.x
     nt = cuda.blockDim.x
-    RJ = cuda.shared.array((NL, 3, 3), DT)
     R = cuda.shared.array((NL, 3, 3), DT)
     p = cuda.shared.array((NL, 3), DT)
     oR = cuda.shared.array((NL, 3, 3), DT)
@@ -753,7 +746,7 @@ def k_rnea_second_derivatives(li, lf, gv, bl, bf, levl, levs, nlev, dl, q, v, a,
     of = cuda.shared.array((NL, 6), DT)
     fl = cuda.shared.array((NL, 6), DT)
     t = cuda.shared.array((4, 6), DT)
-    par_placements(tid, nt, li, lf, q[b], RJ, R, p)
+    par_placements(tid, nt, li, lf, q[b], R, p)
     par_world_placements(tid, nt, li, levl, levs, nlev, R, p, oR, op)
     par_world_kinematics(tid, nt, li, lf, levl, levs, nlev, dl, v[b], 1, oR, op, J, oY, ov, vJ)
     nv = J.shape[0]
@@ -781,12 +774,11 @@ def k_placements(li, lf, levl, levs, nlev, q, flink, ff, oRf, opf):
     b = cuda.blockIdx.x
     tid = cuda.threadIdx.x
     nt = cuda.blockDim.x
-    RJ = cuda.shared.array((NL, 3, 3), DT)
     R = cuda.shared.array((NL, 3, 3), DT)
     p = cuda.shared.array((NL, 3), DT)
     oR = cuda.shared.array((NL, 3, 3), DT)
     op = cuda.shared.array((NL, 3), DT)
-    par_placements(tid, nt, li, lf, q[b], RJ, R, p)
+    par_placements(tid, nt, li, lf, q[b], R, p)
     par_world_placements(tid, nt, li, levl, levs, nlev, R, p, oR, op)
     for f in range(tid, flink.shape[0], nt):
         frame_world(oR, op, flink[f], ff, f, oRf[b, f], opf[b, f])
@@ -799,7 +791,6 @@ def k_frame_jacobian(li, lf, levl, levs, nlev, q, v, flink, ff, ref, with_dJ, Jw
     b = cuda.blockIdx.x
     tid = cuda.threadIdx.x
     nt = cuda.blockDim.x
-    RJ = cuda.shared.array((NL, 3, 3), DT)
     R = cuda.shared.array((NL, 3, 3), DT)
     p = cuda.shared.array((NL, 3), DT)
     oR = cuda.shared.array((NL, 3, 3), DT)
@@ -807,7 +798,7 @@ def k_frame_jacobian(li, lf, levl, levs, nlev, q, v, flink, ff, ref, with_dJ, Jw
     oRf = cuda.shared.array((3, 3), DT)
     opf = cuda.shared.array(3, DT)
     tmp = cuda.shared.array((4, 6), DT)
-    par_placements(tid, nt, li, lf, q[b], RJ, R, p)
+    par_placements(tid, nt, li, lf, q[b], R, p)
     par_world_placements(tid, nt, li, levl, levs, nlev, R, p, oR, op)
     if tid == 0:
         frame_jacobian_knot(li, lf, oR, op, flink[0], ff, v[b], ref, with_dJ, Jw[b], dJw[b], chain[b], oRf, opf,
@@ -820,12 +811,11 @@ def k_com(li, lf, gv, levl, levs, nlev, dl, q, with_J, com, Jc, mx):
     b = cuda.blockIdx.x
     tid = cuda.threadIdx.x
     nt = cuda.blockDim.x
-    RJ = cuda.shared.array((NL, 3, 3), DT)
     R = cuda.shared.array((NL, 3, 3), DT)
     p = cuda.shared.array((NL, 3), DT)
     oR = cuda.shared.array((NL, 3, 3), DT)
     op = cuda.shared.array((NL, 3), DT)
-    par_placements(tid, nt, li, lf, q[b], RJ, R, p)
+    par_placements(tid, nt, li, lf, q[b], R, p)
     par_world_placements(tid, nt, li, levl, levs, nlev, R, p, oR, op)
     L = li.shape[0]
     M = gv[3]

@@ -96,43 +96,85 @@ def bias_forces(li, oY, ov, vJ, has_fext, fl, oR, op, cb, pA, tmp):
 
 
 @jit
+def _bias_joint(li, i, J, tau, IA, U, UD, cb, pA, u):
+    """:func:`aba_bias_pass`'s step at link ``i`` for a joint of any number of dofs."""
+    d0 = li[i, LI_DOFADR]
+    nd = li[i, LI_NV]
+    for k in range(nd):
+        s = 0.0
+        for r in range(6):
+            s += J[d0 + k, r] * pA[i, r]
+        u[d0 + k] = tau[d0 + k] - s
+    lam = li[i, LI_PARENT]
+    if lam >= 0:
+        w = np.empty(6)
+        for k in range(nd):
+            s = u[d0 + k]
+            for r in range(6):
+                s -= U[i, k, r] * cb[i, r]
+            w[k] = s
+        for r in range(6):
+            s = pA[i, r]
+            for c in range(6):
+                s += IA[i, r, c] * cb[i, c]
+            for k in range(nd):
+                s += UD[i, k, r] * w[k]
+            pA[lam, r] += s
+
+
+@jit
 def aba_bias_pass(li, J, tau, IA, U, UD, cb, pA, u):
     """Backward bias pass: ``u_i = tau_i - J_i^T p^A_i``;
     ``p^A_λ += p^A_i + I^A_i c_i + U_i D_i^-1 (u_i - U_i^T c_i)``."""
-    w = np.empty(6)
     for i in range(li.shape[0] - 1, -1, -1):
-        d0 = li[i, LI_DOFADR]
-        nd = li[i, LI_NV]
-        for k in range(nd):
-            s = 0.0
-            for r in range(6):
-                s += J[d0 + k, r] * pA[i, r]
-            u[d0 + k] = tau[d0 + k] - s
         lam = li[i, LI_PARENT]
-        if lam >= 0:
-            for k in range(nd):
-                s = u[d0 + k]
-                for r in range(6):
-                    s -= U[i, k, r] * cb[i, r]
-                w[k] = s
-            for r in range(6):
-                s = pA[i, r]
-                for c in range(6):
-                    s += IA[i, r, c] * cb[i, c]
-                for k in range(nd):
-                    s += UD[i, k, r] * w[k]
-                pA[lam, r] += s
+        if li[i, LI_NV] != 1 or lam < 0:
+            _bias_joint(li, i, J, tau, IA, U, UD, cb, pA, u)
+            continue
+        # hinge/slide with a parent: scalar u_i, operands in registers
+        d0 = li[i, LI_DOFADR]
+        ui = tau[d0] - (J[d0, 0] * pA[i, 0] + J[d0, 1] * pA[i, 1] + J[d0, 2] * pA[i, 2] + J[d0, 3] * pA[i, 3]
+                        + J[d0, 4] * pA[i, 4] + J[d0, 5] * pA[i, 5])
+        u[d0] = ui
+        c0, c1, c2, c3, c4, c5 = cb[i, 0], cb[i, 1], cb[i, 2], cb[i, 3], cb[i, 4], cb[i, 5]
+        w = ui - (U[i, 0, 0] * c0 + U[i, 0, 1] * c1 + U[i, 0, 2] * c2 + U[i, 0, 3] * c3 + U[i, 0, 4] * c4
+                  + U[i, 0, 5] * c5)
+        for r in range(6):
+            pA[lam, r] += (pA[i, r] + IA[i, r, 0] * c0 + IA[i, r, 1] * c1 + IA[i, r, 2] * c2 + IA[i, r, 3] * c3
+                           + IA[i, r, 4] * c4 + IA[i, r, 5] * c5 + UD[i, 0, r] * w)
+
+
+@jit
+def _acceleration_joint(li, i, Dinv, U, J, u, qdd, oa):
+    """:func:`aba_acceleration_pass`'s joint step at link ``i`` (``oa[i]`` holds ``a'_i``) for a joint
+    of any number of dofs."""
+    d0 = li[i, LI_DOFADR]
+    nd = li[i, LI_NV]
+    w = np.empty(6)
+    for k in range(nd):
+        s = u[d0 + k]
+        for r in range(6):
+            s -= U[i, k, r] * oa[i, r]
+        w[k] = s
+    for k in range(nd):
+        s = 0.0
+        for j in range(nd):
+            s += Dinv[i, k, j] * w[j]
+        qdd[d0 + k] = s
+    for r in range(6):
+        s = 0.0
+        for k in range(nd):
+            s += J[d0 + k, r] * qdd[d0 + k]
+        oa[i, r] += s
 
 
 @jit
 def aba_acceleration_pass(li, gv, J, U, Dinv, cb, u, qdd, oa):
     """Forward pass: ``a'_i = a_λ + c_i`` (``a_λ = -g`` at the root), ``qdd_i = D_i^-1 (u_i - U_i^T a'_i)``,
     ``a_i = a'_i + J_i qdd_i`` (world accelerations ``oa`` (L, 6), gravity included)."""
-    w = np.empty(6)
     for i in range(li.shape[0]):
         lam = li[i, LI_PARENT]
         d0 = li[i, LI_DOFADR]
-        nd = li[i, LI_NV]
         if lam < 0:
             for r in range(3):
                 oa[i, r] = cb[i, r] - gv[r]
@@ -140,21 +182,15 @@ def aba_acceleration_pass(li, gv, J, U, Dinv, cb, u, qdd, oa):
         else:
             for r in range(6):
                 oa[i, r] = oa[lam, r] + cb[i, r]
-        for k in range(nd):
-            s = u[d0 + k]
-            for r in range(6):
-                s -= U[i, k, r] * oa[i, r]
-            w[k] = s
-        for k in range(nd):
-            s = 0.0
-            for j in range(nd):
-                s += Dinv[i, k, j] * w[j]
-            qdd[d0 + k] = s
+        if li[i, LI_NV] != 1:
+            _acceleration_joint(li, i, Dinv, U, J, u, qdd, oa)
+            continue
+        # hinge/slide: scalar D
+        x = Dinv[i, 0, 0] * (u[d0] - (U[i, 0, 0] * oa[i, 0] + U[i, 0, 1] * oa[i, 1] + U[i, 0, 2] * oa[i, 2]
+                                      + U[i, 0, 3] * oa[i, 3] + U[i, 0, 4] * oa[i, 4] + U[i, 0, 5] * oa[i, 5]))
+        qdd[d0] = x
         for r in range(6):
-            s = 0.0
-            for k in range(nd):
-                s += J[d0 + k, r] * qdd[d0 + k]
-            oa[i, r] += s
+            oa[i, r] += J[d0, r] * x
 
 
 #: scratch of :func:`aba_range` and :func:`aba_state`: one state's work arrays
@@ -167,10 +203,10 @@ def aba_passes(li, lf, gv, q, v, tau, has_fext, qdd, placements, motion, articul
     """``qdd`` (nv,) of one state q (nq,), v, tau (nv,): the passes of ABA, in the work arrays of an
     :data:`ABA_SCRATCH` buffer (:func:`.state_scratch.placement_views`, ``motion_views``,
     ``articulated_views``), with the per-link external forces already in ``fl`` when ``has_fext``."""
-    R, p, oR, op, RJ, fl, tmp = placements
+    R, p, oR, op, fl, tmp = placements
     J, ov, vJ, oY = motion
     IA, U, UD, Dinv, tmp66, chol, cb, pA, oa, u = articulated
-    world_kinematics(li, lf, q, v, RJ, R, p, oR, op, J, ov, vJ, tmp[0])
+    world_kinematics(li, lf, q, v, R, p, oR, op, J, ov, vJ, tmp[0])
     world_inertias(li, lf, oR, op, oY)
     bias_forces(li, oY, ov, vJ, has_fext, fl, oR, op, cb, pA, tmp)
     articulated_inertias(li, lf, oY, J, IA, U, UD, Dinv, tmp66, chol)
@@ -187,7 +223,7 @@ def aba_range(li, lf, gv, bl, bf, q, v, tau, fext, qdd, start, stop):
     buf = buffer(_ABA.total, L, nv)
     placements = placement_views(buf, L, nv)
     motion, articulated = motion_views(buf, L, nv), articulated_views(buf, L, nv)
-    fl = placements[5]
+    fl = placements[4]
     has_fext = fext.shape[0] > 0
     for b in range(start, stop):
         if has_fext:

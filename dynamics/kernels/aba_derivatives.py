@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from .aba import aba_acceleration_pass, aba_bias_pass, articulated_inertias, bias_forces
-from .jit import jit
+from .jit import jit, jit_inline
 from .minv import minv_backward, minv_forward
 from .rnea import link_external_forces
 from .rnea_derivatives import rnea_derivatives_pass
@@ -56,6 +56,45 @@ def aba_derivative_views(buf, L, nv):
             view2(buf, _ABAD.dtq, L, nv), view2(buf, _ABAD.dtv, L, nv))
 
 
+@jit_inline
+def aba_derivatives_passes(li, lf, gv, q, v, tau, has_fext, Mi_given, out_q, out_v, Mi, qdd, views):
+    """One state's ``∂a/∂q`` (``out_q``), ``∂a/∂v`` (``out_v``) and ``∂a/∂τ = M^-1`` (``Mi``), all
+    (nv, nv), and ``qdd`` (nv,), for q (nq,), v, tau (nv,), in the work arrays ``views`` of an
+    :data:`ABA_DERIVATIVES_SCRATCH` buffer, with the per-link external forces already in ``fl``
+    when ``has_fext`` and ``Mi`` already holding ``M^-1`` when ``Mi_given``."""
+    placements, motion, articulated, own = views
+    R, p, oR, op, fl, tmp = placements
+    J, ov, vJ, oY = motion
+    IA, U, UD, Dinv, tmp66, chol, cb, pA, oa, u = articulated
+    F, P, ws, dY, cols, dtq, dtv = own
+    nv = qdd.shape[0]
+    world_kinematics(li, lf, q, v, R, p, oR, op, J, ov, vJ, tmp[0])
+    world_inertias(li, lf, oR, op, oY)
+    bias_forces(li, oY, ov, vJ, has_fext, fl, oR, op, cb, pA, tmp)
+    articulated_inertias(li, lf, oY, J, IA, U, UD, Dinv, tmp66, chol)
+    aba_bias_pass(li, J, tau, IA, U, UD, cb, pA, u)
+    aba_acceleration_pass(li, gv, J, U, Dinv, cb, u, qdd, oa)
+    if not Mi_given:
+        for r in range(nv):
+            for c in range(nv):
+                Mi[r, c] = 0.0
+        minv_backward(li, J, UD, Dinv, F, Mi)
+        minv_forward(li, J, U, Dinv, P, Mi)
+    # ∇RNEA at (q, v, qdd); oY becomes the composite inertias
+    rnea_derivatives_pass(li, gv, J, ov, oa, oY, has_fext, fl, oR, op, ws, dY, cols, dtq, dtv)
+    neg_product(Mi, dtq, out_q)
+    neg_product(Mi, dtv, out_v)
+
+
+@jit
+def _views(buf, L, nv):
+    """The work arrays of :func:`aba_derivatives_passes` in a buffer laid out from
+    :data:`ABA_DERIVATIVES_SCRATCH`."""
+    qdd, F, P, ws, dY, cols, dtq, dtv = aba_derivative_views(buf, L, nv)
+    return (placement_views(buf, L, nv), motion_views(buf, L, nv), articulated_views(buf, L, nv),
+            (F, P, ws, dY, cols, dtq, dtv))
+
+
 @jit
 def aba_derivatives_range(li, lf, gv, bl, bf, q, v, tau, fext, minv_in, out, acc, start, stop):
     """``out[0] = ∂a/∂q``, ``out[1] = ∂a/∂v``, ``out[2] = ∂a/∂τ`` (3, B, nv, nv) for q (B, nq),
@@ -65,37 +104,53 @@ def aba_derivatives_range(li, lf, gv, bl, bf, q, v, tau, fext, minv_in, out, acc
     L = li.shape[0]
     nv = v.shape[1]
     buf = buffer(_ABAD.total, L, nv)
-    R, p, oR, op, RJ, fl, tmp = placement_views(buf, L, nv)
-    J, ov, vJ, oY = motion_views(buf, L, nv)
-    IA, U, UD, Dinv, tmp66, chol, cb, pA, oa, u = articulated_views(buf, L, nv)
-    qdd, F, P, ws, dY, cols, dtq, dtv = aba_derivative_views(buf, L, nv)
+    views = _views(buf, L, nv)
+    fl = views[0][4]
+    qdd = aba_derivative_views(buf, L, nv)[0]
     has_fext = fext.shape[0] > 0
     has_minv = minv_in.shape[0] > 0
     has_acc = acc.shape[0] > 0
     for b in range(start, stop):
         if has_fext:
             link_external_forces(bl, bf, fext[b], fl)
-        world_kinematics(li, lf, q[b], v[b], RJ, R, p, oR, op, J, ov, vJ, tmp[0])
-        world_inertias(li, lf, oR, op, oY)
-        bias_forces(li, oY, ov, vJ, has_fext, fl, oR, op, cb, pA, tmp)
-        articulated_inertias(li, lf, oY, J, IA, U, UD, Dinv, tmp66, chol)
-        aba_bias_pass(li, J, tau[b], IA, U, UD, cb, pA, u)
-        aba_acceleration_pass(li, gv, J, U, Dinv, cb, u, qdd, oa)
-        if has_acc:
-            for r in range(nv):
-                acc[b, r] = qdd[r]
         Mi = out[2, b]
         if has_minv:
             for r in range(nv):
                 for c in range(nv):
                     Mi[r, c] = minv_in[b, r, c]
-        else:
+        aba_derivatives_passes(li, lf, gv, q[b], v[b], tau[b], has_fext, has_minv, out[0, b], out[1, b], Mi, qdd,
+                               views)
+        if has_acc:
             for r in range(nv):
-                for c in range(nv):
-                    Mi[r, c] = 0.0
-            minv_backward(li, J, UD, Dinv, F, Mi)
-            minv_forward(li, J, U, Dinv, P, Mi)
-        # ∇RNEA at (q, v, qdd); oY becomes the composite inertias
-        rnea_derivatives_pass(li, gv, J, ov, oa, oY, has_fext, fl, oR, op, ws, dY, cols, dtq, dtv)
-        neg_product(Mi, dtq, out[0, b])
-        neg_product(Mi, dtv, out[1, b])
+                acc[b, r] = qdd[r]
+
+
+@jit
+def aba_derivatives_state(li, lf, gv, q, v, tau, out, acc):
+    """The single-state entry point: ``out`` (3 nv nv,) receives ``∂a/∂q``, ``∂a/∂v`` and ``M^-1``
+    (row-major, in that order) for q (nq,), v, tau (nv,), or a batch of one ((1, nq), (1, nv));
+    ``acc`` (nv,) the acceleration, or (0,) to drop it. Returns whether every output entry is finite.
+    :func:`aba_derivatives_range`'s passes without its batch, external-force and ``M^-1`` arguments
+    (each argument costs the caller an unboxing) and with the finiteness check the caller would
+    otherwise make in Python."""
+    if q.ndim == 2:      # a batch of one (numba resolves ndim when it compiles: one branch is kept)
+        q1, v1, tau1 = q[0], v[0], tau[0]
+    else:
+        q1, v1, tau1 = q, v, tau
+    L = li.shape[0]
+    nv = tau1.shape[0]
+    buf = buffer(_ABAD.total, L, nv)
+    qdd = aba_derivative_views(buf, L, nv)[0]
+    n2 = nv * nv
+    d = out[:3 * n2]
+    aba_derivatives_passes(li, lf, gv, q1, v1, tau1, False, False, d[:n2].reshape((nv, nv)),
+                           d[n2:2 * n2].reshape((nv, nv)), d[2 * n2:].reshape((nv, nv)), qdd, _views(buf, L, nv))
+    s = 0.0
+    for k in range(3 * n2):
+        s += 0.0 * d[k]
+    for k in range(nv):
+        s += 0.0 * qdd[k]
+    if acc.shape[0] > 0:
+        for k in range(nv):
+            acc[k] = qdd[k]
+    return s == 0.0

@@ -63,7 +63,7 @@ def aba_second_derivatives_range(li, lf, gv, bl, bf, q, v, tau, fext, bracket, o
     L = li.shape[0]
     nv = v.shape[1]
     buf = buffer(_ABASD.total, L, nv)
-    R, p, oR, op, RJ, fl, tmp = placement_views(buf, L, nv)
+    R, p, oR, op, fl, tmp = placement_views(buf, L, nv)
     J, ov, vJ, oY = motion_views(buf, L, nv)
     IA, U, UD, Dinv, tmp66, chol, cb, pA, oa, u = articulated_views(buf, L, nv)
     qdd, F, P, ws, dY, cols, dtq, dtv = aba_derivative_views(buf, L, nv)
@@ -100,7 +100,7 @@ def aba_second_derivatives_range(li, lf, gv, bl, bf, q, v, tau, fext, bracket, o
         if has_fext:
             link_external_forces(bl, bf, fext[b], fl)
         # forward dynamics and M^-1 (as in aba_derivatives)
-        world_kinematics(li, lf, q[b], v[b], RJ, R, p, oR, op, J, ov, vJ, tmp[0])
+        world_kinematics(li, lf, q[b], v[b], R, p, oR, op, J, ov, vJ, tmp[0])
         world_inertias(li, lf, oR, op, oY)
         bias_forces(li, oY, ov, vJ, has_fext, fl, oR, op, cb, pA, tmp)
         articulated_inertias(li, lf, oY, J, IA, U, UD, Dinv, tmp66, chol)

@@ -58,12 +58,12 @@ def crba_range(li, lf, q, M, start, stop):
     L = li.shape[0]
     nv = M.shape[1]
     buf = buffer(_CRBA.total, L, nv)
-    R, p, oR, op, RJ, _, tmp = placement_views(buf, L, nv)
+    R, p, oR, op, _, tmp = placement_views(buf, L, nv)
     J, _, _, oY = motion_views(buf, L, nv)
     F = view2(buf, _CRBA.F, L, nv)
     t = tmp[0]
     no_v = buf[:0]
     for b in range(start, stop):
-        world_kinematics(li, lf, q[b], no_v, RJ, R, p, oR, op, J, oY, oY, t)  # (no velocities)
+        world_kinematics(li, lf, q[b], no_v, R, p, oR, op, J, oY, oY, t)  # (no velocities)
         world_inertias(li, lf, oR, op, oY)
         crba_pass(li, lf, oY, J, F, M[b])

@@ -50,9 +50,9 @@ def placements_range(li, lf, q, flink, ff, oRf, opf, start, stop):
     L = li.shape[0]
     nv = 0                   # (the layout has no per-dof field)
     buf = buffer(_PLACEMENTS.total, L, nv)
-    R, p, oR, op, RJ, _, _ = placement_views(buf, L, nv)
+    R, p, oR, op, _, _ = placement_views(buf, L, nv)
     for b in range(start, stop):
-        all_placements(li, lf, q[b], RJ, R, p)
+        all_placements(li, lf, q[b], R, p)
         world_placements(li, R, p, oR, op)
         for f in range(flink.shape[0]):
             frame_world(oR, op, flink[f], ff, f, oRf[b, f], opf[b, f])
@@ -197,10 +197,10 @@ def frames_knot(li, lf, q, flink, ff, with_J, ws, wsi, oRf, opf, J):
     :func:`frame_jacobian_range` for compiled callers (the solvers' compiled cost terms)."""
     L = li.shape[0]
     nv = J.shape[2]
-    R, p, oR, op, RJ, _, tmp = placement_views(ws, L, nv)
+    R, p, oR, op, _, tmp = placement_views(ws, L, nv)
     Jw = view2(ws, _FRAMES.Jw, L, nv)
     dJw = view2(ws, _FRAMES.dJw, L, nv)
-    all_placements(li, lf, q, RJ, R, p)
+    all_placements(li, lf, q, R, p)
     world_placements(li, R, p, oR, op)
     for f in range(flink.shape[0]):
         frame_world(oR, op, flink[f], ff, f, oRf[f], opf[f])
@@ -271,7 +271,7 @@ def com_knot(li, lf, ws, with_J, com, J):
     form of :func:`com_range` for compiled callers."""
     L = li.shape[0]
     nv = J.shape[1]
-    _, _, oR, op, _, _, tmp = placement_views(ws, L, nv)
+    _, _, oR, op, _, tmp = placement_views(ws, L, nv)
     M = 0.0
     for i in range(L):
         M += lf[i, LF_MASS]
@@ -297,7 +297,7 @@ def frame_jacobian_range(li, lf, q, v, flink, ff, ref, J, dJ, start, stop):
     L = li.shape[0]
     nv = J.shape[2]
     buf = buffer(_FRAME_JACOBIAN.total, L, nv)
-    R, p, oR, op, RJ, _, tmp = placement_views(buf, L, nv)
+    R, p, oR, op, _, tmp = placement_views(buf, L, nv)
     Jw = view2(buf, _FRAME_JACOBIAN.Jw, L, nv)
     dJw = view2(buf, _FRAME_JACOBIAN.dJw, L, nv)
     oRf = view2(buf, _FRAME_JACOBIAN.oRf, L, nv)
@@ -306,7 +306,7 @@ def frame_jacobian_range(li, lf, q, v, flink, ff, ref, J, dJ, start, stop):
     with_dJ = dJ.shape[0] > 0
     link = flink[0]
     for b in range(start, stop):
-        all_placements(li, lf, q[b], RJ, R, p)
+        all_placements(li, lf, q[b], R, p)
         world_placements(li, R, p, oR, op)
         # without dJ, J[b] stands in for dJ and v[0] for v (neither is touched)
         frame_jacobian_knot(li, lf, oR, op, link, ff, v[b if with_dJ else 0], ref, with_dJ, Jw, dJw, chain, oRf,
@@ -368,7 +368,7 @@ def com_range(li, lf, gv, q, com, J, start, stop):
     L = li.shape[0]
     nv = J.shape[2]
     buf = buffer(_COM.total, L, nv)
-    R, p, oR, op, RJ, _, tmp = placement_views(buf, L, nv)
+    R, p, oR, op, _, tmp = placement_views(buf, L, nv)
     x = view2(buf, _COM.x, L, nv)
     msub = view1(buf, _COM.msub, L, nv)
     mx = view2(buf, _COM.mx, L, nv)
@@ -376,7 +376,7 @@ def com_range(li, lf, gv, q, com, J, start, stop):
     with_J = J.shape[0] > 0
     none = np.empty((3, nv))          # the Jacobian rows of a call without J (not written)
     for b in range(start, stop):
-        all_placements(li, lf, q[b], RJ, R, p)
+        all_placements(li, lf, q[b], R, p)
         world_placements(li, R, p, oR, op)
         Jb = J[b] if with_J else none
         _com_state(li, lf, gv[3], oR, op, x, msub, mx, jc, tmp[0], with_J, com[b], Jb)

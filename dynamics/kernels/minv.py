@@ -148,7 +148,7 @@ def minv_range(li, lf, q, Mi, start, stop):
     L = li.shape[0]
     nv = Mi.shape[1]
     buf = buffer(_MINV.total, L, nv)
-    R, p, oR, op, RJ, _, tmp = placement_views(buf, L, nv)
+    R, p, oR, op, _, tmp = placement_views(buf, L, nv)
     J, _, _, oY = motion_views(buf, L, nv)
     IA, U, UD, Dinv, tmp66, chol, _, _, _, _ = articulated_views(buf, L, nv)
     F = view3(buf, _MINV.F, L, nv)
@@ -156,7 +156,7 @@ def minv_range(li, lf, q, Mi, start, stop):
     t = tmp[0]
     no_v = buf[:0]
     for b in range(start, stop):
-        world_kinematics(li, lf, q[b], no_v, RJ, R, p, oR, op, J, oY, oY, t)  # (no velocities)
+        world_kinematics(li, lf, q[b], no_v, R, p, oR, op, J, oY, oY, t)  # (no velocities)
         world_inertias(li, lf, oR, op, oY)
         articulated_inertias(li, lf, oY, J, IA, U, UD, Dinv, tmp66, chol)
         Mb = Mi[b]

@@ -133,7 +133,7 @@ def rnea_range(li, lf, gv, bl, bf, q, v, a, fext, tau, start, stop):
     L = li.shape[0]
     nv = tau.shape[1]
     buf = buffer(_RNEA.total, L, nv)
-    R, p, _, _, RJ, fl, tmp = placement_views(buf, L, nv)
+    R, p, _, _, fl, tmp = placement_views(buf, L, nv)
     vel = view2(buf, _RNEA.vel, L, nv)
     acc = view2(buf, _RNEA.acc, L, nv)
     f = view2(buf, _RNEA.f, L, nv)
@@ -141,6 +141,6 @@ def rnea_range(li, lf, gv, bl, bf, q, v, a, fext, tau, start, stop):
     for b in range(start, stop):
         if has_fext:
             link_external_forces(bl, bf, fext[b], fl)
-        all_placements(li, lf, q[b], RJ, R, p)
+        all_placements(li, lf, q[b], R, p)
         rnea_forward(li, lf, gv, v[b], a[b], has_fext, fl, R, p, vel, acc, f, tmp)
         rnea_backward(li, lf, a[b], R, p, f, tmp, tau[b])

@@ -25,7 +25,7 @@ first and second moment of ``oY``, ``ha`` angular momentum). ``doY`` is linear i
 
 from __future__ import annotations
 
-from .jit import jit
+from .jit import jit, jit_inline
 from .packing import LI_DOFADR, LI_NV, LI_PARENT, LI_SUBEND
 from .rnea import link_external_forces
 from .scratch import DOFS, LINKS, buffer, view2, view3
@@ -44,7 +44,7 @@ def doY_mul(dY, i, y, out):
         out[3 + r] = dY[i, 3 + 3 * r] * y[3] + dY[i, 4 + 3 * r] * y[4] + dY[i, 5 + 3 * r] * y[5]
 
 
-@jit
+@jit_inline
 def inertia_rate(oY, i, ov, oh, dY):
     """``dY[i] = (hl, K)`` of the inertia-rate operator of ``oY[i]`` at velocity ``ov`` (6,), with
     momentum ``oh`` (6,)."""
@@ -207,24 +207,61 @@ _RNEAD = RNEA_DERIVATIVES_SCRATCH.spec
 
 
 @jit
+def _views(buf, L, nv):
+    """The work arrays of :func:`rnea_derivatives_range` in a buffer laid out from
+    :data:`RNEA_DERIVATIVES_SCRATCH`."""
+    return (placement_views(buf, L, nv), motion_views(buf, L, nv), view2(buf, _RNEAD.oa, L, nv),
+            view3(buf, _RNEAD.ws, L, nv), view2(buf, _RNEAD.dY, L, nv), view3(buf, _RNEAD.cols, L, nv))
+
+
+@jit_inline
+def rnea_derivatives_state_passes(li, lf, gv, q, v, a, has_fext, out_q, out_v, views):
+    """One state's ``∂τ/∂q`` (``out_q``) and ``∂τ/∂v`` (``out_v``), (nv, nv), for q (nq,), v, a (nv,),
+    in the work arrays ``views`` (:func:`_views`), with the per-link external forces already in
+    ``fl`` when ``has_fext``."""
+    placements, motion, oa, ws, dY, cols = views
+    R, p, oR, op, fl, tmp = placements
+    J, ov, vJ, oY = motion
+    t = tmp[0]
+    world_kinematics(li, lf, q, v, R, p, oR, op, J, ov, vJ, t)
+    world_accelerations(li, gv, J, a, ov, vJ, oa, t)
+    world_inertias(li, lf, oR, op, oY)
+    rnea_derivatives_pass(li, gv, J, ov, oa, oY, has_fext, fl, oR, op, ws, dY, cols, out_q, out_v)
+
+
+@jit
 def rnea_derivatives_range(li, lf, gv, bl, bf, q, v, a, fext, out, start, stop):
     """``out[0] = ∂τ/∂q``, ``out[1] = ∂τ/∂v`` (2, B, nv, nv) for q (B, nq), v, a (B, nv); fext
     (B, nbody, 6) or (0, nbody, 6) for none. States ``start`` to ``stop - 1``, on the calling thread."""
     L = li.shape[0]
     nv = v.shape[1]
     buf = buffer(_RNEAD.total, L, nv)
-    R, p, oR, op, RJ, fl, tmp = placement_views(buf, L, nv)
-    J, ov, vJ, oY = motion_views(buf, L, nv)
-    oa = view2(buf, _RNEAD.oa, L, nv)
-    ws = view3(buf, _RNEAD.ws, L, nv)
-    dY = view2(buf, _RNEAD.dY, L, nv)
-    cols = view3(buf, _RNEAD.cols, L, nv)
-    t = tmp[0]
+    views = _views(buf, L, nv)
+    fl = views[0][4]
     has_fext = fext.shape[0] > 0
     for b in range(start, stop):
         if has_fext:
             link_external_forces(bl, bf, fext[b], fl)
-        world_kinematics(li, lf, q[b], v[b], RJ, R, p, oR, op, J, ov, vJ, t)
-        world_accelerations(li, gv, J, a[b], ov, vJ, oa, t)
-        world_inertias(li, lf, oR, op, oY)
-        rnea_derivatives_pass(li, gv, J, ov, oa, oY, has_fext, fl, oR, op, ws, dY, cols, out[0, b], out[1, b])
+        rnea_derivatives_state_passes(li, lf, gv, q[b], v[b], a[b], has_fext, out[0, b], out[1, b], views)
+
+
+@jit
+def rnea_derivatives_state(li, lf, gv, q, v, a, out):
+    """The single-state entry point: ``out`` (2 nv nv,) receives ``∂τ/∂q`` then ``∂τ/∂v`` (row-major)
+    for q (nq,), v, a (nv,), or a batch of one ((1, nq), (1, nv)). Returns whether every output
+    entry is finite. :func:`rnea_derivatives_range`'s passes without its batch and external-force
+    arguments and with the finiteness check the caller would otherwise make in Python."""
+    if q.ndim == 2:      # a batch of one (numba resolves ndim when it compiles: one branch is kept)
+        q1, v1, a1 = q[0], v[0], a[0]
+    else:
+        q1, v1, a1 = q, v, a
+    L = li.shape[0]
+    nv = a1.shape[0]
+    buf = buffer(_RNEAD.total, L, nv)
+    n2 = nv * nv
+    rnea_derivatives_state_passes(li, lf, gv, q1, v1, a1, False, out[:n2].reshape((nv, nv)),
+                                  out[n2:2 * n2].reshape((nv, nv)), _views(buf, L, nv))
+    s = 0.0
+    for k in range(2 * n2):
+        s += 0.0 * out[k]
+    return s == 0.0

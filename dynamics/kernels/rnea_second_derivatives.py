@@ -382,7 +382,7 @@ def rnea_second_derivatives_range(li, lf, gv, bl, bf, q, v, a, fext, out, start,
     L = li.shape[0]
     nv = v.shape[1]
     buf = buffer(_RNEASD.total, L, nv)
-    R, p, oR, op, RJ, fl, t = placement_views(buf, L, nv)
+    R, p, oR, op, fl, t = placement_views(buf, L, nv)
     J, ov, vJ, oY = motion_views(buf, L, nv)
     psid = view2(buf, _RNEASD.psid, L, nv)
     psidd = view2(buf, _RNEASD.psidd, L, nv)
@@ -397,7 +397,7 @@ def rnea_second_derivatives_range(li, lf, gv, bl, bf, q, v, a, fext, out, start,
     for b in range(start, stop):
         if has_fext:
             link_external_forces(bl, bf, fext[b], fl)
-        world_kinematics(li, lf, q[b], v[b], RJ, R, p, oR, op, J, ov, vJ, t[0])
+        world_kinematics(li, lf, q[b], v[b], R, p, oR, op, J, ov, vJ, t[0])
         world_accelerations(li, gv, J, a[b], ov, vJ, oa, t[0])
         world_inertias(li, lf, oR, op, oY)
         second_order_forward(li, gv, J, ov, oa, oY, has_fext, fl, oR, op, psid, psidd, psv, dY, of, t)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .jit import jit
+from .jit import jit, jit_inline
 
 
 @jit
@@ -159,7 +159,7 @@ def inertia_mul(Y, r, y, out):
     out[5] = a2
 
 
-@jit
+@jit_inline
 def inertia_to_parent_add(Y, r, R, p, Yout, ro):
     """``Yout[ro] += X^T I X``: the compact inertia ``Y[r]`` given in a child frame, expressed in the
     parent frame (placement ``(R, p)`` of the child): ``m' = m``, ``h' = m p + R h``,

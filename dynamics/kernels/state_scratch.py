@@ -5,7 +5,7 @@ for every kernel.
 Three nested layouts, each the previous one then more fields (:meth:`~.scratch.Layout.then`):
 
 - :data:`PLACEMENTS`: link placements in the parent (``R`` (L, 3, 3), ``p`` (L, 3)) and in the
-  world (``oR``, ``op``), a joint rotation ``RJ`` (3, 3), external forces per link ``fl`` (L, 6)
+  world (``oR``, ``op``), external forces per link ``fl`` (L, 6)
   and four spatial vectors of scratch ``tmp`` (4, 6);
 - :data:`MOTION`: then the world-frame joint motion subspaces ``J`` (nv, 6), link velocities
   ``ov`` (L, 6) and joint velocities ``vJ`` (L, 6), and world inertias ``oY`` (L, 13);
@@ -28,7 +28,6 @@ PLACEMENTS = Layout(
     ("p", (LINKS, 3)),
     ("oR", (LINKS, 3, 3)),
     ("op", (LINKS, 3)),
-    ("RJ", (3, 3)),
     ("fl", (LINKS, 6)),
     ("tmp", (4, 6)),
 )
@@ -55,9 +54,9 @@ _A = ARTICULATED.spec       # the offsets of PLACEMENTS' and MOTION's fields are
 
 @jit
 def placement_views(buf, L, nv):
-    """``(R, p, oR, op, RJ, fl, tmp)`` of a buffer laid out from :data:`PLACEMENTS`."""
+    """``(R, p, oR, op, fl, tmp)`` of a buffer laid out from :data:`PLACEMENTS`."""
     return (view3(buf, _A.R, L, nv), view2(buf, _A.p, L, nv), view3(buf, _A.oR, L, nv), view2(buf, _A.op, L, nv),
-            view2(buf, _A.RJ, L, nv), view2(buf, _A.fl, L, nv), view2(buf, _A.tmp, L, nv))
+            view2(buf, _A.fl, L, nv), view2(buf, _A.tmp, L, nv))
 
 
 @jit

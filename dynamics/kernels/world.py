@@ -26,12 +26,12 @@ from .spatial import inertia_to_parent_add, mot_cross, mot_to_parent
 
 
 @jit
-def world_kinematics(li, lf, q, v, RJ, R, p, oR, op, J, ov, vJ, t):
+def world_kinematics(li, lf, q, v, R, p, oR, op, J, ov, vJ, t):
     """Link placements (parent ``R``, ``p``; world-aligned ``oR``, ``op`` relative to the origin of link
     0), world columns ``J`` and, for
     ``v`` of length nv (pass an empty ``v`` to skip), world velocities ``ov`` and joint velocities
     ``vJ``. ``t`` is (6,) scratch."""
-    all_placements(li, lf, q, RJ, R, p)
+    all_placements(li, lf, q, R, p)
     world_placements(li, R, p, oR, op)
     # Shift the origin to link 0 (the floating base, if any): every result is independent of the
     # inertial frame used, and inertias about a nearby origin keep their precision when the robot

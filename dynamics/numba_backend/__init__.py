@@ -36,7 +36,7 @@ from ..contact.constrained_dynamics import ContactDynamicsDerivatives, ContactDy
 from ..contact.impulse import ImpulseDynamicsResult, check_restitution
 from ..contact.kinematics_derivatives import unflatten_motion
 from ..contact.schur import check_pivots
-from ..inputs import finiteness_weights, sum_is_finite, unflatten
+from ..inputs import unflatten
 from ..model import RobotModel
 from ..worker_threads import default_threads, use_threads
 from ..worker_wait import configure_before_workers_start
@@ -94,8 +94,8 @@ class _OneState:
     arguments, output shapes and the weights of the finiteness sums, found by one dict lookup on
     ``id(model)`` (the entry removes itself when the model is garbage-collected)."""
 
-    __slots__ = ("__weakref__", "flat", "gv", "head", "lf", "li", "no_acc", "no_fext", "no_minv", "nq", "nv", "ones2",
-                 "ones3", "ref", "row", "rows", "shape2", "shape3", "size2", "size3", "vector")
+    __slots__ = ("__weakref__", "flat", "flat2", "flat3", "gv", "head", "lf", "li", "no_acc", "no_fext", "no_minv", "nq", "nv",
+                 "ref", "row", "rows", "shape2", "shape3", "size2", "size3", "vector")
 
     def __init__(self, model: RobotModel, pm, table: dict):
         key = id(model)
@@ -111,13 +111,10 @@ class _OneState:
         self.head = (pm.li, pm.lf, pm.gv, pm.bl, pm.bf)
         self.li, self.lf, self.gv = pm.li, pm.lf, pm.gv
         self.no_fext, self.no_minv = pm.no_fext, pm.no_minv
-        self.no_acc = np.empty((0, nv))             # aba_derivatives without the acceleration (never written)
+        self.no_acc = np.empty(0)                   # aba_derivatives without the acceleration (never written)
         self.row, self.vector = (1, nv), (nv,)
-        self.shape2, self.size2 = (2, 1, nv, nv), 2 * nv * nv
-        self.shape3, self.size3 = (3, 1, nv, nv), 3 * nv * nv
-        # weights of the matrix outputs' finiteness sums (dynamics.inputs.sum_is_finite's, one dot
-        # product each); None for outputs too long for one dot product (sum_is_finite splits them)
-        self.ones2, self.ones3 = finiteness_weights(2 * nv * nv), finiteness_weights(3 * nv * nv)
+        self.shape2, self.flat2, self.size2 = (2, 1, nv, nv), (2, nv, nv), 2 * nv * nv
+        self.shape3, self.flat3, self.size3 = (3, 1, nv, nv), (3, nv, nv), 3 * nv * nv
         table[key] = self
 
 
@@ -328,6 +325,8 @@ class NumbaBackend(CombinedComKernel, Backend):
                     ("aba", lambda: self._aba(model, qb, zb, zb, None)),
                     # the single-state path's own kernel, in both input forms ((n,) and (1, n))
                     ("aba (one state)", lambda: (self.aba(model, q, z, z), self.aba(model, q[None], z[None], z[None]))),
+                    ("derivatives (one state)", lambda: [f(model, *x) for f in (self.rnea_derivatives, self.aba_derivatives)
+                                                         for x in ((q, z, z), (q[None], z[None], z[None]))]),
                     ("rnea_derivatives", lambda: self._rnea_derivatives(model, qb, zb, zb, None)),
                     ("aba_derivatives", lambda: self._aba_derivatives(model, qb, zb, zb, None, self._minv(model, qb))),
                     ("rnea_second_derivatives", lambda: self._rnea_second_derivatives(model, qb, zb, zb, None)),
@@ -484,43 +483,45 @@ class NumbaBackend(CombinedComKernel, Backend):
 
     def rnea_derivatives(self, model: RobotModel, q, v, a, fext=None):
         if fext is None:
-            hit = _inputs(self._one_states, model, q, v, a)
+            # the single-state kernel (.rnea_derivatives.rnea_derivatives_state), as aba_derivatives'
+            hit = _state(self._one_states, model, q, v, a)
             if hit is not None:
-                rec, flat, q1, v1, w1 = hit
+                rec, flat = hit
                 buf = np.empty(rec.size2)
-                out = buf.reshape(rec.shape2)
-                args = rec.head + (q1, v1, w1, rec.no_fext, out, 0, 1)
-                ep = self._entries.get("rnea_derivatives")
-                if ep is None:
-                    self._entry("rnea_derivatives", _k().rnea_derivatives.rnea_derivatives_range, args)
+                name = "rnea_derivatives_state" if flat else "rnea_derivatives_state_row"
+                ep = self._entries.get(name)
+                if ep is not None:
+                    finite = ep(rec.li, rec.lf, rec.gv, q, v, a, buf)
                 else:
-                    ep(*args)
-                w = rec.ones2
-                if _isfinite(buf.dot(w)) if w is not None else sum_is_finite(buf):
-                    return (out[0, 0], out[1, 0]) if flat else (out[0], out[1])
+                    finite = self._entry(name, _k().rnea_derivatives.rnea_derivatives_state,
+                                         (rec.li, rec.lf, rec.gv, q, v, a, buf), 3)
+                if finite:
+                    res = buf.reshape(rec.flat2 if flat else rec.shape2)
+                    return res[0], res[1]
         return super().rnea_derivatives(model, q, v, a, fext)
 
     def aba_derivatives(self, model: RobotModel, q, v, tau, fext=None, minv=None, return_acceleration: bool = False,
                         out=None, acceleration_out=None):
         if fext is None and minv is None and out is None and acceleration_out is None:
-            hit = _inputs(self._one_states, model, q, v, tau)
+            # the single-state kernel (.aba_derivatives.aba_derivatives_state): no batch range,
+            # external-force or M^-1 arguments, the finiteness check compiled (its result)
+            hit = _state(self._one_states, model, q, v, tau)
             if hit is not None:
-                rec, flat, q1, v1, w1 = hit
+                rec, flat = hit
                 buf = np.empty(rec.size3)
-                res = buf.reshape(rec.shape3)
-                acc = np.empty(rec.row) if return_acceleration else rec.no_acc
-                args = rec.head + (q1, v1, w1, rec.no_fext, rec.no_minv, res, acc, 0, 1)
-                ep = self._entries.get("aba_derivatives")
-                if ep is None:
-                    self._entry("aba_derivatives", _k().aba_derivatives.aba_derivatives_range, args)
+                acc = np.empty(rec.nv) if return_acceleration else rec.no_acc
+                name = "aba_derivatives_state" if flat else "aba_derivatives_state_row"
+                ep = self._entries.get(name)
+                if ep is not None:
+                    finite = ep(rec.li, rec.lf, rec.gv, q, v, tau, buf, acc)
                 else:
-                    ep(*args)
-                w = rec.ones3
-                if (_isfinite(buf.dot(w)) if w is not None else sum_is_finite(buf)) and \
-                        (not return_acceleration or _isfinite(sum(acc[0].tolist()))):
-                    d = (res[0, 0], res[1, 0], res[2, 0]) if flat else (res[0], res[1], res[2])
+                    finite = self._entry(name, _k().aba_derivatives.aba_derivatives_state,
+                                         (rec.li, rec.lf, rec.gv, q, v, tau, buf, acc), 3)
+                if finite:
+                    res = buf.reshape(rec.flat3 if flat else rec.shape3)
+                    d = (res[0], res[1], res[2])
                     if return_acceleration:
-                        return (acc[0] if flat else acc, *d)
+                        return (acc if flat else acc.reshape(rec.row), *d)
                     return d
         return super().aba_derivatives(model, q, v, tau, fext, minv, return_acceleration, out, acceleration_out)
 
