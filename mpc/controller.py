@@ -373,7 +373,8 @@ class MPC:
                 try:            # the plan checks that K (and xs, us unless the solver did) is finite
                     plan = Plan.of_solver(self.model, float(t), self.dt, xs, us, K if self.feedback else None,
                                           rec.as_info(), self._checked_bounds(),
-                                          states_finite=getattr(res, "finite", None) is True)
+                                          states_finite=getattr(res, "finite", None) is True,
+                                          state=self._plan_state())
                 except ValueError as e:
                     if "non-finite" not in str(e):
                         raise
@@ -385,8 +386,15 @@ class MPC:
             # valid, so keep applying the previous, time-indexed plan
             old = self.plan
             plan = Plan(self.model, old.t0, old.dt, old.xs, old.us, old.K, info=rec.as_info(),
-                        u_lower=old.u_lower, u_upper=old.u_upper)
+                        u_lower=old.u_lower, u_upper=old.u_upper, state=old.state)
         return plan, rec
+
+    def _plan_state(self):
+        """The state space a plan evaluates its policy through (:attr:`mpc.plan.Plan.state`): the
+        problem's on a robot with free or ball joints (its compiled Lie-group operations), None on a
+        hinge/slide robot (the plan's own closed form)."""
+        state = self.problem.state
+        return None if state.euclidean or state.model is not self.model else state
 
     def _checked_bounds(self) -> tuple[np.ndarray, np.ndarray]:
         """The problem's control bounds as the plan takes them (:func:`mpc.plan.checked_bounds`),

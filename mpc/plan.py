@@ -59,7 +59,11 @@ class Plan:
     info: per-update bookkeeping from the controller (timings, iterations, cost);
     u_lower / u_upper: (nu,) bounds the command is saturated at (None: the model's actuator
     limits); saturate: apply that saturation in :meth:`control` by default (False only to study a
-    policy that ignores the limits)."""
+    policy that ignores the limits); state: optional :class:`~solvers.state_space.StateSpace` of
+    ``model`` (the solver problem's: compiled Lie-group operations where its backend has them),
+    through which :meth:`control` interpolates the reference and takes the state error of one
+    measured state of a robot with free or ball joints (without one: the model's numpy Lie algebra,
+    the same math, equal to round-off)."""
 
     model: RobotModel
     t0: float
@@ -71,6 +75,7 @@ class Plan:
     u_lower: np.ndarray | None = None
     u_upper: np.ndarray | None = None
     saturate: bool = True
+    state: StateSpace | None = None
 
     def __post_init__(self):
         m = self.model
@@ -88,6 +93,9 @@ class Plan:
             raise ValueError(f"Plan: K has shape {np.shape(self.K)}, expected (N, nu, 2nv) = ({N}, {m.nu}, {2 * m.nv})")
         K = None if self.K is None else np.asarray(self.K, float)
         _check_finite(xs, us, K)
+        if self.state is not None and self.state.model is not m:
+            raise ValueError(f"Plan: the state space is of model '{self.state.model.name}', not of the plan's "
+                             f"'{m.name}'")
         lower, upper = checked_bounds(m, self.u_lower, self.u_upper)
         object.__setattr__(self, "u_lower", lower)
         object.__setattr__(self, "u_upper", upper)
@@ -97,12 +105,14 @@ class Plan:
 
     @classmethod
     def of_solver(cls, model: RobotModel, t0: float, dt: float, xs: np.ndarray, us: np.ndarray, K: np.ndarray | None,
-                  info: dict, bounds: tuple[np.ndarray, np.ndarray], states_finite: bool = False) -> "Plan":
+                  info: dict, bounds: tuple[np.ndarray, np.ndarray], states_finite: bool = False,
+                  state: StateSpace | None = None) -> "Plan":
         """The plan of a solver's own result: xs (N+1, nx), us (N, nu), K (N, nu, 2nv) or None, float64
         arrays of those shapes (a solver's result: shapes not checked again), ``bounds`` from
         :func:`checked_bounds`; dt > 0. Raises ValueError, as the constructor does, when xs, us or K
         has a non-finite entry; states_finite: the solver checked xs and us already
-        (``SolverResult.finite``), only K is checked here."""
+        (``SolverResult.finite``), only K is checked here; state: the plan's :attr:`state` (of ``model``:
+        not checked again)."""
         if states_finite:
             if K is not None and not sum_is_finite(K):
                 _check_finite(None, None, K)        # raises, naming K
@@ -110,7 +120,7 @@ class Plan:
             _check_finite(xs, us, K)
         plan = object.__new__(cls)
         plan.__dict__.update(model=model, t0=t0, dt=dt, xs=xs, us=us, K=K, info=info, u_lower=bounds[0],
-                             u_upper=bounds[1], saturate=True)
+                             u_upper=bounds[1], saturate=True, state=state)
         return plan
 
     @property
@@ -196,6 +206,33 @@ class Plan:
                 u += self.K[i] @ (x - x_ref)
             if self.saturate if clip is None else clip:
                 np.maximum(u, self.u_lower, out=u)      # np.clip, without its overhead
+                np.minimum(u, self.u_upper, out=u)
+            return u
+        st = self.state
+        if (st is not None and type(x) is np.ndarray and x.dtype == np.float64 and x.shape == self.xs.shape[1:]
+                and sum_is_finite(x)):
+            # one measured state of a floating-base robot (every simulator step, between two updates in
+            # the same process): the same law through the state space's Lie-group operations (compiled
+            # where the backend has them) instead of the model's numpy Lie algebra, the slow general
+            # path here (docs/mpc.md, "Speed against Crocoddyl"); the reference interpolated as
+            # Plan.sample does it
+            i, s = self.locate(t)
+            u = self.us[i].copy()
+            if feedback and self.K is not None:
+                xa, xb = self.xs[i], self.xs[i + 1]
+                if s == 0.0:
+                    x_ref = xa
+                elif s == 1.0:
+                    x_ref = xb
+                else:
+                    nq = m.nq
+                    dx = st.difference(xa, xb)
+                    dx *= s
+                    x_ref = st.integrate(xa, dx)
+                    x_ref[nq:] = (1.0 - s) * xa[nq:] + s * xb[nq:]     # the velocities blended as reference_state does
+                u += np.einsum("ij,...j->...i", self.K[i], st.difference(x_ref, x))     # (the general path's sum)
+            if self.saturate if clip is None else clip:
+                np.maximum(u, self.u_lower, out=u)
                 np.minimum(u, self.u_upper, out=u)
             return u
         x = as_array("x", x, (m.nq + m.nv,), "Plan.control")

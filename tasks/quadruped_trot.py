@@ -40,7 +40,7 @@ from solvers import ActionModel, ContactDynamics, ControlCost, CostSum, ImpulseD
 from solvers.constraints import FrictionCone
 from solvers.costs import (ContactForceCost, FrameHeightCost, FramePositionCost, FrameVelocityCost,
                            FrictionConeCost)
-from solvers.costs.base import check_per_knot_rows
+from solvers.costs.base import assign_reference, check_per_knot_rows
 
 from .base import Criterion, Evaluation, Event, MetricInfo, RunDefaults, Task
 from .legged import LeggedTask, _quat_rpy
@@ -485,10 +485,7 @@ class QuadrupedTrot(LeggedTask, Task):
                 ks = np.unique(pat.which[j])
                 holds = np.array([self._foothold(j, x_now, t, d)[:2] for d in (t + pat.touchdowns[ks]).tolist()])
                 hold[j] = holds[np.searchsorted(ks, pat.which[j])]
-        first = self._state_costs[0]
-        first.reference = refs
-        for c in self._state_costs[1:]:
-            c.reference = first.reference       # the validated array: not copied and checked again
+        assign_reference(self._state_costs, refs)      # validated once, shared by every phase's state cost
         # feet: lift-off points remembered while a foot is down; the swing path from there (or from
         # where the foot is, before it lifts off) to the foothold
         feet_now = self._feet_now(x_now)

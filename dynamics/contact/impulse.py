@@ -98,6 +98,30 @@ def _fused_derivatives(backend, model, q, vm, contacts, e, func):
     return dvp[0], dvp[1], dimp[0], dimp[1]
 
 
+def prepare_impulse_dynamics_with_derivatives(backend, model, contacts: ContactSet, restitution: float, B: int):
+    """``run(q (B, nq), v_minus (B, nv)) -> (v_plus (B, nv), dvp_dq (B, nv, nv), dvp_dvminus (B, nv, nv))``:
+    :func:`impulse_dynamics`' ``v_plus`` and the first two :func:`impulse_dynamics_derivatives` in one
+    evaluation of the compiled kernel of :mod:`.numba_kernels` (which solves for v⁺ on its way to
+    the derivatives), its arguments bound once for batches of B states (float64 inputs; the returned
+    arrays are the call's buffers, overwritten by the next call); raises as :func:`impulse_dynamics`
+    does where the contact Jacobian lost rank. None where the backend's compiled impulse dynamics is
+    not that module's (the caller then makes the two calls)."""
+    cd = backend.compiled_contact_dynamics(model, contacts)
+    if cd is None:
+        return None
+    from . import numba_kernels as ck
+    if cd.impulse_range is not ck.impulse_range or contacts.damping != 0.0:
+        return None
+    e = check_restitution(restitution, "impulse_dynamics")
+    run = ck.prepare_impulse_dynamics_derivatives_fused(model, contacts, e, B)
+
+    def call(q: np.ndarray, v_minus: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        v_plus, flag, dvp = run(q, v_minus)
+        check_pivots(contacts, "impulse_dynamics", flag)
+        return v_plus, dvp[0], dvp[1]
+    return call
+
+
 def impulse_dynamics_derivatives(backend, model, q, v_minus, contacts: ContactSet,
                                  restitution: float = 0.0) -> ImpulseDynamicsDerivatives:
     """``(dvp_dq, dvp_dvminus, dimp_dq, dimp_dvminus)`` of :func:`impulse_dynamics`."""

@@ -765,6 +765,37 @@ def impulse_dynamics_derivatives_fused(model, q, v_minus, contacts, restitution:
     return vp, imp, flag, dvp, dimp
 
 
+def prepare_impulse_dynamics_derivatives_fused(model, contacts, restitution: float, B: int):
+    """``run(q (B, nq), v_minus (B, nv)) -> (v_plus (B, nv), flag (B,), dvp (2, B, nv, nv))``:
+    :func:`impulse_dynamics_derivatives_fused` with its arguments bound here once (packed model,
+    contact-set arrays, the outputs and scratch, zeroed before each call as the fresh arrays there
+    are) and the kernel called through its compiled entry point for these argument kinds (no
+    per-call type dispatch). The inputs are copied into buffers of the call; the returned arrays are
+    those buffers, overwritten by the next call. ``flag`` as there (the caller checks the pivots)."""
+    pm = packed(model)
+    flink, ff, fbody, fbR, fbp, pref = _static(contacts)
+    nv, nc = model.nv, contacts.nc
+    gv0 = pm.gv.copy()                  # as impulse_dynamics_derivatives_fused: writeable, gravity zeroed
+    gv0[:3] = 0.0
+    qb, vb = np.empty((B, model.nq)), np.empty((B, nv))
+    vp, imp, flag = np.zeros((B, nv)), np.zeros((B, nc)), np.empty(B)
+    dvp, dimp, fext = np.zeros((2, B, nv, nv)), np.zeros((2, B, nc, nv)), np.zeros((B, model.nbody, 6))
+    zeroed = (vp, imp, dvp, dimp, fext)
+    args = (pm.li, pm.lf, gv0, pm.bl, pm.bf, _ro(qb), _ro(vb), flink, ff, fbody, fbR, fbp, contacts.kind == "point",
+            pref, float(restitution), np.empty((B, nv, nv)), _zero(B, nv), fext, np.empty((B, nv)),
+            np.empty((2, B, nv, nv)), vp, imp, flag, dvp, dimp, 0, B)
+    call = entry_point(impulse_derivatives_range, args)
+
+    def run(q: np.ndarray, v_minus: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        qb[...] = q
+        vb[...] = v_minus
+        for a in zeroed:
+            a.fill(0.0)
+        call(*args)
+        return vp, flag, dvp
+    return run
+
+
 def static_args(contacts) -> tuple:
     """The per-contact-set arrays of :func:`contact_range` / :func:`impulse_range`, read-only:
     ``(flink (k,), ff (k, 12), fbody (k,), fbR (k, 9), fbp (k, 3), pref (k, 3))`` (see :func:`_static`)."""

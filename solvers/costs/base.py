@@ -19,6 +19,7 @@ import numpy as np
 
 from dynamics import RobotModel
 from dynamics.backend import Backend
+from dynamics.inputs import sum_is_finite
 
 from ..state_space import StateSpace
 
@@ -305,7 +306,7 @@ def check_per_knot_rows(name: str, values, tail: tuple[int, ...]) -> list[np.nda
 def _sealed(name: str, arr: np.ndarray, tail: tuple[int, ...], rows: bool = False) -> list[np.ndarray]:
     """``arr`` (or, with ``rows``, its rows) checked finite, made read-only and remembered as
     checked for ``tail`` (so a setter given it again takes it as it is)."""
-    if not np.all(np.isfinite(arr)):
+    if not sum_is_finite(arr):
         raise ValueError(f"{name} contains non-finite values (NaN or inf)")
     arr.setflags(write=False)
     out = list(arr) if rows else [arr]
@@ -360,6 +361,33 @@ class PerKnotReference:
                 value = check_per_knot(self.label.format(name=cost.name), value, tail)
         setattr(cost, self.store, value)
         _DATA_CHANGES[0] += 1
+
+
+def assign_reference(costs, value, attr: str = "reference") -> None:
+    """``cost.<attr> = value`` for every cost of ``costs`` (a sequence), ``attr`` a
+    :class:`PerKnotReference` of their class (e.g. one trajectory of references shared by the state
+    costs of several phases): the value is validated by the first cost's setter, and the others of
+    the same class and reference shape take the validated array as their setters would take it
+    (it is read-only and remembered as checked), without each setter's look-ups; a cost of another
+    class or shape goes through its own setter."""
+    first = costs[0]
+    setattr(first, attr, value)
+    cls = type(first)
+    desc = getattr(cls, attr)
+    if type(desc) is not PerKnotReference or desc.check is not None:
+        for c in costs[1:]:
+            setattr(c, attr, value)
+        return
+    value = getattr(first, desc.store)      # the validated array
+    tail = desc.tail
+    shape = tail(first) if callable(tail) else tail
+    store = desc.store
+    for c in costs[1:]:
+        if type(c) is cls and (not callable(tail) or tail(c) == shape):
+            c.__dict__[store] = value
+        else:
+            setattr(c, attr, value)
+    _DATA_CHANGES[0] += 1
 
 
 class Cost:

@@ -138,6 +138,51 @@ def test_sample_through_the_state_space_equals_the_knot_by_knot_reference(bundle
         plan.sample(ts, StateSpace(bundled["atlas"]))
 
 
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+def test_control_through_the_state_space_equals_the_model_path(bundled, rng, backend):
+    """``Plan.control`` of one measured state with the plan's state space (compiled Lie-group math
+    where the backend has it) gives the law of the model's numpy Lie algebra (the plan without
+    one) to round-off, on and between knots, before and after the horizon, saturated or not, with
+    and without feedback; batches and other inputs take the general path; a state space of another
+    robot is refused."""
+    if backend == "numba":
+        pytest.importorskip("numba")
+    from dynamics import get_backend
+    from solvers.state_space import StateSpace
+
+    m = bundled["hyq"]
+    state = StateSpace(m, compiled=get_backend(backend).compiled_kinematics(m))
+    N, dt, t0 = 6, 0.02, 0.3
+    xs, us, K = _arrays(m, rng, N)
+    ref = Plan(m, t0, dt, xs, us, 0.1 * K)
+    fast = Plan(m, t0, dt, xs, us, 0.1 * K, state=state)
+    solved = Plan.of_solver(m, t0, dt, xs, us, 0.1 * K, {}, checked_bounds(m, None, None), state=state)
+    assert fast.state is state and solved.state is state and ref.state is None
+    for t in t0 + np.array([-0.01, 0.0, 0.005, 0.02, 0.0333, 0.1 + 1e-13, 0.119, 0.12, 0.2]):
+        x = np.concatenate([m.random_configuration(rng), rng.normal(size=m.nv)])
+        for kw in ({}, {"clip": False}, {"feedback": False}):
+            want = ref.control(t, x, **kw)
+            tol = 1e-12 * max(1.0, np.abs(want).max())
+            np.testing.assert_allclose(fast.control(t, x, **kw), want, rtol=0, atol=tol)
+            np.testing.assert_array_equal(solved.control(t, x, **kw), fast.control(t, x, **kw))
+    xb = np.concatenate([m.random_configuration(rng, 2), rng.normal(size=(2, m.nv))], axis=1)
+    np.testing.assert_array_equal(fast.control(t0 + 0.01, xb), ref.control(t0 + 0.01, xb))
+    with pytest.raises(ValueError, match="state space"):
+        Plan(m, t0, dt, xs, us, K, state=StateSpace(bundled["atlas"]))
+
+
+def test_controller_plans_carry_the_problem_state_space_on_a_floating_base():
+    """The controller hands its problem's state space to the plans of a floating-base task (the
+    policy's Lie-group math compiled with the numba backend), none to a hinge/slide robot's."""
+    legged = MPC(tasks.get_task("hyq-stand", cones="penalty"), solver="fddp", backend="numpy", horizon=4, dt=0.02,
+                 initial_iterations=2)
+    x = legged.task.initial_state()
+    assert legged.start(0.0, x).state is legged.problem.state
+    assert legged.update(0.02, x).state is legged.problem.state
+    arm = MPC(tasks.get_task("iiwa-reach"), solver="ilqr", backend="numpy", horizon=4, dt=0.01, initial_iterations=2)
+    assert arm.start(0.0, arm.task.initial_state()).state is None
+
+
 def test_warm_start_on_impulse_knots_takes_the_plans_knots(rng):
     """A trot horizon with touchdown impulse knots (dt = 0): the warm start of an update a whole
     number of knots after the plan's start takes the plan's knot states and controls (the knot

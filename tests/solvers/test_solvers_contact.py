@@ -81,6 +81,36 @@ def test_contact_second_order_refused_where_not_available(hyq):
         ContactDynamics(FEET)
 
 
+@pytest.mark.parametrize("restitution", [0.0, 0.3])
+def test_numba_impulse_knot_in_one_evaluation_matches_differences(hyq, rng, restitution):
+    """On the numba backend an impact knot's v⁺ and ∂v⁺ come from one evaluation of the compiled
+    derivative kernel, its buffers reused call after call (1, 2, 1 knots): each call's Jacobian
+    against central differences of the step, x⁺ the step itself, and a second call with other
+    states does not change the first's results (the data's arrays were copied out)."""
+    if not dynamics.available_backends()["numba"][0]:
+        pytest.skip("numba backend unavailable")
+    m, x0, cs = hyq
+    dyn = DiscreteDynamics(m, dynamics.get_backend("numba"), 0.0, integrator="impulse", contacts=cs,
+                           restitution=restitution)
+    ss = dyn.state
+    h = 1e-6
+    for n in (1, 2, 1):
+        x = ss.integrate(x0, np.c_[0.02 * rng.normal(size=(n, m.nv)), rng.normal(size=(n, m.nv))])
+        u = np.zeros((n, m.nu))
+        d = dyn.derivatives(x, u)
+        np.testing.assert_array_equal(d.xnext, dyn.step(x, u))
+        dyn.derivatives(ss.integrate(x0, 0.1 * rng.normal(size=(n, ss.ndx))), u)     # (other states, same buffers)
+        for b in range(n):
+            J = np.empty((ss.ndx, ss.ndx))
+            for k in range(ss.ndx):
+                e = np.zeros(ss.ndx)
+                e[k] = h
+                J[:, k] = (ss.difference(d.xnext[b], dyn.step(ss.integrate(x[b], e), u[b]))
+                           - ss.difference(d.xnext[b], dyn.step(ss.integrate(x[b], -e), u[b]))) / (2 * h)
+            assert np.abs(d.Fx[b] - J).max() <= 1e-6 * max(1.0, np.abs(J).max())
+        assert np.all(d.Fu == 0)
+
+
 def test_impulse_knot_jacobians_and_touchdown(hyq, rng):
     """An impact knot (ImpulseDynamics): configuration unchanged, feet velocities zero after it,
     Jacobians against central differences; a problem with an impulse in the middle is solved."""

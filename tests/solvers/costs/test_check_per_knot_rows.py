@@ -41,3 +41,33 @@ def test_bad_rows_name_the_problem():
         check_per_knot_rows("targets", np.zeros((2, 3)), (3,))
     with pytest.raises(ValueError, match=r"heights has shape \(2, 0\); expected \(n, K\)"):
         check_per_knot_rows("heights", np.zeros((2, 0)), ())
+
+
+def test_assign_reference_validates_once_and_shares_the_array():
+    """assign_reference: one value for several costs' references — validated (a copy, read-only,
+    non-finite and wrong shapes refused as by the setter), the same array in every cost of the
+    first's class and shape, each change counted (the compiled costs re-pack on it), and a cost of
+    another shape validated by its own setter (which refuses what does not fit it)."""
+    from solvers import StateCost
+    from solvers.costs.base import assign_reference, data_changes
+
+    m = tasks.get_task("iiwa-reach").model
+    arm = [StateCost(m, None, np.ones(2 * m.nv)) for _ in range(3)]
+    refs = np.random.default_rng(1).normal(size=(5, m.nq + m.nv))
+    before = data_changes()
+    assign_reference(arm, refs)
+    assert data_changes() > before
+    assert all(c.reference is arm[0].reference for c in arm)
+    np.testing.assert_array_equal(arm[0].reference, refs)
+    assert arm[0].reference is not refs and not arm[0].reference.flags.writeable
+    with pytest.raises(ValueError, match="state reference contains non-finite"):
+        assign_reference(arm, np.full_like(refs, np.nan))
+    with pytest.raises(ValueError, match="state reference has shape"):
+        assign_reference(arm, refs[:, :3])
+    legged = StateCost(tasks.get_task("hyq-stand").model)
+    with pytest.raises(ValueError, match="state reference has shape"):
+        assign_reference(arm + [legged], refs)
+    pos = [FramePositionCost(m, "ee", np.zeros(3)) for _ in range(2)]
+    assign_reference(pos, refs[:, :3], "target")
+    assert pos[1].target is pos[0].target
+    np.testing.assert_array_equal(pos[1].target, refs[:, :3])
