@@ -182,57 +182,48 @@ class Plan:
         # at s == 1 only when t is at/after the horizon end: hold the last interval
         return i
 
+    def _reference_at(self, i: int, s: float) -> np.ndarray:
+        """The reference state a fraction ``s`` of the way from knot ``i`` to knot ``i + 1`` (nx,), for
+        :meth:`control`'s one-state path: configurations interpolated in closed form on a hinge/slide
+        robot, on the manifold through :attr:`state` otherwise (as :meth:`sample`); velocities blended
+        as :meth:`reference_state` does."""
+        xa, xb = self.xs[i], self.xs[i + 1]
+        if s == 0.0:
+            return xa
+        if s == 1.0:
+            return xb
+        nq = self.model.nq
+        if self.model.is_euclidean:
+            return np.concatenate([xa[:nq] + s * (xb[:nq] - xa[:nq]), (1.0 - s) * xa[nq:] + s * xb[nq:]])
+        dx = self.state.difference(xa, xb)
+        dx *= s
+        x_ref = self.state.integrate(xa, dx)
+        x_ref[nq:] = (1.0 - s) * xa[nq:] + s * xb[nq:]
+        return x_ref
+
     def control(self, t: float, x, feedback: bool = True, clip: bool | None = None) -> np.ndarray:
         """Actuator forces ``u_ff(t) + K(t)(x ⊖ x_ref(t))`` (..., nu) for measured state(s) x
         (..., nq+nv), saturated at ``[u_lower, u_upper]`` (clip: None follows :attr:`saturate`;
         True/False forces it on/off)."""
         m = self.model
-        if (m.is_euclidean and type(x) is np.ndarray and x.dtype == np.float64 and x.shape == self.xs.shape[1:]
-                and sum_is_finite(x)):
-            # one measured state of a hinge/slide robot (every simulator step): the same law with
-            # x ⊖ x_ref = x - x_ref and the interpolation in closed form, without the general
-            # path's batching and manifold calls (a tenth of its time)
+        st = self.state
+        if (type(x) is np.ndarray and x.dtype == np.float64 and x.shape == self.xs.shape[1:]
+                and (m.is_euclidean or st is not None) and sum_is_finite(x)):
+            # one measured state (every simulator step): the same law without the general path's
+            # batching. A hinge/slide robot takes x ⊖ x_ref = x - x_ref (a tenth of the general
+            # path's time); a floating base the state space's Lie-group operations (compiled where
+            # the backend has them) instead of the model's numpy Lie algebra, the slow general path
+            # here (docs/mpc.md, "Speed against Crocoddyl")
             i, s = self.locate(t)
             u = self.us[i].copy()
             if feedback and self.K is not None:
-                xa, xb = self.xs[i], self.xs[i + 1]
-                if s == 0.0:
-                    x_ref = xa
-                elif s == 1.0:
-                    x_ref = xb
+                x_ref = self._reference_at(i, s)
+                if m.is_euclidean:
+                    u += self.K[i] @ (x - x_ref)
                 else:
-                    nq = m.nq
-                    x_ref = np.concatenate([xa[:nq] + s * (xb[:nq] - xa[:nq]), (1.0 - s) * xa[nq:] + s * xb[nq:]])
-                u += self.K[i] @ (x - x_ref)
+                    u += np.einsum("ij,...j->...i", self.K[i], st.difference(x_ref, x))  # (the general path's sum)
             if self.saturate if clip is None else clip:
                 np.maximum(u, self.u_lower, out=u)      # np.clip, without its overhead
-                np.minimum(u, self.u_upper, out=u)
-            return u
-        st = self.state
-        if (st is not None and type(x) is np.ndarray and x.dtype == np.float64 and x.shape == self.xs.shape[1:]
-                and sum_is_finite(x)):
-            # one measured state of a floating-base robot (every simulator step, between two updates in
-            # the same process): the same law through the state space's Lie-group operations (compiled
-            # where the backend has them) instead of the model's numpy Lie algebra, the slow general
-            # path here (docs/mpc.md, "Speed against Crocoddyl"); the reference interpolated as
-            # Plan.sample does it
-            i, s = self.locate(t)
-            u = self.us[i].copy()
-            if feedback and self.K is not None:
-                xa, xb = self.xs[i], self.xs[i + 1]
-                if s == 0.0:
-                    x_ref = xa
-                elif s == 1.0:
-                    x_ref = xb
-                else:
-                    nq = m.nq
-                    dx = st.difference(xa, xb)
-                    dx *= s
-                    x_ref = st.integrate(xa, dx)
-                    x_ref[nq:] = (1.0 - s) * xa[nq:] + s * xb[nq:]     # the velocities blended as reference_state does
-                u += np.einsum("ij,...j->...i", self.K[i], st.difference(x_ref, x))     # (the general path's sum)
-            if self.saturate if clip is None else clip:
-                np.maximum(u, self.u_lower, out=u)
                 np.minimum(u, self.u_upper, out=u)
             return u
         x = as_array("x", x, (m.nq + m.nv,), "Plan.control")

@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from .aba import aba_acceleration_pass, aba_bias_pass, articulated_inertias, bias_forces
+from .aba import aba_passes
 from .jit import jit, jit_inline
-from .minv import minv_backward, minv_forward
+from .minv import minv_passes
 from .rnea import link_external_forces
 from .rnea_derivatives import rnea_derivatives_pass
 from .scratch import DOFS, LINKS, buffer, view1, view2, view3
 from .state_scratch import ARTICULATED, articulated_views, motion_views, placement_views
-from .world import world_inertias, world_kinematics
 
 
 @jit
@@ -63,23 +62,13 @@ def aba_derivatives_passes(li, lf, gv, q, v, tau, has_fext, Mi_given, out_q, out
     :data:`ABA_DERIVATIVES_SCRATCH` buffer, with the per-link external forces already in ``fl``
     when ``has_fext`` and ``Mi`` already holding ``M^-1`` when ``Mi_given``."""
     placements, motion, articulated, own = views
-    R, p, oR, op, fl, tmp = placements
-    J, ov, vJ, oY = motion
-    IA, U, UD, Dinv, tmp66, chol, cb, pA, oa, u = articulated
+    _, _, oR, op, fl, _ = placements
+    J, ov, _, oY = motion
+    _, U, UD, Dinv, _, _, _, _, oa, _ = articulated
     F, P, ws, dY, cols, dtq, dtv = own
-    nv = qdd.shape[0]
-    world_kinematics(li, lf, q, v, R, p, oR, op, J, ov, vJ, tmp[0])
-    world_inertias(li, lf, oR, op, oY)
-    bias_forces(li, oY, ov, vJ, has_fext, fl, oR, op, cb, pA, tmp)
-    articulated_inertias(li, lf, oY, J, IA, U, UD, Dinv, tmp66, chol)
-    aba_bias_pass(li, J, tau, IA, U, UD, cb, pA, u)
-    aba_acceleration_pass(li, gv, J, U, Dinv, cb, u, qdd, oa)
+    aba_passes(li, lf, gv, q, v, tau, has_fext, qdd, placements, motion, articulated)
     if not Mi_given:
-        for r in range(nv):
-            for c in range(nv):
-                Mi[r, c] = 0.0
-        minv_backward(li, J, UD, Dinv, F, Mi)
-        minv_forward(li, J, U, Dinv, P, Mi)
+        minv_passes(li, J, U, UD, Dinv, F, P, Mi)
     # ∇RNEA at (q, v, qdd); oY becomes the composite inertias
     rnea_derivatives_pass(li, gv, J, ov, oa, oY, has_fext, fl, oR, op, ws, dY, cols, dtq, dtv)
     neg_product(Mi, dtq, out_q)

@@ -24,17 +24,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from .aba import aba_acceleration_pass, aba_bias_pass, articulated_inertias, bias_forces
+from .aba import aba_passes
 from .aba_derivatives import ABA_DERIVATIVES_SCRATCH, aba_derivative_views
 from .jit import jit
-from .minv import minv_backward, minv_forward
+from .minv import minv_passes
 from .rnea import link_external_forces
 from .rnea_derivatives import rnea_derivatives_pass
 from .rnea_second_derivatives import NMATS, NVECS, second_order_backward
 from .packing import LI_DOFADR, LI_NSUP, LI_NV, LI_PARENT, LI_SUP
 from .scratch import DOFS, align, buffer, carve, extent, view2, view3
 from .state_scratch import articulated_views, motion_views, placement_views
-from .world import world_inertias, world_kinematics
 
 
 #: scratch of :func:`aba_second_derivatives_range`: one state's work arrays
@@ -63,9 +62,11 @@ def aba_second_derivatives_range(li, lf, gv, bl, bf, q, v, tau, fext, bracket, o
     L = li.shape[0]
     nv = v.shape[1]
     buf = buffer(_ABASD.total, L, nv)
-    R, p, oR, op, fl, tmp = placement_views(buf, L, nv)
-    J, ov, vJ, oY = motion_views(buf, L, nv)
-    IA, U, UD, Dinv, tmp66, chol, cb, pA, oa, u = articulated_views(buf, L, nv)
+    placements, motion = placement_views(buf, L, nv), motion_views(buf, L, nv)
+    articulated = articulated_views(buf, L, nv)
+    R, p, oR, op, fl, tmp = placements
+    J, ov, vJ, oY = motion
+    IA, U, UD, Dinv, tmp66, chol, cb, pA, oa, u = articulated
     qdd, F, P, ws, dY, cols, dtq, dtv = aba_derivative_views(buf, L, nv)
     Mi = view2(buf, _ABASD.Mi, L, nv)
     daq = view2(buf, _ABASD.daq, L, nv)
@@ -100,17 +101,8 @@ def aba_second_derivatives_range(li, lf, gv, bl, bf, q, v, tau, fext, bracket, o
         if has_fext:
             link_external_forces(bl, bf, fext[b], fl)
         # forward dynamics and M^-1 (as in aba_derivatives)
-        world_kinematics(li, lf, q[b], v[b], R, p, oR, op, J, ov, vJ, tmp[0])
-        world_inertias(li, lf, oR, op, oY)
-        bias_forces(li, oY, ov, vJ, has_fext, fl, oR, op, cb, pA, tmp)
-        articulated_inertias(li, lf, oY, J, IA, U, UD, Dinv, tmp66, chol)
-        aba_bias_pass(li, J, tau[b], IA, U, UD, cb, pA, u)
-        aba_acceleration_pass(li, gv, J, U, Dinv, cb, u, qdd, oa)
-        for r in range(nv):
-            for c in range(nv):
-                Mi[r, c] = 0.0
-        minv_backward(li, J, UD, Dinv, F, Mi)
-        minv_forward(li, J, U, Dinv, P, Mi)
+        aba_passes(li, lf, gv, q[b], v[b], tau[b], has_fext, qdd, placements, motion, articulated)
+        minv_passes(li, J, U, UD, Dinv, F, P, Mi)
         # first-order derivatives at a = qdd; oY, dY, ws[1] become I^C, B^C, f^C and cols[0..2]
         # ψ̇, ψ̈, ψ̇ + Ṡ (second_order_forward's quantities)
         rnea_derivatives_pass(li, gv, J, ov, oa, oY, has_fext, fl, oR, op, ws, dY, cols, dtq, dtv)

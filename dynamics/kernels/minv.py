@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from .aba import articulated_inertias
-from .jit import jit
+from .jit import jit, jit_inline
 from .packing import LI_DOFADR, LI_NV, LI_PARENT, LI_SUBEND
 from .scratch import DOFS, LINKS, buffer, view3
 from .state_scratch import ARTICULATED, articulated_views, motion_views, placement_views
@@ -134,6 +134,18 @@ def minv_forward(li, J, U, Dinv, P, Mi):
                 Mi[d0 + k, c] = Mi[c, d0 + k]
 
 
+@jit_inline
+def minv_passes(li, J, U, UD, Dinv, F, P, Mi):
+    """``M^-1`` (nv, nv) into ``Mi`` from ABA's articulated quantities (:func:`.aba.articulated_inertias`);
+    ``F``, ``P`` (L, nv, 6) scratch."""
+    nv = Mi.shape[0]
+    for r in range(nv):
+        for c in range(nv):
+            Mi[r, c] = 0.0
+    minv_backward(li, J, UD, Dinv, F, Mi)
+    minv_forward(li, J, U, Dinv, P, Mi)
+
+
 #: scratch of :func:`minv_range`: one state's work arrays
 MINV_SCRATCH = ARTICULATED.then(
     ("F", (LINKS, DOFS, 6)),
@@ -159,9 +171,4 @@ def minv_range(li, lf, q, Mi, start, stop):
         world_kinematics(li, lf, q[b], no_v, R, p, oR, op, J, oY, oY, t)  # (no velocities)
         world_inertias(li, lf, oR, op, oY)
         articulated_inertias(li, lf, oY, J, IA, U, UD, Dinv, tmp66, chol)
-        Mb = Mi[b]
-        for r in range(nv):
-            for c in range(nv):
-                Mb[r, c] = 0.0
-        minv_backward(li, J, UD, Dinv, F, Mb)
-        minv_forward(li, J, U, Dinv, P, Mb)
+        minv_passes(li, J, U, UD, Dinv, F, P, Mi[b])
