@@ -1,8 +1,9 @@
 """The numba backend's single-state fast path (``rnea``, ``aba``, ``rnea_derivatives``, ``aba_derivatives`` on one
 finite float64 contiguous state, no f_ext / M⁻¹): the numpy reference's results for every input form
-that takes it, one compiled specialisation shared with the general path (``aba``: its own single-state
-kernel, one specialisation per input form, ready after ``warmup``), and every other input still going
-the general way with its usual errors."""
+that takes it; ``rnea`` shares one compiled specialisation with the general path, ``aba``,
+``rnea_derivatives`` and ``aba_derivatives`` have single-state kernels of their own (one
+specialisation per input form, ready after ``warmup``, answering whether their output is finite);
+every other input still goes the general way with its usual errors."""
 
 from __future__ import annotations
 
@@ -57,7 +58,9 @@ def test_single_state_forms_match_reference(bundled, robot):
 
 
 @pytest.mark.parametrize("function", ["rnea", "aba", "rnea_derivatives", "aba_derivatives"])
-def test_fast_and_general_path_share_one_specialisation(bundled, function):
+def test_fast_path_adds_no_range_specialisation(bundled, function):
+    """The fast path compiles no variant of the batched ``*_range`` kernel besides the general path's
+    (``rnea`` shares its specialisation; the others run a single-state kernel of their own)."""
     from dynamics.numba_backend import _k
     m = bundled["iiwa"]
     rng = np.random.default_rng(6)
@@ -72,6 +75,38 @@ def test_fast_and_general_path_share_one_specialisation(bundled, function):
     if function == "aba_derivatives":
         f(m, q, v, u, return_acceleration=True)
     assert set(kernel.signatures) == before
+
+
+@pytest.mark.parametrize("function", ["rnea_derivatives", "aba_derivatives"])
+def test_derivative_single_state_kernels(bundled, function):
+    """``rnea_derivatives_state`` / ``aba_derivatives_state``: the reference's matrices (row-major in one
+    flat output), one specialisation per input form, and False when any output entry is not finite."""
+    from dynamics.kernels import aba_derivatives as AD, rnea_derivatives as RD
+    from dynamics.kernels.packing import as_kernel_input, packed
+    m = bundled["hyq"]
+    nv = m.nv
+    rng = np.random.default_rng(9)
+    q, v, u = m.random_configuration(rng), rng.normal(size=nv), rng.normal(size=nv)
+    ro = [as_kernel_input(x) for x in (q, v, u)]
+    pm = packed(m)
+    want = getattr(REF, function)(m, q, v, u)
+    kernel = RD.rnea_derivatives_state if function == "rnea_derivatives" else AD.aba_derivatives_state
+    extra = () if function == "rnea_derivatives" else (np.empty(0),)
+    for args in (tuple(ro), tuple(x[None] for x in ro)):
+        out = np.empty(len(want) * nv * nv)
+        assert kernel(pm.li, pm.lf, pm.gv, *args, out, *extra) is True
+        for a, b in zip(out.reshape(len(want), nv, nv), want):
+            _close(a, b)
+    assert sorted(sig[3].ndim for sig in kernel.signatures) == [1, 2], kernel.signatures
+    for k in (0, nv - 1):              # the first and the last dof: the check covers every entry
+        bad = u.copy()
+        bad[k] = np.inf
+        out = np.empty(len(want) * nv * nv)
+        assert kernel(pm.li, pm.lf, pm.gv, ro[0], ro[1], as_kernel_input(bad), out, *extra) is False
+    if function == "aba_derivatives":  # the acceleration, when asked for
+        acc = np.empty(nv)
+        assert kernel(pm.li, pm.lf, pm.gv, *ro, np.empty(3 * nv * nv), acc) is True
+        _close(acc, REF.aba(m, q, v, u))
 
 
 def test_aba_single_state_kernel(bundled):
@@ -100,13 +135,14 @@ def test_aba_single_state_kernel(bundled):
     assert len(aba_state.signatures) == 2
 
 
-def test_warmup_covers_the_single_state_aba(bundled):
-    """``warmup`` leaves both forms of the single-state ``aba`` ready: their compiled entry points are
+def test_warmup_covers_the_single_state_kernels(bundled):
+    """``warmup`` leaves both forms of the single-state kernels ready: their compiled entry points are
     kept, so a first call after it neither compiles nor goes through numba's dispatcher."""
     from dynamics.numba_backend import NumbaBackend
     be = NumbaBackend(threads=1)
     be.warmup(bundled["iiwa"])
-    assert {"aba_state", "aba_state_row"} <= set(be._entries)
+    assert {f"{name}{form}" for name in ("aba_state", "rnea_derivatives_state", "aba_derivatives_state")
+            for form in ("", "_row")} <= set(be._entries)
 
 
 def test_model_constants_are_dropped_with_the_model(bundled):
