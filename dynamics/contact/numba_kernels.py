@@ -256,9 +256,14 @@ def frame_motion_derivatives(backend, model, q, v, a, contacts) -> FrameMotionDe
 # frame motion derivatives and the Schur-complement assembly (docstring of .constrained_dynamics).
 # Same math as the generic path; used when the contact set has no damping and no 6-D kp term.
 
-from ..kernels.minv import minv_range  # noqa: E402
-from ..kernels.rnea import rnea_range  # noqa: E402
-from ..kernels.rnea_derivatives import rnea_derivatives_range  # noqa: E402
+from ..kernels.minv import MINV_SCRATCH, minv_state_passes  # noqa: E402
+from ..kernels.rnea import link_external_forces, rnea_backward, rnea_forward  # noqa: E402
+from ..kernels.rnea_derivatives import rnea_derivatives_pass, rnea_derivatives_range  # noqa: E402
+from ..kernels.scratch import buffer, view3  # noqa: E402
+from ..kernels.state_scratch import articulated_views, motion_views, placement_views  # noqa: E402
+from ..kernels.world import world_accelerations, world_columns  # noqa: E402
+
+_MINV = MINV_SCRATCH.spec
 
 PIVOT_RTOL = 1e-11  # as .schur.PIVOT_RTOL
 
@@ -331,11 +336,60 @@ def constraint_rows(li, lf, qb, vb, ab, flink, ff, point, kp, kd, pref, rw):
 
 
 @_jit
-def _schur(Jc, Mb, JMi, K, idx):
+def state_workspace(L, nv):
+    """The work arrays of :func:`placements_minv`, the bias RNEA and ∂RNEA for L links and nv dofs:
+    ``(op0, J, oY, IA, U, UD, Dinv, tmp66, chol, F, P, fl, tmp, vel, acc, f, ov, vJ, oa, ws, dY, cols)``
+    (the layout of :data:`dynamics.kernels.minv.MINV_SCRATCH`, its parent placements unused, then
+    (L, 6) velocities, accelerations and forces of the RNEA, the world velocities ``ov``, ``vJ`` of
+    the layout, and :func:`~dynamics.kernels.rnea_derivatives.rnea_derivatives_pass`' ``oa`` (L, 6),
+    ``ws`` (4, L, 6), ``dY`` (L, 12), ``cols`` (8, nv, 6))."""
+    buf = buffer(_MINV.total, L, nv)
+    _, _, _, op0, fl, tmp = placement_views(buf, L, nv)
+    J, ov, vJ, oY = motion_views(buf, L, nv)
+    IA, U, UD, Dinv, tmp66, chol, _, _, _, _ = articulated_views(buf, L, nv)
+    return (op0, J, oY, IA, U, UD, Dinv, tmp66, chol, view3(buf, _MINV.F, L, nv), view3(buf, _MINV.P, L, nv), fl,
+            tmp, np.empty((L, 6)), np.empty((L, 6)), np.empty((L, 6)), ov, vJ, np.zeros((L, 6)),
+            np.zeros((4, L, 6)), np.zeros((L, 12)), np.zeros((8, nv, 6)))
+
+
+@_jit
+def placements_minv(li, lf, qb, vb, R, p, oR, op, sw, Mb):
+    """One state's link placements ``R, p`` (parent) and ``oR, op`` (world) at ``qb`` and its ``M⁻¹``
+    into ``Mb`` (nv, nv) from them (the world origin moved to link 0 in a copy ``op0`` of ``op``), in
+    the work arrays ``sw`` (:func:`state_workspace`): the placements once for M⁻¹, the bias, the
+    constraint rows and ∂RNEA. ``vb`` (nv,): the velocity whose world velocities ``ov``, ``vJ`` are
+    computed too (for :func:`rnea_derivatives_world`), or empty to skip them."""
+    op0, J, oY, IA, U, UD, Dinv, tmp66, chol, F, P, _, tmp, _, _, _, ov, vJ, _, _, _, _ = sw
+    all_placements(li, lf, qb, R, p)
+    world_placements(li, R, p, oR, op)
+    for i in range(li.shape[0]):
+        for r in range(3):
+            op0[i, r] = op[i, r]
+    world_columns(li, lf, vb, oR, op0, J, ov, vJ, tmp[0])
+    minv_state_passes(li, lf, oR, op0, J, oY, IA, U, UD, Dinv, tmp66, chol, F, P, Mb)
+
+
+@_jit
+def rnea_derivatives_world(li, gv, bl, bf, oR, ab, fextb, sw, out_q, out_v):
+    """``∂τ/∂q`` (``out_q``), ``∂τ/∂v`` (``out_v``) (nv, nv) at acceleration ``ab`` (nv,) with the
+    per-body external forces ``fextb`` (nbody, 6), from the world placements, columns, inertias and
+    velocities that :func:`placements_minv` left in ``sw`` for the same state (its ``vb`` non-empty):
+    :func:`~dynamics.kernels.rnea_derivatives.rnea_derivatives_range`'s passes without its own
+    placements, columns and inertias. The world inertias ``oY`` are overwritten (composites)."""
+    op0, J, oY, _, _, _, _, _, _, _, _, fl, tmp, _, _, _, ov, vJ, oa, ws, dY, cols = sw
+    link_external_forces(bl, bf, fextb, fl)
+    world_accelerations(li, gv, J, ab, ov, vJ, oa, tmp[0])
+    rnea_derivatives_pass(li, gv, J, ov, oa, oY, fextb.shape[0] > 0, fl, oR, op0, ws, dY, cols, out_q, out_v)
+
+
+@_jit
+def _schur(Jc, Mb, JMi, K, idx, JcT):
     """``JMi = J M⁻¹`` (= (M⁻¹ Jᵀ)ᵀ, M⁻¹ symmetric) and the Cholesky factor of ``K = J M⁻¹ Jᵀ`` in
-    place in K; returns the smallest relative pivot (:func:`_chol`). idx: ``0 .. nc-1``."""
-    JMi[:, :] = np.dot(Jc, Mb)
-    K[:, :] = np.dot(JMi, np.ascontiguousarray(Jc.T))
+    place in K; returns the smallest relative pivot (:func:`_chol`). idx: ``0 .. nc-1``; ``JcT``
+    (nv, nc) scratch (receives Jᵀ). The products are written into their outputs (no temporaries)."""
+    JcT[:, :] = Jc.T
+    np.dot(Jc, Mb, JMi)
+    np.dot(JMi, JcT, K)
     return _chol(K, idx, K.shape[0])
 
 
@@ -424,14 +478,23 @@ def contact_range(li, lf, gv, bl, bf, q, v, tau, flink, ff, fbody, fbR, fbp, poi
     Z = np.empty((3, nv))
     R3 = np.empty((nc, 3 * nv))
     D2 = np.empty((nv, 2 * nv))
-    # M⁻¹ and the bias forces of the whole slice first: one call each, so their scratch is made
-    # once per slice instead of once per state
-    minv_range(li, lf, q, Mi, start, stop)
-    rnea_range(li, lf, gv, bl, bf, q, v, zero, no_fext, bias, start, stop)
+    JcT = np.empty((nv, nc))
+    Yq = np.empty((nc, nv))
+    Yv = np.empty((nc, nv))
+    Z3 = np.empty((nv, 3 * nv))
+    MD = np.empty((nv, 2 * nv))
+    sw = state_workspace(L, nv)
+    fl, tmp, bvel, bacc, bf_ = sw[11], sw[12], sw[13], sw[14], sw[15]
+    has_fext = no_fext.shape[0] > 0             # (False: the bias has no external forces)
     for b in range(start, stop):
         vb = v[b]
-        constraint_rows(li, lf, q[b], vb, zero[b], flink, ff, point, kp, kd, pref, rw)
         Mb = Mi[b]
+        # the placements once per state, for M⁻¹, the bias forces, the constraint rows and ∂RNEA
+        placements_minv(li, lf, q[b], vb if derivs else vb[:0], R, p, oR, op, sw, Mb)
+        rnea_forward(li, lf, gv, vb, zero[b], has_fext, fl, R, p, bvel, bacc, bf_, tmp)
+        rnea_backward(li, lf, zero[b], R, p, bf_, tmp, bias[b])
+        _rows(li, lf, R, p, oR, op, flink, ff, vb, zero[b], point, kp, kd, pref, chain, W, t, xv, xa, vel, acc, vJ,
+              S, Rf, ov, oa, F, oRf, opf, Jc, gam)
         for j in range(nv):
             tmb[j] = tau[b, j] - bias[b, j]
         for i in range(nv):
@@ -439,7 +502,7 @@ def contact_range(li, lf, gv, bl, bf, q, v, tau, flink, ff, fbody, fbR, fbp, poi
             for j in range(nv):
                 acc_ += Mb[i, j] * tmb[j]
             af[i] = acc_
-        rel = _schur(Jc, Mb, JMi, K, ident)
+        rel = _schur(Jc, Mb, JMi, K, ident, JcT)
         MiJt[:, :] = JMi.T
         flag[b] = rel
         if not rel > PIVOT_RTOL:
@@ -461,7 +524,7 @@ def contact_range(li, lf, gv, bl, bf, q, v, tau, flink, ff, fbody, fbR, fbp, poi
         if not derivs:
             continue
         _forces_as_fext(point, oRf, lam_out[b], fbody, fbR, fbp, fext[b])
-        rnea_derivatives_range(li, lf, gv, bl, bf, q, v, a_out, fext, rd, b, b + 1)
+        rnea_derivatives_world(li, gv, bl, bf, oR, a_out[b], fext[b], sw, rd[0, b], rd[1, b])
         dq = rd[0, b]
         dv = rd[1, b]
         ab = a_out[b]
@@ -502,8 +565,8 @@ def contact_range(li, lf, gv, bl, bf, q, v, tau, flink, ff, fbody, fbR, fbp, poi
                         Rq[6 * f + r, c] = F[2, f, r, c] + kd * F[0, f, r, c]
                         Rv[6 * f + r, c] = F[3, f, r, c] + kd * F[1, f, r, c]
         # Schur-complement assembly, the three right-hand sides side by side: [∂λ/∂q | ∂λ/∂v | ∂λ/∂τ]
-        Yq = np.dot(JMi, dq)
-        Yv = np.dot(JMi, dv)
+        np.dot(JMi, dq, Yq)
+        np.dot(JMi, dv, Yv)
         for r in range(nc):
             for c in range(nv):
                 R3[r, c] = Yq[r, c] - Rq[r, c]
@@ -514,8 +577,8 @@ def contact_range(li, lf, gv, bl, bf, q, v, tau, flink, ff, fbody, fbR, fbp, poi
             for c in range(nv):
                 D2[i, c] = dq[i, c]
                 D2[i, nv + c] = dv[i, c]
-        Z3 = np.dot(MiJt, R3)
-        MD = np.dot(Mb, D2)
+        np.dot(MiJt, R3, Z3)
+        np.dot(Mb, D2, MD)
         for r in range(nc):
             for c in range(nv):
                 dl[0, b, r, c] = R3[r, c]
@@ -546,13 +609,17 @@ def impulse_range(li, lf, gv, bl, bf, q, v, flink, ff, fbody, fbR, fbp, point, k
     Jc = rw[19]
     JMi = np.empty((nc, nv))
     K = np.empty((nc, nc))
+    JcT = np.empty((nv, nc))
     ident = np.arange(nc)
     rhs = np.empty((nc, 1))
-    minv_range(li, lf, q, Mi, start, stop)      # the slice's M⁻¹ in one call (scratch made once)
+    R, p, oR, op, chain, W, t, xv, xa, vel, acc, vJ, S, Rf, ov, oa, F, oRf, opf, _, gam = rw
+    sw = state_workspace(L, nv)
     for b in range(start, stop):
         vb = v[b]
-        constraint_rows(li, lf, q[b], vb, zero[b], flink, ff, point, 0.0, 0.0, pref, rw)
-        rel = _schur(Jc, Mi[b], JMi, K, ident)
+        placements_minv(li, lf, q[b], vb[:0], R, p, oR, op, sw, Mi[b])
+        _rows(li, lf, R, p, oR, op, flink, ff, vb, zero[b], point, 0.0, 0.0, pref, chain, W, t, xv, xa, vel, acc, vJ,
+              S, Rf, ov, oa, F, oRf, opf, Jc, gam)
+        rel = _schur(Jc, Mi[b], JMi, K, ident, JcT)
         flag[b] = rel
         if not rel > PIVOT_RTOL:
             continue
@@ -599,7 +666,7 @@ def impulse_derivatives_range(li, lf, gv0, bl, bf, q, v, flink, ff, fbody, fbR, 
         Mb = Mi[b]
         # the rows and the factor of K again (impulse_range keeps neither): what the derivatives use
         constraint_rows(li, lf, q[b], vb, zero[b], flink, ff, point, 0.0, 0.0, pref, rw)
-        _schur(Jc, Mb, JMi, K, np.arange(nc))
+        _schur(Jc, Mb, JMi, K, np.arange(nc), MiJt)       # (MiJt as the Jᵀ scratch: overwritten next)
         MiJt[:, :] = JMi.T
         for i in range(nv):
             dvel[b, i] = vp_out[b, i] - vb[i]

@@ -154,6 +154,16 @@ MINV_SCRATCH = ARTICULATED.then(
 _MINV = MINV_SCRATCH.spec
 
 
+@jit_inline
+def minv_state_passes(li, lf, oR, op, J, oY, IA, U, UD, Dinv, tmp66, chol, F, P, Mb):
+    """One state's ``M^-1`` into ``Mb`` (nv, nv) from its world placements ``oR`` (L, 3, 3), ``op``
+    (L, 3) (origin at link 0) and world columns ``J`` (nv, 6) (:func:`.world.world_kinematics`);
+    the other arrays are the work arrays of :data:`MINV_SCRATCH`."""
+    world_inertias(li, lf, oR, op, oY)
+    articulated_inertias(li, lf, oY, J, IA, U, UD, Dinv, tmp66, chol)
+    minv_passes(li, J, U, UD, Dinv, F, P, Mb)
+
+
 @jit
 def minv_range(li, lf, q, Mi, start, stop):
     """``M^-1`` (B, nv, nv) for q (B, nq). States ``start`` to ``stop - 1``, on the calling thread."""
@@ -167,6 +177,8 @@ def minv_range(li, lf, q, Mi, start, stop):
     P = view3(buf, _MINV.P, L, nv)
     t = tmp[0]
     no_v = buf[:0]
+    # minv_state_passes written out around minv_passes: a loop calling it, inlined or not, measured slower
+    # (docs/backends.md, contact dynamics)
     for b in range(start, stop):
         world_kinematics(li, lf, q[b], no_v, R, p, oR, op, J, oY, oY, t)  # (no velocities)
         world_inertias(li, lf, oR, op, oY)

@@ -19,7 +19,7 @@ Arrays: ``J`` (nv, 6) world motion-subspace columns; ``ov`` (L, 6) world spatial
 from __future__ import annotations
 
 
-from .jit import jit
+from .jit import jit, jit_inline
 from .joints import all_placements, world_placements
 from .packing import LF_ST, LI_DOFADR, LI_NV, LI_PARENT
 from .spatial import inertia_to_parent_add, mot_cross, mot_to_parent
@@ -33,6 +33,13 @@ def world_kinematics(li, lf, q, v, R, p, oR, op, J, ov, vJ, t):
     ``vJ``. ``t`` is (6,) scratch."""
     all_placements(li, lf, q, R, p)
     world_placements(li, R, p, oR, op)
+    world_columns(li, lf, v, oR, op, J, ov, vJ, t)
+
+
+@jit_inline
+def world_columns(li, lf, v, oR, op, J, ov, vJ, t):
+    """:func:`world_kinematics` after the placements: ``op`` (L, 3) moved in place to the origin of
+    link 0, the world columns ``J`` and, for ``v`` of length nv (empty to skip), ``ov`` and ``vJ``."""
     # Shift the origin to link 0 (the floating base, if any): every result is independent of the
     # inertial frame used, and inertias about a nearby origin keep their precision when the robot
     # is far from the world origin.
