@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from .aba import aba_passes
+from .finite import all_finite
 from .jit import jit, jit_inline
 from .minv import minv_passes
 from .rnea import link_external_forces
@@ -134,12 +135,7 @@ def aba_derivatives_state(li, lf, gv, q, v, tau, out, acc):
     d = out[:3 * n2]
     aba_derivatives_passes(li, lf, gv, q1, v1, tau1, False, False, d[:n2].reshape((nv, nv)),
                            d[n2:2 * n2].reshape((nv, nv)), d[2 * n2:].reshape((nv, nv)), qdd, _views(buf, L, nv))
-    s = 0.0
-    for k in range(3 * n2):
-        s += 0.0 * d[k]
-    for k in range(nv):
-        s += 0.0 * qdd[k]
     if acc.shape[0] > 0:
         for k in range(nv):
             acc[k] = qdd[k]
-    return s == 0.0
+    return all_finite(d) and all_finite(qdd)
