@@ -78,11 +78,11 @@ def aba_derivatives_passes(li, lf, gv, q, v, tau, has_fext, Mi_given, out_q, out
 
 @jit
 def _views(buf, L, nv):
-    """The work arrays of :func:`aba_derivatives_passes` in a buffer laid out from
-    :data:`ABA_DERIVATIVES_SCRATCH`."""
+    """``(views, qdd)``: the work arrays of :func:`aba_derivatives_passes` and the acceleration (nv,) in
+    a buffer laid out from :data:`ABA_DERIVATIVES_SCRATCH`."""
     qdd, F, P, ws, dY, cols, dtq, dtv = aba_derivative_views(buf, L, nv)
     return (placement_views(buf, L, nv), motion_views(buf, L, nv), articulated_views(buf, L, nv),
-            (F, P, ws, dY, cols, dtq, dtv))
+            (F, P, ws, dY, cols, dtq, dtv)), qdd
 
 
 @jit
@@ -94,9 +94,8 @@ def aba_derivatives_range(li, lf, gv, bl, bf, q, v, tau, fext, minv_in, out, acc
     L = li.shape[0]
     nv = v.shape[1]
     buf = buffer(_ABAD.total, L, nv)
-    views = _views(buf, L, nv)
+    views, qdd = _views(buf, L, nv)
     fl = views[0][4]
-    qdd = aba_derivative_views(buf, L, nv)[0]
     has_fext = fext.shape[0] > 0
     has_minv = minv_in.shape[0] > 0
     has_acc = acc.shape[0] > 0
@@ -130,11 +129,11 @@ def aba_derivatives_state(li, lf, gv, q, v, tau, out, acc):
     L = li.shape[0]
     nv = tau1.shape[0]
     buf = buffer(_ABAD.total, L, nv)
-    qdd = aba_derivative_views(buf, L, nv)[0]
+    views, qdd = _views(buf, L, nv)
     n2 = nv * nv
     d = out[:3 * n2]
     aba_derivatives_passes(li, lf, gv, q1, v1, tau1, False, False, d[:n2].reshape((nv, nv)),
-                           d[n2:2 * n2].reshape((nv, nv)), d[2 * n2:].reshape((nv, nv)), qdd, _views(buf, L, nv))
+                           d[n2:2 * n2].reshape((nv, nv)), d[2 * n2:].reshape((nv, nv)), qdd, views)
     if acc.shape[0] > 0:
         for k in range(nv):
             acc[k] = qdd[k]
