@@ -110,6 +110,13 @@ class IterationTiming:
             return median(stage_seconds(r)[s] for r in results)
         return {s: (med(self.solve_results, s) - med(self.setup_results, s)) / self.iterations for s in stages}
 
+    def negative_stages(self, stages: tuple[str, ...],
+                        stage_seconds: Callable[[Any], dict[str, float]] = lambda r: r) -> list[str]:
+        """The stages whose :meth:`per_iteration_stage_s` came out negative: the 0-iteration solves'
+        median exceeded the K-iteration solves', so the difference (and the per-iteration time with
+        it) measured the noise of the runs, not the iterations: more repeats, or a quieter machine."""
+        return [s for s, v in self.per_iteration_stage_s(stages, stage_seconds).items() if v < 0]
+
 
 def time_iterations(solve: Callable[[int], Any], iterations: int, repeats: int,
                     min_time: float = 0.0) -> IterationTiming:
