@@ -96,6 +96,18 @@ def bias_forces(li, oY, ov, vJ, has_fext, fl, oR, op, cb, pA, tmp):
 
 
 @jit
+def _joint_residual(li, i, U, u, x, w):
+    """``w[:nd] = u_i - U_iᵀ x[i]`` for the nd dofs of link ``i``'s joint: the joint-space residual both
+    of ABA's passes form, from ``x = c`` (bias pass) or ``x = a'`` (acceleration pass), (L, 6)."""
+    d0 = li[i, LI_DOFADR]
+    for k in range(li[i, LI_NV]):
+        s = u[d0 + k]
+        for r in range(6):
+            s -= U[i, k, r] * x[i, r]
+        w[k] = s
+
+
+@jit
 def _bias_joint(li, i, J, tau, IA, U, UD, cb, pA, u):
     """:func:`aba_bias_pass`'s step at link ``i`` for a joint of any number of dofs."""
     d0 = li[i, LI_DOFADR]
@@ -108,11 +120,7 @@ def _bias_joint(li, i, J, tau, IA, U, UD, cb, pA, u):
     lam = li[i, LI_PARENT]
     if lam >= 0:
         w = np.empty(6)
-        for k in range(nd):
-            s = u[d0 + k]
-            for r in range(6):
-                s -= U[i, k, r] * cb[i, r]
-            w[k] = s
+        _joint_residual(li, i, U, u, cb, w)
         for r in range(6):
             s = pA[i, r]
             for c in range(6):
@@ -151,11 +159,7 @@ def _acceleration_joint(li, i, Dinv, U, J, u, qdd, oa):
     d0 = li[i, LI_DOFADR]
     nd = li[i, LI_NV]
     w = np.empty(6)
-    for k in range(nd):
-        s = u[d0 + k]
-        for r in range(6):
-            s -= U[i, k, r] * oa[i, r]
-        w[k] = s
+    _joint_residual(li, i, U, u, oa, w)
     for k in range(nd):
         s = 0.0
         for j in range(nd):
