@@ -256,14 +256,11 @@ def frame_motion_derivatives(backend, model, q, v, a, contacts) -> FrameMotionDe
 # frame motion derivatives and the Schur-complement assembly (docstring of .constrained_dynamics).
 # Same math as the generic path; used when the contact set has no damping and no 6-D kp term.
 
-from ..kernels.minv import MINV_SCRATCH, minv_state_passes  # noqa: E402
+from ..kernels.minv import minv_state_passes  # noqa: E402
 from ..kernels.rnea import link_external_forces, rnea_backward, rnea_forward  # noqa: E402
 from ..kernels.rnea_derivatives import rnea_derivatives_pass, rnea_derivatives_range  # noqa: E402
-from ..kernels.scratch import buffer, view3  # noqa: E402
-from ..kernels.state_scratch import articulated_views, motion_views, placement_views  # noqa: E402
 from ..kernels.world import world_accelerations, world_columns  # noqa: E402
 
-_MINV = MINV_SCRATCH.spec
 
 PIVOT_RTOL = 1e-11  # as .schur.PIVOT_RTOL
 
@@ -339,17 +336,17 @@ def constraint_rows(li, lf, qb, vb, ab, flink, ff, point, kp, kd, pref, rw):
 def state_workspace(L, nv):
     """The work arrays of :func:`placements_minv`, the bias RNEA and ∂RNEA for L links and nv dofs:
     ``(op0, J, oY, IA, U, UD, Dinv, tmp66, chol, F, P, fl, tmp, vel, acc, f, ov, vJ, oa, ws, dY, cols)``
-    (the layout of :data:`dynamics.kernels.minv.MINV_SCRATCH`, its parent placements unused, then
-    (L, 6) velocities, accelerations and forces of the RNEA, the world velocities ``ov``, ``vJ`` of
-    the layout, and :func:`~dynamics.kernels.rnea_derivatives.rnea_derivatives_pass`' ``oa`` (L, 6),
-    ``ws`` (4, L, 6), ``dY`` (L, 12), ``cols`` (8, nv, 6))."""
-    buf = buffer(_MINV.total, L, nv)
-    _, _, _, op0, fl, tmp = placement_views(buf, L, nv)
-    J, ov, vJ, oY = motion_views(buf, L, nv)
-    IA, U, UD, Dinv, tmp66, chol, _, _, _, _ = articulated_views(buf, L, nv)
-    return (op0, J, oY, IA, U, UD, Dinv, tmp66, chol, view3(buf, _MINV.F, L, nv), view3(buf, _MINV.P, L, nv), fl,
-            tmp, np.empty((L, 6)), np.empty((L, 6)), np.empty((L, 6)), ov, vJ, np.zeros((L, 6)),
-            np.zeros((4, L, 6)), np.zeros((L, 12)), np.zeros((8, nv, 6)))
+    (the fields of :data:`dynamics.kernels.minv.MINV_SCRATCH` that these use, then (L, 6)
+    velocities, accelerations and forces of the RNEA, the world velocities ``ov``, ``vJ``, and
+    :func:`~dynamics.kernels.rnea_derivatives.rnea_derivatives_pass`' ``oa`` (L, 6), ``ws`` (4, L, 6),
+    ``dY`` (L, 12), ``cols`` (8, nv, 6)). Arrays of their own, not views of one scratch buffer:
+    the callers keep some of them apart from the tuple, and scratch views do not keep their
+    buffer alive (:mod:`dynamics.kernels.scratch`)."""
+    return (np.empty((L, 3)), np.empty((nv, 6)), np.empty((L, 13)), np.empty((L, 6, 6)), np.empty((L, 6, 6)),
+            np.empty((L, 6, 6)), np.empty((L, 6, 6)), np.empty((6, 6)), np.empty((6, 6)), np.empty((L, nv, 6)),
+            np.empty((L, nv, 6)), np.empty((L, 6)), np.empty((4, 6)), np.empty((L, 6)), np.empty((L, 6)),
+            np.empty((L, 6)), np.empty((L, 6)), np.empty((L, 6)), np.zeros((L, 6)), np.zeros((4, L, 6)),
+            np.zeros((L, 12)), np.zeros((8, nv, 6)))
 
 
 @_jit

@@ -222,9 +222,14 @@ def aba_passes(li, lf, gv, q, v, tau, has_fext, qdd, placements, motion, articul
 def aba_range(li, lf, gv, bl, bf, q, v, tau, fext, qdd, start, stop):
     """``qdd`` (B, nv) for q (B, nq), v, tau (B, nv); fext (B, nbody, 6) or (0, nbody, 6) for none.
     States ``start`` to ``stop - 1``, on the calling thread."""
+    _aba_range(buffer(_ABA.total, li.shape[0], tau.shape[1]), li, lf, gv, bl, bf, q, v, tau, fext, qdd, start, stop)
+
+
+@jit
+def _aba_range(buf, li, lf, gv, bl, bf, q, v, tau, fext, qdd, start, stop):
+    """:func:`aba_range` in the scratch ``buf`` it allocated (:mod:`.scratch`)."""
     L = li.shape[0]
     nv = tau.shape[1]
-    buf = buffer(_ABA.total, L, nv)
     placements = placement_views(buf, L, nv)
     motion, articulated = motion_views(buf, L, nv), articulated_views(buf, L, nv)
     fl = placements[4]
@@ -233,6 +238,15 @@ def aba_range(li, lf, gv, bl, bf, q, v, tau, fext, qdd, start, stop):
         if has_fext:
             link_external_forces(bl, bf, fext[b], fl)
         aba_passes(li, lf, gv, q[b], v[b], tau[b], has_fext, qdd[b], placements, motion, articulated)
+
+
+@jit
+def _aba_one(buf, li, lf, gv, q, v, tau, qdd):
+    """:func:`aba_passes` on one state without external forces, in the scratch ``buf``."""
+    L = li.shape[0]
+    nv = tau.shape[0]
+    aba_passes(li, lf, gv, q, v, tau, False, qdd, placement_views(buf, L, nv), motion_views(buf, L, nv),
+               articulated_views(buf, L, nv))
 
 
 @jit
@@ -246,11 +260,8 @@ def aba_state(li, lf, gv, q, v, tau, qdd):
         q1, v1, tau1, qdd1 = q[0], v[0], tau[0], qdd[0]
     else:
         q1, v1, tau1, qdd1 = q, v, tau, qdd
-    L = li.shape[0]
     nv = tau1.shape[0]
-    buf = buffer(_ABA.total, L, nv)
-    aba_passes(li, lf, gv, q1, v1, tau1, False, qdd1, placement_views(buf, L, nv), motion_views(buf, L, nv),
-               articulated_views(buf, L, nv))
+    _aba_one(buffer(_ABA.total, li.shape[0], nv), li, lf, gv, q1, v1, tau1, qdd1)
     for k in range(nv):
         if not np.isfinite(qdd1[k]):
             return False

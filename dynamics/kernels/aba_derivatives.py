@@ -93,7 +93,15 @@ def aba_derivatives_range(li, lf, gv, bl, bf, q, v, tau, fext, minv_in, out, acc
     or (0, nv) to drop it. States ``start`` to ``stop - 1``, on the calling thread."""
     L = li.shape[0]
     nv = v.shape[1]
-    buf = buffer(_ABAD.total, L, nv)
+    _aba_derivatives_range(buffer(_ABAD.total, L, nv), li, lf, gv, bl, bf, q, v, tau, fext, minv_in, out, acc, start,
+                           stop)
+
+
+@jit
+def _aba_derivatives_range(buf, li, lf, gv, bl, bf, q, v, tau, fext, minv_in, out, acc, start, stop):
+    """:func:`aba_derivatives_range` in the scratch ``buf`` it allocated (:mod:`.scratch`)."""
+    L = li.shape[0]
+    nv = v.shape[1]
     views, qdd = _views(buf, L, nv)
     fl = views[0][4]
     has_fext = fext.shape[0] > 0
@@ -126,15 +134,23 @@ def aba_derivatives_state(li, lf, gv, q, v, tau, out, acc):
         q1, v1, tau1 = q[0], v[0], tau[0]
     else:
         q1, v1, tau1 = q, v, tau
-    L = li.shape[0]
     nv = tau1.shape[0]
-    buf = buffer(_ABAD.total, L, nv)
-    views, qdd = _views(buf, L, nv)
     n2 = nv * nv
     d = out[:3 * n2]
-    aba_derivatives_passes(li, lf, gv, q1, v1, tau1, False, False, d[:n2].reshape((nv, nv)),
-                           d[n2:2 * n2].reshape((nv, nv)), d[2 * n2:].reshape((nv, nv)), qdd, views)
+    return _aba_derivatives_one(buffer(_ABAD.total, li.shape[0], nv), li, lf, gv, q1, v1, tau1,
+                                d[:n2].reshape((nv, nv)), d[n2:2 * n2].reshape((nv, nv)), d[2 * n2:].reshape((nv, nv)),
+                                acc) and all_finite(d)
+
+
+@jit
+def _aba_derivatives_one(buf, li, lf, gv, q, v, tau, out_q, out_v, Mi, acc):
+    """:func:`aba_derivatives_passes` on one state without external forces, in the scratch ``buf``;
+    ``acc`` (nv,) receives the acceleration, or (0,) to drop it. Returns whether it is finite."""
+    L = li.shape[0]
+    nv = tau.shape[0]
+    views, qdd = _views(buf, L, nv)
+    aba_derivatives_passes(li, lf, gv, q, v, tau, False, False, out_q, out_v, Mi, qdd, views)
     if acc.shape[0] > 0:
         for k in range(nv):
             acc[k] = qdd[k]
-    return all_finite(d) and all_finite(qdd)
+    return all_finite(qdd)

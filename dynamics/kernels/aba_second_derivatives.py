@@ -61,7 +61,15 @@ def aba_second_derivatives_range(li, lf, gv, bl, bf, q, v, tau, fext, bracket, o
     to ``stop - 1``, on the calling thread."""
     L = li.shape[0]
     nv = v.shape[1]
-    buf = buffer(_ABASD.total, L, nv)
+    _aba_second_derivatives_range(buffer(_ABASD.total, L, nv), li, lf, gv, bl, bf, q, v, tau, fext, bracket, out,
+                                  start, stop)
+
+
+@jit
+def _aba_second_derivatives_range(buf, li, lf, gv, bl, bf, q, v, tau, fext, bracket, out, start, stop):
+    """:func:`aba_second_derivatives_range` in the scratch ``buf`` it allocated (:mod:`.scratch`)."""
+    L = li.shape[0]
+    nv = v.shape[1]
     placements, motion = placement_views(buf, L, nv), motion_views(buf, L, nv)
     articulated = articulated_views(buf, L, nv)
     R, p, oR, op, fl, tmp = placements

@@ -57,7 +57,14 @@ def crba_range(li, lf, q, M, start, stop):
     """``M`` (B, nv, nv) for q (B, nq). States ``start`` to ``stop - 1``, on the calling thread."""
     L = li.shape[0]
     nv = M.shape[1]
-    buf = buffer(_CRBA.total, L, nv)
+    _crba_range(buffer(_CRBA.total, L, nv), li, lf, q, M, start, stop)
+
+
+@jit
+def _crba_range(buf, li, lf, q, M, start, stop):
+    """:func:`crba_range` in the scratch ``buf`` it allocated (:mod:`.scratch`)."""
+    L = li.shape[0]
+    nv = M.shape[1]
     R, p, oR, op, _, tmp = placement_views(buf, L, nv)
     J, _, _, oY = motion_views(buf, L, nv)
     F = view2(buf, _CRBA.F, L, nv)

@@ -49,7 +49,14 @@ def placements_range(li, lf, q, flink, ff, oRf, opf, start, stop):
     ``ff`` (nf, 12) for q (B, nq). Runs states ``start`` to ``stop - 1`` on the calling thread."""
     L = li.shape[0]
     nv = 0                   # (the layout has no per-dof field)
-    buf = buffer(_PLACEMENTS.total, L, nv)
+    _placements_range(buffer(_PLACEMENTS.total, L, nv), li, lf, q, flink, ff, oRf, opf, start, stop)
+
+
+@jit
+def _placements_range(buf, li, lf, q, flink, ff, oRf, opf, start, stop):
+    """:func:`placements_range` in the scratch ``buf`` it allocated (:mod:`.scratch`)."""
+    L = li.shape[0]
+    nv = 0                   # (the layout has no per-dof field)
     R, p, oR, op, _, _ = placement_views(buf, L, nv)
     for b in range(start, stop):
         all_placements(li, lf, q[b], R, p)
@@ -296,7 +303,14 @@ def frame_jacobian_range(li, lf, q, v, flink, ff, ref, J, dJ, start, stop):
     (>=1, nv) ``v`` for the Jacobian alone). Runs states ``start`` to ``stop - 1`` on the calling thread."""
     L = li.shape[0]
     nv = J.shape[2]
-    buf = buffer(_FRAME_JACOBIAN.total, L, nv)
+    _frame_jacobian_range(buffer(_FRAME_JACOBIAN.total, L, nv), li, lf, q, v, flink, ff, ref, J, dJ, start, stop)
+
+
+@jit
+def _frame_jacobian_range(buf, li, lf, q, v, flink, ff, ref, J, dJ, start, stop):
+    """:func:`frame_jacobian_range` in the scratch ``buf`` it allocated (:mod:`.scratch`)."""
+    L = li.shape[0]
+    nv = J.shape[2]
     R, p, oR, op, _, tmp = placement_views(buf, L, nv)
     Jw = view2(buf, _FRAME_JACOBIAN.Jw, L, nv)
     dJw = view2(buf, _FRAME_JACOBIAN.dJw, L, nv)
@@ -367,7 +381,14 @@ def com_range(li, lf, gv, q, com, J, start, stop):
     the centre of mass alone). Runs states ``start`` to ``stop - 1`` on the calling thread."""
     L = li.shape[0]
     nv = J.shape[2]
-    buf = buffer(_COM.total, L, nv)
+    _com_range(buffer(_COM.total, L, nv), li, lf, gv, q, com, J, start, stop)
+
+
+@jit
+def _com_range(buf, li, lf, gv, q, com, J, start, stop):
+    """:func:`com_range` in the scratch ``buf`` it allocated (:mod:`.scratch`)."""
+    L = li.shape[0]
+    nv = J.shape[2]
     R, p, oR, op, _, tmp = placement_views(buf, L, nv)
     x = view2(buf, _COM.x, L, nv)
     msub = view1(buf, _COM.msub, L, nv)

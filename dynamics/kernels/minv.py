@@ -169,7 +169,14 @@ def minv_range(li, lf, q, Mi, start, stop):
     """``M^-1`` (B, nv, nv) for q (B, nq). States ``start`` to ``stop - 1``, on the calling thread."""
     L = li.shape[0]
     nv = Mi.shape[1]
-    buf = buffer(_MINV.total, L, nv)
+    _minv_range(buffer(_MINV.total, L, nv), li, lf, q, Mi, start, stop)
+
+
+@jit
+def _minv_range(buf, li, lf, q, Mi, start, stop):
+    """:func:`minv_range` in the scratch ``buf`` it allocated (:mod:`.scratch`)."""
+    L = li.shape[0]
+    nv = Mi.shape[1]
     R, p, oR, op, _, tmp = placement_views(buf, L, nv)
     J, _, _, oY = motion_views(buf, L, nv)
     IA, U, UD, Dinv, tmp66, chol, _, _, _, _ = articulated_views(buf, L, nv)

@@ -132,7 +132,14 @@ def rnea_range(li, lf, gv, bl, bf, q, v, a, fext, tau, start, stop):
     States ``start`` to ``stop - 1``, on the calling thread."""
     L = li.shape[0]
     nv = tau.shape[1]
-    buf = buffer(_RNEA.total, L, nv)
+    _rnea_range(buffer(_RNEA.total, L, nv), li, lf, gv, bl, bf, q, v, a, fext, tau, start, stop)
+
+
+@jit
+def _rnea_range(buf, li, lf, gv, bl, bf, q, v, a, fext, tau, start, stop):
+    """:func:`rnea_range` in the scratch ``buf`` it allocated (:mod:`.scratch`)."""
+    L = li.shape[0]
+    nv = tau.shape[1]
     R, p, _, _, fl, tmp = placement_views(buf, L, nv)
     vel = view2(buf, _RNEA.vel, L, nv)
     acc = view2(buf, _RNEA.acc, L, nv)

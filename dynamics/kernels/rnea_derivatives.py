@@ -236,7 +236,14 @@ def rnea_derivatives_range(li, lf, gv, bl, bf, q, v, a, fext, out, start, stop):
     (B, nbody, 6) or (0, nbody, 6) for none. States ``start`` to ``stop - 1``, on the calling thread."""
     L = li.shape[0]
     nv = v.shape[1]
-    buf = buffer(_RNEAD.total, L, nv)
+    _rnea_derivatives_range(buffer(_RNEAD.total, L, nv), li, lf, gv, bl, bf, q, v, a, fext, out, start, stop)
+
+
+@jit
+def _rnea_derivatives_range(buf, li, lf, gv, bl, bf, q, v, a, fext, out, start, stop):
+    """:func:`rnea_derivatives_range` in the scratch ``buf`` it allocated (:mod:`.scratch`)."""
+    L = li.shape[0]
+    nv = v.shape[1]
     views = _views(buf, L, nv)
     fl = views[0][4]
     has_fext = fext.shape[0] > 0
@@ -256,10 +263,14 @@ def rnea_derivatives_state(li, lf, gv, q, v, a, out):
         q1, v1, a1 = q[0], v[0], a[0]
     else:
         q1, v1, a1 = q, v, a
-    L = li.shape[0]
     nv = a1.shape[0]
-    buf = buffer(_RNEAD.total, L, nv)
     n2 = nv * nv
-    rnea_derivatives_state_passes(li, lf, gv, q1, v1, a1, False, out[:n2].reshape((nv, nv)),
-                                  out[n2:2 * n2].reshape((nv, nv)), _views(buf, L, nv))
+    _rnea_derivatives_one(buffer(_RNEAD.total, li.shape[0], nv), li, lf, gv, q1, v1, a1, out[:n2].reshape((nv, nv)),
+                          out[n2:2 * n2].reshape((nv, nv)))
     return all_finite(out[:2 * n2])
+
+
+@jit
+def _rnea_derivatives_one(buf, li, lf, gv, q, v, a, out_q, out_v):
+    """:func:`rnea_derivatives_state_passes` without external forces, in the scratch ``buf``."""
+    rnea_derivatives_state_passes(li, lf, gv, q, v, a, False, out_q, out_v, _views(buf, li.shape[0], a.shape[0]))

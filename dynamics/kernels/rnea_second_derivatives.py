@@ -381,7 +381,14 @@ def rnea_second_derivatives_range(li, lf, gv, bl, bf, q, v, a, fext, out, start,
     thread."""
     L = li.shape[0]
     nv = v.shape[1]
-    buf = buffer(_RNEASD.total, L, nv)
+    _rnea_second_derivatives_range(buffer(_RNEASD.total, L, nv), li, lf, gv, bl, bf, q, v, a, fext, out, start, stop)
+
+
+@jit
+def _rnea_second_derivatives_range(buf, li, lf, gv, bl, bf, q, v, a, fext, out, start, stop):
+    """:func:`rnea_second_derivatives_range` in the scratch ``buf`` it allocated (:mod:`.scratch`)."""
+    L = li.shape[0]
+    nv = v.shape[1]
     R, p, oR, op, fl, t = placement_views(buf, L, nv)
     J, ov, vJ, oY = motion_views(buf, L, nv)
     psid = view2(buf, _RNEASD.psid, L, nv)
