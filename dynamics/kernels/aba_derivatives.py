@@ -6,7 +6,8 @@ ABA's world kinematics and accelerations (:mod:`.rnea_derivatives`); then
 With ``M^-1`` given, its computation is skipped (ΔiFD of Yang, Chen & Han 2023, Dadu-RBD, Table I).
 
 The two dense products are the only O(nv^3) step; they go to BLAS (``np.dot``, single-threaded for
-these sizes) rather than a hand-written loop, which is several times slower.
+these sizes) rather than a hand-written loop, which is several times slower, except on the
+smallest robots (:data:`SMALL_PRODUCT_NV`), where the call costs more than the product.
 """
 
 from __future__ import annotations
@@ -23,14 +24,33 @@ from .scratch import DOFS, LINKS, buffer, view1, view2, view3
 from .state_scratch import ARTICULATED, articulated_views, motion_views, placement_views
 
 
+#: the largest nv whose two products :func:`neg_products` writes as loops: a BLAS call's overhead
+#: is most of a product this small (nv 6 / 7: 0.18 / 0.27 µs for both against 0.31 / 0.35 through
+#: BLAS; nv 8: 0.38 against 0.33)
+SMALL_PRODUCT_NV = 7
+
+
 @jit
-def neg_product(Mi, X, out):
-    """``out = -Mi X`` (all (nv, nv), C-contiguous)."""
-    np.dot(Mi, X, out)
-    n = out.shape[0]
+def neg_products(Mi, X, Y, out_x, out_y):
+    """``out_x = -Mi X`` and ``out_y = -Mi Y`` (all (nv, nv), C-contiguous)."""
+    n = out_x.shape[0]
+    if n > SMALL_PRODUCT_NV:
+        np.dot(Mi, X, out_x)
+        np.dot(Mi, Y, out_y)
+        for r in range(n):
+            for c in range(n):
+                out_x[r, c] = -out_x[r, c]
+                out_y[r, c] = -out_y[r, c]
+        return
     for r in range(n):
         for c in range(n):
-            out[r, c] = -out[r, c]
+            out_x[r, c] = 0.0
+            out_y[r, c] = 0.0
+        for k in range(n):
+            a = -Mi[r, k]
+            for c in range(n):
+                out_x[r, c] += a * X[k, c]
+                out_y[r, c] += a * Y[k, c]
 
 
 #: scratch of :func:`aba_derivatives_range`: one state's work arrays
@@ -72,8 +92,7 @@ def aba_derivatives_passes(li, lf, gv, q, v, tau, has_fext, Mi_given, out_q, out
         minv_passes(li, J, U, UD, Dinv, F, P, Mi)
     # ∇RNEA at (q, v, qdd); oY becomes the composite inertias
     rnea_derivatives_pass(li, gv, J, ov, oa, oY, has_fext, fl, oR, op, ws, dY, cols, dtq, dtv)
-    neg_product(Mi, dtq, out_q)
-    neg_product(Mi, dtv, out_v)
+    neg_products(Mi, dtq, dtv, out_q, out_v)
 
 
 @jit
