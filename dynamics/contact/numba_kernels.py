@@ -259,6 +259,7 @@ def frame_motion_derivatives(backend, model, q, v, a, contacts) -> FrameMotionDe
 from ..kernels.minv import minv_state_passes  # noqa: E402
 from ..kernels.rnea import link_external_forces, rnea_backward, rnea_forward  # noqa: E402
 from ..kernels.rnea_derivatives import rnea_derivatives_pass, rnea_derivatives_range  # noqa: E402
+from ..kernels.scratch import borrow  # noqa: E402
 from ..kernels.world import world_accelerations, world_columns  # noqa: E402
 
 
@@ -457,10 +458,23 @@ def contact_range(li, lf, gv, bl, bf, q, v, tau, flink, ff, fbody, fbR, fbp, poi
     relative pivot of K (rank check); with ``derivs``: ``da`` (3, B, nv, nv), ``dl`` (3, B, nc, nv)."""
     L = li.shape[0]
     nv = v.shape[1]
+    nc = (3 if point else 6) * flink.shape[0]
+    _contact_range(rows_workspace(L, nv, flink.shape[0], nc), state_workspace(L, nv), li, lf, gv, bl, bf, q, v, tau,
+                   flink, ff, fbody, fbR, fbp, point, kp, kd, pref, derivs, Mi, bias, zero, no_fext, fext, rd, a_out,
+                   lam_out, flag, da, dl, start, stop)
+
+
+@_jit
+def _contact_range(rw, sw, li, lf, gv, bl, bf, q, v, tau, flink, ff, fbody, fbR, fbp, point, kp, kd, pref, derivs,
+                   Mi, bias, zero, no_fext, fext, rd, a_out, lam_out, flag, da, dl, start, stop):
+    """:func:`contact_range` with its workspaces ``rw`` (:func:`rows_workspace`) and ``sw``
+    (:func:`state_workspace`) borrowed: the dozens of arrays it hands to its passes per state are
+    not reference-counted (:func:`~dynamics.kernels.scratch.borrow`)."""
+    rw, sw = borrow((rw, sw))
+    nv = v.shape[1]
     k = flink.shape[0]
     dim = 3 if point else 6
     nc = dim * k
-    rw = rows_workspace(L, nv, k, nc)
     R, p, oR, op, chain, W, t, xv, xa, vel, acc, vJ, S, Rf, ov, oa, F, oRf, opf, Jc, gam = rw
     MiJt = np.empty((nv, nc))
     JMi = np.empty((nc, nv))
@@ -480,7 +494,6 @@ def contact_range(li, lf, gv, bl, bf, q, v, tau, flink, ff, fbody, fbR, fbp, poi
     Yv = np.empty((nc, nv))
     Z3 = np.empty((nv, 3 * nv))
     MD = np.empty((nv, 2 * nv))
-    sw = state_workspace(L, nv)
     fl, tmp, bvel, bacc, bf_ = sw[11], sw[12], sw[13], sw[14], sw[15]
     has_fext = no_fext.shape[0] > 0             # (False: the bias has no external forces)
     for b in range(start, stop):
