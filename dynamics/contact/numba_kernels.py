@@ -259,7 +259,7 @@ def frame_motion_derivatives(backend, model, q, v, a, contacts) -> FrameMotionDe
 from ..kernels.minv import minv_state_passes  # noqa: E402
 from ..kernels.rnea import link_external_forces, rnea_backward, rnea_forward  # noqa: E402
 from ..kernels.rnea_derivatives import rnea_derivatives_pass, rnea_derivatives_range  # noqa: E402
-from ..kernels.scratch import borrow  # noqa: E402
+from ..kernels.scratch import carve  # noqa: E402
 from ..kernels.world import world_accelerations, world_columns  # noqa: E402
 
 
@@ -312,20 +312,48 @@ def _rows(li, lf, R, p, oR, op, flink, ff, vb, ab, point, kp, kd, pref, chain, W
 
 
 @_jit
-def rows_workspace(L, nv, k, nc):
-    """The work arrays of :func:`constraint_rows` for L links, nv dofs, k contact frames and nc
-    constraint rows: ``(R, p, oR, op, chain, W, t, xv, xa, vel, acc, vJ, S, Rf, ov, oa, F, oRf,
-    opf, Jc, gam)``; ``F`` (4, k, 6, nv) holds the frame columns dv_dq, dv_dv (J), da_dq, da_dv."""
-    return (np.empty((L, 3, 3)), np.empty((L, 3)), np.empty((L, 3, 3)), np.empty((L, 3)),
-            np.empty(L, dtype=np.int64), np.zeros((4, nv, 6)), np.empty(6), np.empty(6), np.empty(6), np.empty(6),
-            np.empty(6), np.empty(6), np.empty((6, 6)), np.empty((3, 3)), np.empty((k, 6)), np.empty((k, 6)),
-            np.zeros((4, k, 6, nv)), np.empty((k, 3, 3)), np.empty((k, 3)), np.empty((nc, nv)), np.empty(nc))
+def rows_size(L, nv, k, nc):
+    """The float64 entries :func:`rows_views` carves, for L links, nv dofs, k contact frames and nc
+    constraint rows."""
+    return 24 * L + 24 * nv + 81 + 24 * k + 24 * k * nv + nc * nv + nc
+
+
+@_jit
+def rows_views(buf, o, chain, L, nv, k, nc):
+    """``(rw, o')``: the work arrays of :func:`constraint_rows` for L links, nv dofs, k contact
+    frames and nc constraint rows, ``rw = (R, p, oR, op, chain, W, t, xv, xa, vel, acc, vJ, S, Rf, ov,
+    oa, F, oRf, opf, Jc, gam)``, carved from ``buf[o:o']`` (:func:`rows_size` entries; ``W`` and
+    ``F`` zeroed) with the int64 ``chain`` (L,) given. ``F`` (4, k, 6, nv) holds the frame columns
+    dv_dq, dv_dv (J), da_dq, da_dv."""
+    R = carve(buf, o, (L, 3, 3))
+    p = carve(buf, o + 9 * L, (L, 3))
+    oR = carve(buf, o + 12 * L, (L, 3, 3))
+    op = carve(buf, o + 21 * L, (L, 3))
+    o += 24 * L
+    W = carve(buf, o, (4, nv, 6))
+    o += 24 * nv
+    t, xv, xa = carve(buf, o, (6,)), carve(buf, o + 6, (6,)), carve(buf, o + 12, (6,))
+    vel, acc, vJ = carve(buf, o + 18, (6,)), carve(buf, o + 24, (6,)), carve(buf, o + 30, (6,))
+    S = carve(buf, o + 36, (6, 6))
+    Rf = carve(buf, o + 72, (3, 3))
+    o += 81
+    ov, oa = carve(buf, o, (k, 6)), carve(buf, o + 6 * k, (k, 6))
+    oRf, opf = carve(buf, o + 12 * k, (k, 3, 3)), carve(buf, o + 21 * k, (k, 3))
+    o += 24 * k
+    F = carve(buf, o, (4, k, 6, nv))
+    o += 24 * k * nv
+    Jc = carve(buf, o, (nc, nv))
+    gam = carve(buf, o + nc * nv, (nc,))
+    o += nc * nv + nc
+    W[:, :, :] = 0.0
+    F[:, :, :, :] = 0.0
+    return (R, p, oR, op, chain, W, t, xv, xa, vel, acc, vJ, S, Rf, ov, oa, F, oRf, opf, Jc, gam), o
 
 
 @_jit
 def constraint_rows(li, lf, qb, vb, ab, flink, ff, point, kp, kd, pref, rw):
     """The link placements at ``qb`` and the contact constraint rows (:func:`_rows`) at velocity
-    ``vb``, acceleration ``ab``, into the workspace ``rw`` (:func:`rows_workspace`)."""
+    ``vb``, acceleration ``ab``, into the workspace ``rw`` (:func:`rows_views`)."""
     R, p, oR, op, chain, W, t, xv, xa, vel, acc, vJ, S, Rf, ov, oa, F, oRf, opf, Jc, gam = rw
     all_placements(li, lf, qb, R, p)
     world_placements(li, R, p, oR, op)
@@ -334,27 +362,54 @@ def constraint_rows(li, lf, qb, vb, ab, flink, ff, point, kp, kd, pref, rw):
 
 
 @_jit
-def state_workspace(L, nv):
-    """The work arrays of :func:`placements_minv`, the bias RNEA and ∂RNEA for L links and nv dofs:
-    ``(op0, J, oY, IA, U, UD, Dinv, tmp66, chol, F, P, fl, tmp, vel, acc, f, ov, vJ, oa, ws, dY, cols)``
-    (the fields of :data:`dynamics.kernels.minv.MINV_SCRATCH` that these use, then (L, 6)
-    velocities, accelerations and forces of the RNEA, the world velocities ``ov``, ``vJ``, and
-    :func:`~dynamics.kernels.rnea_derivatives.rnea_derivatives_pass`' ``oa`` (L, 6), ``ws`` (4, L, 6),
-    ``dY`` (L, 12), ``cols`` (8, nv, 6)). Arrays of their own, not views of one scratch buffer:
-    the callers keep some of them apart from the tuple, and scratch views do not keep their
-    buffer alive (:mod:`dynamics.kernels.scratch`)."""
-    return (np.empty((L, 3)), np.empty((nv, 6)), np.empty((L, 13)), np.empty((L, 6, 6)), np.empty((L, 6, 6)),
-            np.empty((L, 6, 6)), np.empty((L, 6, 6)), np.empty((6, 6)), np.empty((6, 6)), np.empty((L, nv, 6)),
-            np.empty((L, nv, 6)), np.empty((L, 6)), np.empty((4, 6)), np.empty((L, 6)), np.empty((L, 6)),
-            np.empty((L, 6)), np.empty((L, 6)), np.empty((L, 6)), np.zeros((L, 6)), np.zeros((4, L, 6)),
-            np.zeros((L, 12)), np.zeros((8, nv, 6)))
+def state_size(L, nv):
+    """The float64 entries :func:`state_views` carves, for L links and nv dofs."""
+    return 3 * L + 6 * nv + 13 * L + 144 * L + 72 + 12 * L * nv + 6 * L + 24 + 36 * L + 24 * L + 12 * L + 48 * nv
+
+
+@_jit
+def state_views(buf, o, L, nv):
+    """``(sw, o')``: the work arrays of :func:`placements_minv`, the bias RNEA and ∂RNEA for L links and
+    nv dofs, ``sw = (op0, J, oY, IA, U, UD, Dinv, tmp66, chol, F, P, fl, tmp, vel, acc, f, ov, vJ, oa,
+    ws, dY, cols)``, carved from ``buf[o:o']`` (:func:`state_size` entries): the fields of
+    :data:`dynamics.kernels.minv.MINV_SCRATCH` that these use, then (L, 6) velocities,
+    accelerations and forces of the RNEA, the world velocities ``ov``, ``vJ``, and
+    :func:`~dynamics.kernels.rnea_derivatives.rnea_derivatives_pass`' ``oa`` (L, 6), ``ws``
+    (4, L, 6), ``dY`` (L, 12), ``cols`` (8, nv, 6), these four zeroed."""
+    op0 = carve(buf, o, (L, 3))
+    J = carve(buf, o + 3 * L, (nv, 6))
+    o += 3 * L + 6 * nv
+    oY = carve(buf, o, (L, 13))
+    IA, U = carve(buf, o + 13 * L, (L, 6, 6)), carve(buf, o + 49 * L, (L, 6, 6))
+    UD, Dinv = carve(buf, o + 85 * L, (L, 6, 6)), carve(buf, o + 121 * L, (L, 6, 6))
+    o += 157 * L
+    tmp66, chol = carve(buf, o, (6, 6)), carve(buf, o + 36, (6, 6))
+    o += 72
+    F, P = carve(buf, o, (L, nv, 6)), carve(buf, o + 6 * L * nv, (L, nv, 6))
+    o += 12 * L * nv
+    fl = carve(buf, o, (L, 6))
+    tmp = carve(buf, o + 6 * L, (4, 6))
+    o += 6 * L + 24
+    vel, acc, f = carve(buf, o, (L, 6)), carve(buf, o + 6 * L, (L, 6)), carve(buf, o + 12 * L, (L, 6))
+    ov, vJ, oa = carve(buf, o + 18 * L, (L, 6)), carve(buf, o + 24 * L, (L, 6)), carve(buf, o + 30 * L, (L, 6))
+    o += 36 * L
+    ws = carve(buf, o, (4, L, 6))
+    dY = carve(buf, o + 24 * L, (L, 12))
+    o += 36 * L
+    cols = carve(buf, o, (8, nv, 6))
+    o += 48 * nv
+    oa[:, :] = 0.0
+    ws[:, :, :] = 0.0
+    dY[:, :] = 0.0
+    cols[:, :, :] = 0.0
+    return (op0, J, oY, IA, U, UD, Dinv, tmp66, chol, F, P, fl, tmp, vel, acc, f, ov, vJ, oa, ws, dY, cols), o
 
 
 @_jit
 def placements_minv(li, lf, qb, vb, R, p, oR, op, sw, Mb):
     """One state's link placements ``R, p`` (parent) and ``oR, op`` (world) at ``qb`` and its ``M⁻¹``
     into ``Mb`` (nv, nv) from them (the world origin moved to link 0 in a copy ``op0`` of ``op``), in
-    the work arrays ``sw`` (:func:`state_workspace`): the placements once for M⁻¹, the bias, the
+    the work arrays ``sw`` (:func:`state_views`): the placements once for M⁻¹, the bias, the
     constraint rows and ∂RNEA. ``vb`` (nv,): the velocity whose world velocities ``ov``, ``vJ`` are
     computed too (for :func:`rnea_derivatives_world`), or empty to skip them."""
     op0, J, oY, IA, U, UD, Dinv, tmp66, chol, F, P, _, tmp, _, _, _, ov, vJ, _, _, _, _ = sw
@@ -458,42 +513,65 @@ def contact_range(li, lf, gv, bl, bf, q, v, tau, flink, ff, fbody, fbR, fbp, poi
     relative pivot of K (rank check); with ``derivs``: ``da`` (3, B, nv, nv), ``dl`` (3, B, nc, nv)."""
     L = li.shape[0]
     nv = v.shape[1]
-    nc = (3 if point else 6) * flink.shape[0]
-    _contact_range(rows_workspace(L, nv, flink.shape[0], nc), state_workspace(L, nv), li, lf, gv, bl, bf, q, v, tau,
-                   flink, ff, fbody, fbR, fbp, point, kp, kd, pref, derivs, Mi, bias, zero, no_fext, fext, rd, a_out,
-                   lam_out, flag, da, dl, start, stop)
+    k = flink.shape[0]
+    nc = (3 if point else 6) * k
+    # one allocation for every float work array: a rollout calls this once per knot
+    buf = np.empty(rows_size(L, nv, k, nc) + state_size(L, nv) + contact_size(nv, nc))
+    _contact_range(buf, np.empty(L, dtype=np.int64), np.arange(nc), li, lf, gv, bl, bf, q, v, tau, flink, ff, fbody,
+                   fbR, fbp, point, kp, kd, pref, derivs, Mi, bias, zero, no_fext, fext, rd, a_out, lam_out, flag, da,
+                   dl, start, stop)
 
 
 @_jit
-def _contact_range(rw, sw, li, lf, gv, bl, bf, q, v, tau, flink, ff, fbody, fbR, fbp, point, kp, kd, pref, derivs,
-                   Mi, bias, zero, no_fext, fext, rd, a_out, lam_out, flag, da, dl, start, stop):
-    """:func:`contact_range` with its workspaces ``rw`` (:func:`rows_workspace`) and ``sw``
-    (:func:`state_workspace`) borrowed: the dozens of arrays it hands to its passes per state are
-    not reference-counted (:func:`~dynamics.kernels.scratch.borrow`)."""
-    rw, sw = borrow((rw, sw))
+def contact_size(nv, nc):
+    """The float64 entries :func:`contact_views` carves."""
+    return 10 * nc * nv + nc * nc + 8 * nv + nc + 7 * nv * nv
+
+
+@_jit
+def contact_views(buf, o, nv, nc):
+    """``((MiJt, JMi, K, af, tmb, rhs, Rq, Rv, Jw, Z, R3, D2, JcT, Yq, Yv, Z3, MD), o')``:
+    :func:`contact_range`'s own work arrays, carved from ``buf[o:o']`` (:func:`contact_size` entries)."""
+    MiJt = carve(buf, o, (nv, nc))
+    JMi = carve(buf, o + nc * nv, (nc, nv))
+    K = carve(buf, o + 2 * nc * nv, (nc, nc))
+    o += 2 * nc * nv + nc * nc
+    af, tmb = carve(buf, o, (nv,)), carve(buf, o + nv, (nv,))
+    rhs = carve(buf, o + 2 * nv, (nc, 1))
+    o += 2 * nv + nc
+    Rq, Rv = carve(buf, o, (nc, nv)), carve(buf, o + nc * nv, (nc, nv))
+    o += 2 * nc * nv
+    Jw, Z = carve(buf, o, (3, nv)), carve(buf, o + 3 * nv, (3, nv))
+    o += 6 * nv
+    R3 = carve(buf, o, (nc, 3 * nv))
+    o += 3 * nc * nv
+    D2 = carve(buf, o, (nv, 2 * nv))
+    o += 2 * nv * nv
+    JcT = carve(buf, o, (nv, nc))
+    Yq, Yv = carve(buf, o + nc * nv, (nc, nv)), carve(buf, o + 2 * nc * nv, (nc, nv))
+    o += 3 * nc * nv
+    Z3 = carve(buf, o, (nv, 3 * nv))
+    MD = carve(buf, o + 3 * nv * nv, (nv, 2 * nv))
+    o += 5 * nv * nv
+    return (MiJt, JMi, K, af, tmb, rhs, Rq, Rv, Jw, Z, R3, D2, JcT, Yq, Yv, Z3, MD), o
+
+
+@_jit
+def _contact_range(buf, chain, ident, li, lf, gv, bl, bf, q, v, tau, flink, ff, fbody, fbR, fbp, point, kp, kd, pref,
+                   derivs, Mi, bias, zero, no_fext, fext, rd, a_out, lam_out, flag, da, dl, start, stop):
+    """:func:`contact_range` with its work arrays carved from ``buf`` (:func:`rows_views`,
+    :func:`state_views`, :func:`contact_views`; borrowed, :mod:`dynamics.kernels.scratch`: the
+    dozens of arrays its passes take per state are not reference-counted); ``chain`` (L,) and
+    ``ident`` = 0 .. nc-1 its integer arrays."""
+    L = li.shape[0]
     nv = v.shape[1]
     k = flink.shape[0]
     dim = 3 if point else 6
     nc = dim * k
+    rw, o = rows_views(buf, 0, chain, L, nv, k, nc)
+    sw, o = state_views(buf, o, L, nv)
+    (MiJt, JMi, K, af, tmb, rhs, Rq, Rv, Jw, Z, R3, D2, JcT, Yq, Yv, Z3, MD), _ = contact_views(buf, o, nv, nc)
     R, p, oR, op, chain, W, t, xv, xa, vel, acc, vJ, S, Rf, ov, oa, F, oRf, opf, Jc, gam = rw
-    MiJt = np.empty((nv, nc))
-    JMi = np.empty((nc, nv))
-    K = np.empty((nc, nc))
-    ident = np.arange(nc)
-    af = np.empty(nv)
-    tmb = np.empty(nv)
-    rhs = np.empty((nc, 1))
-    Rq = np.empty((nc, nv))
-    Rv = np.empty((nc, nv))
-    Jw = np.empty((3, nv))
-    Z = np.empty((3, nv))
-    R3 = np.empty((nc, 3 * nv))
-    D2 = np.empty((nv, 2 * nv))
-    JcT = np.empty((nv, nc))
-    Yq = np.empty((nc, nv))
-    Yv = np.empty((nc, nv))
-    Z3 = np.empty((nv, 3 * nv))
-    MD = np.empty((nv, 2 * nv))
     fl, tmp, bvel, bacc, bf_ = sw[11], sw[12], sw[13], sw[14], sw[15]
     has_fext = no_fext.shape[0] > 0             # (False: the bias has no external forces)
     for b in range(start, stop):
@@ -612,10 +690,23 @@ def impulse_range(li, lf, gv, bl, bf, q, v, flink, ff, fbody, fbR, fbp, point, k
     per-contact-set argument tuple serves both), ``zero`` (B, nv) zeros, ``Mi`` (B, nv, nv) scratch."""
     L = li.shape[0]
     nv = v.shape[1]
+    nc = (3 if point else 6) * flink.shape[0]
+    _impulse_range(np.empty(rows_size(L, nv, flink.shape[0], nc) + state_size(L, nv)), np.empty(L, dtype=np.int64),
+                   li, lf, q, v, flink, ff, point, pref, restitution, Mi, zero, vp_out, imp_out, flag, start, stop)
+
+
+@_jit
+def _impulse_range(buf, chain, li, lf, q, v, flink, ff, point, pref, restitution, Mi, zero, vp_out, imp_out, flag,
+                   start, stop):
+    """:func:`impulse_range` with its row and state work arrays carved from ``buf``
+    (:func:`rows_views`, :func:`state_views`), ``chain`` (L,) the rows' integer array."""
+    L = li.shape[0]
+    nv = v.shape[1]
     k = flink.shape[0]
     dim = 3 if point else 6
     nc = dim * k
-    rw = rows_workspace(L, nv, k, nc)
+    rw, o = rows_views(buf, 0, chain, L, nv, k, nc)
+    sw, _ = state_views(buf, o, L, nv)
     Jc = rw[19]
     JMi = np.empty((nc, nv))
     K = np.empty((nc, nc))
@@ -623,7 +714,6 @@ def impulse_range(li, lf, gv, bl, bf, q, v, flink, ff, fbody, fbR, fbp, point, k
     ident = np.arange(nc)
     rhs = np.empty((nc, 1))
     R, p, oR, op, chain, W, t, xv, xa, vel, acc, vJ, S, Rf, ov, oa, F, oRf, opf, _, gam = rw
-    sw = state_workspace(L, nv)
     for b in range(start, stop):
         vb = v[b]
         placements_minv(li, lf, q[b], vb[:0], R, p, oR, op, sw, Mi[b])
@@ -660,10 +750,23 @@ def impulse_derivatives_range(li, lf, gv0, bl, bf, q, v, flink, ff, fbody, fbR, 
     ``fext`` (B, nbody, 6), ``dvel`` (B, nv), ``rd`` (2, B, nv, nv); ``zero`` (B, nv) zeros."""
     impulse_range(li, lf, gv0, bl, bf, q, v, flink, ff, fbody, fbR, fbp, point, 0.0, 0.0, pref, restitution,
                   Mi, zero, vp_out, imp_out, flag, start, stop)
+    L = li.shape[0]
+    nv = v.shape[1]
+    nc = imp_out.shape[1]
+    _impulse_derivatives(np.empty(rows_size(L, nv, flink.shape[0], nc)), np.empty(L, dtype=np.int64), li, lf, gv0, bl,
+                         bf, q, v, flink, ff, fbody, fbR, fbp, point, pref, restitution, Mi, zero, fext, dvel, rd,
+                         vp_out, imp_out, flag, dvp, dimp, start, stop)
+
+
+@_jit
+def _impulse_derivatives(buf, chain, li, lf, gv0, bl, bf, q, v, flink, ff, fbody, fbR, fbp, point, pref, restitution,
+                         Mi, zero, fext, dvel, rd, vp_out, imp_out, flag, dvp, dimp, start, stop):
+    """The derivative part of :func:`impulse_derivatives_range`, with the constraint rows' work
+    arrays carved from ``buf`` (:func:`rows_views`), ``chain`` (L,) their integer array."""
     nv = v.shape[1]
     k = flink.shape[0]
     nc = imp_out.shape[1]
-    rw = rows_workspace(li.shape[0], nv, k, nc)
+    rw, _ = rows_views(buf, 0, chain, li.shape[0], nv, k, nc)
     R, p, oR, op, chain, W, t, xv, xa, vel, acc, vJ, S, Rf, ov, oa, F, oRf, opf, Jc, _ = rw
     JMi, MiJt, K = np.empty((nc, nv)), np.empty((nv, nc)), np.empty((nc, nc))
     w, Rq, R2 = np.empty(nv), np.empty((nc, nv)), np.empty((nc, 2 * nv))
