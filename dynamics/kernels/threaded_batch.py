@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 from numba import prange, types
+from numba._dispatcher import compute_fingerprint as _fingerprint   # what numba's dispatch keys on
 from numba.core import cgutils
 from numba.core.typing import signature
 from numba.extending import intrinsic, models, register_model
@@ -178,16 +179,37 @@ def _abi(args: tuple) -> tuple:
 
 
 _addresses: dict = {}   # (kernel, _abi(args)) -> address: compiled code does not move within a process
+_by_fingerprint: dict = {}  # (kernel, numba's type fingerprint of args) -> the same addresses
+
+
+def _address(kernel, args: tuple, tail: tuple) -> tuple[int, bool]:
+    """``(address, new)``: the address of ``kernel`` compiled for ``(*args, *tail)``'s kinds
+    (:func:`_abi`), found by numba's own type fingerprint of ``args`` (computed in C: ≈ 0.2 µs for a
+    kernel's dozen arguments against ≈ 1.4 µs for :func:`_abi`); ``new``: it was not known yet. The
+    fingerprint also tells read-only from writeable arrays, which :func:`_abi` does not (the machine
+    code is the same): its miss falls back to the :func:`_abi` table, so no kernel is compiled
+    again."""
+    try:
+        fkey = (kernel, _fingerprint(args))
+    except (NotImplementedError, TypeError, ValueError):    # an argument numba has no fingerprint for
+        fkey = None
+    address = _by_fingerprint.get(fkey)
+    if address is not None:
+        return address, False
+    key = (kernel, _abi(args))
+    address = _addresses.get(key)
+    new = address is None
+    if new:
+        address = _addresses[key] = kernel_address(kernel, (*args, *tail))
+    if fkey is not None:
+        _by_fingerprint[fkey] = address
+    return address, new
 
 
 def run_threaded(kernel, B: int, nt: int, *args) -> None:
     """``kernel(*args, start, stop)`` on ``nt`` contiguous slices of a batch of ``B`` states, one per
     worker thread (``nt <= B``; the thread count set with ``numba.set_num_threads``)."""
-    key = (kernel, _abi(args))
-    address = _addresses.get(key)
-    if address is None:
-        address = _addresses[key] = kernel_address(kernel, (*args, 0, B))
-    run_slices(address, B, nt, *args)
+    run_slices(_address(kernel, args, (0, B))[0], B, nt, *args)
 
 
 def run_threaded_parts(kernel, nt: int, *args) -> None:
@@ -198,10 +220,8 @@ def run_threaded_parts(kernel, nt: int, *args) -> None:
     if nt <= 1 and kernel in _prepared:
         kernel(*args, 0, 1)
         return
-    key = (kernel, _abi(args))
-    address = _addresses.get(key)
-    if address is None:
-        address = _addresses[key] = kernel_address(kernel, (*args, 0, max(nt, 1)))
+    address, new = _address(kernel, args, (0, max(nt, 1)))
+    if new:
         _prepared.add(kernel)
     run_parts(address, max(nt, 1), *args)
 

@@ -87,3 +87,21 @@ def test_strided_arrays_get_their_own_compiled_code():
     strided = base[::2]                      # rows 0, 2, 4, 6: not C-contiguous
     tb.run_threaded(_scaled_rows, 4, 2, strided, 2.0, False, out)
     np.testing.assert_array_equal(out, 2.0 * strided + np.arange(4)[:, None])
+
+
+def test_read_only_inputs_reuse_the_writeable_inputs_code():
+    """The address is looked up by numba's type fingerprint first, which tells a read-only array
+    from a writeable one; the same machine code serves both, so the second kind must not compile
+    the kernel again (a compile in the control loop) and must give the same rows."""
+    x = np.arange(12.0).reshape(6, 2)
+    out = np.empty_like(x)
+    tb.run_threaded(_scaled_rows, 6, 2, x, 1.5, False, out)
+    n_signatures = len(_scaled_rows.signatures)
+    ro = x.copy()
+    ro.flags.writeable = False
+    out2 = np.full_like(x, np.nan)
+    tb.run_threaded(_scaled_rows, 6, 2, ro, 1.5, False, out2)
+    np.testing.assert_array_equal(out2, out)
+    assert len(_scaled_rows.signatures) == n_signatures
+    keys = [(_scaled_rows, tb._fingerprint(a)) for a in ((x, 1.5, False, out), (ro, 1.5, False, out2))]
+    assert keys[0] != keys[1] and tb._by_fingerprint[keys[0]] == tb._by_fingerprint[keys[1]]
