@@ -37,9 +37,7 @@ allocates its buffer and hands it to a second function that carves and computes:
         J = view2(buf, _AB.J, L, nv)
         ...
 
-and only the view functions (``view1``, ``view2``, ``view3``, ``*_views``) return views. A
-kernel's own arrays (workspaces it allocates with ``np.empty``) are borrowed the same way, under
-the same rule, with :func:`borrow`.
+and only the view functions (``view1``, ``view2``, ``view3``, ``*_views``) return views.
 
 :data:`THREAD_PAD_ROWS` is the padding between rows that different worker threads write.
 """
@@ -215,23 +213,6 @@ def view1(buf, f, L, nv):
     return carve(buf, align(extent(f, 0, L, nv)), (extent(f, 1, L, nv),))
 
 
-def borrowed(context, builder, typ, value):
-    """``value`` of type ``typ`` with every array in it (at any tuple depth) as a borrowed view: no
-    memory-info or parent object, as numba's own parallel loops hand arrays to their threads. The
-    kernel then does no reference counting on them: two threads atomically updating the counts of
-    the same arrays fight over one cache line, which cost a 2-thread batch its whole speed-up
-    (docs/backends.md). The caller keeps the arrays alive for the call."""
-    if isinstance(typ, types.Array):
-        ary = context.make_array(typ)(context, builder, value=value)
-        ary.meminfo = cgutils.get_null_value(ary.meminfo.type)
-        ary.parent = cgutils.get_null_value(ary.parent.type)
-        return ary._getvalue()
-    if isinstance(typ, types.BaseTuple):
-        for i, t in enumerate(typ.types):
-            value = builder.insert_value(value, borrowed(context, builder, t, builder.extract_value(value, i)), i)
-    return value
-
-
 @intrinsic
 def carve(typingctx, buf, start, shape):
     """The C-contiguous array of shape ``shape`` (a tuple of ints) whose entries are ``buf[start:]``,
@@ -272,15 +253,3 @@ def view2(buf, f, L, nv):
 def view3(buf, f, L, nv):
     """Field ``f`` (three dimensions) of ``buf``, as a C-contiguous (n0, n1, n2) array."""
     return carve(buf, align(extent(f, 0, L, nv)), (extent(f, 1, L, nv), extent(f, 2, L, nv), extent(f, 3, L, nv)))
-
-
-@intrinsic
-def borrow(typingctx, arrays):
-    """``arrays`` (an array or a tuple of arrays and tuples) with every array borrowed as
-    :func:`carve`'s views are: no reference counting where they go. The module's rule applies: the
-    argument is a parameter (or a tuple of parameters) of the calling function, so that the arrays
-    live until it returns, and only view functions return what it gives."""
-    def codegen(context, builder, sig, args):
-        return borrowed(context, builder, sig.args[0], args[0])
-
-    return arrays(arrays), codegen

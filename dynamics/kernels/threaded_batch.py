@@ -31,7 +31,6 @@ from numba.core.typing import signature
 from numba.extending import intrinsic, models, register_model
 
 from .jit import jit_parallel
-from .scratch import borrowed
 
 
 class ArgumentPack(types.Type):
@@ -53,14 +52,31 @@ class _ArgumentPackModel(models.PrimitiveModel):
         super().__init__(dmm, fe_type, dmm.lookup(fe_type.args).get_data_type())
 
 
+def _borrowed(context, builder, typ, value):
+    """``value`` of type ``typ`` with every array in it (at any tuple depth) as a borrowed view: no
+    memory-info or parent object, as numba's own parallel loops hand arrays to their threads. The
+    kernel then does no reference counting on them: two threads atomically updating the counts of
+    the same arrays fight over one cache line, which cost a 2-thread batch its whole speed-up
+    (docs/backends.md). The caller keeps the arrays alive for the call."""
+    if isinstance(typ, types.Array):
+        ary = context.make_array(typ)(context, builder, value=value)
+        ary.meminfo = cgutils.get_null_value(ary.meminfo.type)
+        ary.parent = cgutils.get_null_value(ary.parent.type)
+        return ary._getvalue()
+    if isinstance(typ, types.BaseTuple):
+        for i, t in enumerate(typ.types):
+            value = builder.insert_value(value, _borrowed(context, builder, t, builder.extract_value(value, i)), i)
+    return value
+
+
 @intrinsic
 def _pack(typingctx, args):
-    """``args`` (a tuple) as an :class:`ArgumentPack`, its arrays borrowed (:func:`borrowed`)."""
+    """``args`` (a tuple) as an :class:`ArgumentPack`, its arrays borrowed (:func:`_borrowed`)."""
     if not isinstance(args, types.BaseTuple):
         return None
 
     def codegen(context, builder, sig_, llargs):
-        value = borrowed(context, builder, args, llargs[0])
+        value = _borrowed(context, builder, args, llargs[0])
         return context.data_model_manager[args].as_data(builder, value)
 
     return signature(ArgumentPack(args), args), codegen
