@@ -39,8 +39,7 @@ from .state_scratch import articulated_views, motion_views, placement_views
 #: scratch of :func:`aba_second_derivatives_range`: one state's work arrays
 ABA_SECOND_DERIVATIVES_SCRATCH = ABA_DERIVATIVES_SCRATCH.then(
     ("Mi", (DOFS, DOFS)),
-    ("daq", (DOFS, DOFS)),
-    ("dav", (DOFS, DOFS)),
+    ("da", (DOFS, 2 * DOFS)),       # [∂a/∂q | ∂a/∂v]
     ("T", (4, DOFS, DOFS * DOFS)),  # ID tensors qq, vv, qv, dM
     ("C", (3, DOFS, DOFS * DOFS)),  # qq, qv with their inner terms, and ∂M/∂q_j M^-1
     ("K", (DOFS, 3 * DOFS)),
@@ -75,10 +74,9 @@ def _aba_second_derivatives_range(buf, li, lf, gv, bl, bf, q, v, tau, fext, brac
     R, p, oR, op, fl, tmp = placements
     J, ov, vJ, oY = motion
     IA, U, UD, Dinv, tmp66, chol, cb, pA, oa, u = articulated
-    qdd, F, P, ws, dY, cols, dtq, dtv = aba_derivative_views(buf, L, nv)
+    qdd, F, P, ws, dY, cols, dt, _ = aba_derivative_views(buf, L, nv)
     Mi = view2(buf, _ABASD.Mi, L, nv)
-    daq = view2(buf, _ABASD.daq, L, nv)
-    dav = view2(buf, _ABASD.dav, L, nv)
+    da = view2(buf, _ABASD.da, L, nv)
     T = view3(buf, _ABASD.T, L, nv)  # ID tensors qq, vv, qv, dM
     C = view3(buf, _ABASD.C, L, nv)  # the bracketed terms of ∂²a/∂q², ∂²a/∂q∂v, ∂²a/∂q∂τ
     K = view2(buf, _ABASD.K, L, nv)
@@ -113,20 +111,19 @@ def _aba_second_derivatives_range(buf, li, lf, gv, bl, bf, q, v, tau, fext, brac
         minv_passes(li, J, U, UD, Dinv, F, P, Mi)
         # first-order derivatives at a = qdd; oY, dY, ws[1] become I^C, B^C, f^C and cols[0..2]
         # ψ̇, ψ̈, ψ̇ + Ṡ (second_order_forward's quantities)
-        rnea_derivatives_pass(li, gv, J, ov, oa, oY, has_fext, fl, oR, op, ws, dY, cols, dtq, dtv)
+        rnea_derivatives_pass(li, gv, J, ov, oa, oY, has_fext, fl, oR, op, ws, dY, cols, dt[:, :nv], dt[:, nv:])
         for r in range(nv):
             for c in range(nv):
                 nMi[r, c] = -Mi[r, c]
-        np.dot(nMi, dtq, daq)
-        np.dot(nMi, dtv, dav)
+        np.dot(nMi, dt, da)     # [∂a/∂q | ∂a/∂v], one product
         # ID second-order tensors at a
         second_order_backward(li, J, cols[0], cols[1], cols[2], oY, dY, ws[1], mats, vecs, clink, Tq, Tv, Tqv, TdM)
         # T[3]ᵀ[l * nv + j, m] = ∂M_ml/∂q_j = ∂M_lm/∂q_j, so T[3]ᵀ @ K contracts m: (∂M/∂q_j K)[l, k],
         # with K = [∂a/∂q | ∂a/∂v | M^-1] (one product for the three inner terms), on the compact rows
         for r in range(nv):
             for c in range(nv):
-                K[r, c] = daq[r, c]
-                K[r, nv + c] = dav[r, c]
+                K[r, c] = da[r, c]
+                K[r, nv + c] = da[r, nv + c]
                 K[r, 2 * nv + c] = Mi[r, c]
         for r in range(nr):
             g = rows[r]
