@@ -96,7 +96,9 @@ class BatchKernelCall:
     would spread the batch over now (its thread count and the batch's size; 1: the calling thread);
     with nt > 1 the caller runs the kernel as the backend would, on the slices ``[c·B//nt,
     (c+1)·B//nt)`` in parallel (:func:`dynamics.kernels.threaded_batch.run_slices`, by address:
-    :func:`~dynamics.kernels.threaded_batch.driver_address`) after ``use_threads(nt)``."""
+    :func:`~dynamics.kernels.threaded_batch.driver_address`) after ``use_threads(nt)``. Its value
+    changes only when :func:`dynamics.worker_threads.epoch` does (a backend whose count changes
+    otherwise calls :func:`dynamics.worker_threads.changed`), so a caller may keep it until then."""
 
     address: int
     args: tuple

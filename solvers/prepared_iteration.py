@@ -221,26 +221,32 @@ class PreparedIteration:
         run, address, args = fused_stage(self._inputs[1], aba, self._jacobians[1], self._zero, cost[:2], plan, aba2,
                                           hessian, second[3] if second else None)
         from dynamics.kernels.threaded_batch import driver_address, run_parts, run_slices
-        from dynamics.worker_threads import use_threads
+        from dynamics.worker_threads import epoch, use_threads
         stages = [(aba.threads, 0, lambda nt: driver_address(run_slices, (aba.address, aba.batch, nt), aba.args)),
                   (cost[2], 2, lambda nt: driver_address(run_parts, (cost[0], nt), cost[1]))]
         if aba2 is not None:
             stages.append((aba2.threads, 4, lambda nt: driver_address(run_slices, (aba2.address, aba2.batch, nt),
                                                                         aba2.args)))
 
+        derived = [None, 1]     # the thread-count epoch the plan was derived at, and its largest count
+
         def prepare() -> None:
             """Each stage's thread count into the plan (its driver compiled or loaded at its first
-            threaded call) and numba's count for this thread: what the separate calls would use now."""
-            top = 1
-            for threads, row, driver in stages:
-                nt = threads()
-                plan[row] = nt
-                if nt > 1:
-                    top = max(top, nt)
-                    if plan[row + 1] == 0:
-                        plan[row + 1] = driver(nt)
-            if top > 1:
-                use_threads(top)
+            threaded call) and numba's count for this thread: what the separate calls would use now.
+            The counts are derived again only when they may have changed (worker_threads.epoch)."""
+            e = epoch()
+            if e is None or e != derived[0]:
+                top = 1
+                for threads, row, driver in stages:
+                    nt = threads()
+                    plan[row] = nt
+                    if nt > 1:
+                        top = max(top, nt)
+                        if plan[row + 1] == 0:
+                            plan[row + 1] = driver(nt)
+                derived[0], derived[1] = epoch(), top
+            if derived[1] > 1:
+                use_threads(derived[1])
         self._fused = (prepare, run, address, args)
         return self._fused
 

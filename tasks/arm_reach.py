@@ -185,8 +185,8 @@ class ArmReach(Task):
                                  f"{self.wall!r} (at {np.round(p0, 3).tolist()} m); move the wall")
             self.defaults = RunDefaults(solver="csqp", horizon=type(self).defaults.horizon,
                                         dt=type(self).defaults.dt, update_period=type(self).defaults.update_period)
-        # problem -> (target index, the target array update_problem left it with)
-        self._applied: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        # (weak reference to the problem, target key, the target arrays update_problem left it with)
+        self._applied: tuple | None = None
 
     @property
     def duration(self) -> float:  # type: ignore[override]
@@ -248,21 +248,21 @@ class ArmReach(Task):
         i0 = min(max(math.floor(t / self.switch_period), 0), last)
         iN = min(max(math.floor((t + dt * N) / self.switch_period), 0), last)
         ee, term = problem.running_cost["ee"], problem.terminal_cost["ee"]
-        # what the skip relies on: the target (its index, the task's row for it, the switch period)
-        # and the two cost objects' target arrays as update_problem left them (read-only arrays)
-        key = (i0, self.targets[i0].tobytes(), self.switch_period)
-        seen = self._applied.get(problem)
-        if i0 == iN and seen is not None and seen[0] == key and seen[1] is ee.target and seen[2] is term.target:
-            return             # nothing to re-pack
+        # what the skip relies on: the problem, the target (its index, the task's row for it, the
+        # switch period) and the two cost objects' target arrays as update_problem left them
+        # (read-only arrays); one problem remembered (a weak reference), as a controller has one
+        seen = self._applied
+        if i0 == iN:
+            key = (i0, self.targets[i0].tobytes(), self.switch_period)
+            if (seen is not None and seen[0]() is problem and seen[1] == key and seen[2] is ee.target
+                    and seen[3] is term.target):
+                return             # nothing to re-pack
         refs = self.target_at(t + dt * np.arange(N + 1))  # (N+1, 3): running knots 0..N-1, terminal knot N
         if not np.array_equal(refs, ee.target):
             ee.target = refs
         if not np.array_equal(refs, term.target):
             term.target = refs
-        if i0 == iN:
-            self._applied[problem] = (key, ee.target, term.target)
-        else:
-            self._applied.pop(problem, None)
+        self._applied = (weakref.ref(problem), key, ee.target, term.target) if i0 == iN else None
 
     # ------------------------------------------------------------ metrics and criteria
     def ee_position(self, x) -> np.ndarray:

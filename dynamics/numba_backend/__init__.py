@@ -38,7 +38,7 @@ from ..contact.kinematics_derivatives import unflatten_motion
 from ..contact.schur import check_pivots
 from ..inputs import unflatten
 from ..model import RobotModel
-from ..worker_threads import default_threads, use_threads
+from ..worker_threads import changed, default_threads, use_threads
 from ..worker_wait import configure_before_workers_start
 from ..kernels.packing import as_kernel_input as _f64
 from ..kernels.packing import frame_arrays, packed
@@ -170,15 +170,26 @@ class NumbaBackend(CombinedComKernel, Backend):
         self._threads: int | None = None
         self._entries: dict = {}      # kernel name -> compiled entry point of the single-state fast path
         self._one_states: dict = {}   # id(model) -> _OneState, the single-state fast path's constants
-        self.parallel_threshold_us = float(parallel_threshold_us)
+        self._threshold_us = float(parallel_threshold_us)
         if threads is not None:
             self.set_threads(threads)
+
+    @property
+    def parallel_threshold_us(self) -> float:
+        """A batch runs in parallel only if its estimated serial run time is at least this [µs]."""
+        return self._threshold_us
+
+    @parallel_threshold_us.setter
+    def parallel_threshold_us(self, us: float) -> None:
+        self._threshold_us = float(us)
+        changed()       # the serial rule of the calls handed out (BatchKernelCall.threads) moved
 
     # ------------------------------------------------------------ threads
     def set_threads(self, n: int | None) -> None:
         """Use ``n`` worker threads for batched calls (applied with ``numba.set_num_threads`` before
         each parallel call); ``None`` restores numba's default. ``n`` must be between 1 and
         ``numba.config.NUMBA_NUM_THREADS``."""
+        changed()       # (BatchKernelCall.threads of the calls handed out)
         if n is None:
             self._threads = None
             return
@@ -221,7 +232,7 @@ class NumbaBackend(CombinedComKernel, Backend):
         """Whether a batch of B states of kernel ``kind`` runs on the calling thread with ``nt``
         worker threads: one thread, one state, or an estimated cost below ``parallel_threshold_us``
         (not worth waking the thread pool)."""
-        return nt <= 1 or B <= 1 or B * pm.nlinks * _COST_PER_LINK_US[kind] < self.parallel_threshold_us
+        return nt <= 1 or B <= 1 or B * pm.nlinks * _COST_PER_LINK_US[kind] < self._threshold_us
 
     def compile_ahead(self, model: RobotModel, calls):
         """Start compiling, in a child process, the batched kernels of ``calls`` — (function, batch
@@ -317,6 +328,7 @@ class NumbaBackend(CombinedComKernel, Backend):
             self.parallel_threshold_us = 0.0
             for ti, threads in enumerate(thread_counts):
                 self._threads = threads
+                changed()
                 qb, zb = np.stack([q] * threads), np.stack([z] * threads)
                 steps = [
                     ("rnea", lambda: self._rnea(model, qb, zb, zb, None)),

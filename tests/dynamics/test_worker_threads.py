@@ -182,3 +182,35 @@ def test_kernels_blas_runs_on_one_thread_once_numba_starts():
     if int(before) < 2:
         pytest.skip("OpenBLAS runs one thread on this machine: nothing to size")
     assert (int(after), numpy_found) == (1, "True")
+
+
+# ------------------------------------------------------------------ epoch of the thread counts
+def test_epoch_changes_when_a_thread_count_may_change(monkeypatch):
+    """What callers that keep derived thread counts watch (worker_threads.epoch): a backend's count
+    or serial threshold set, the adaptive policy choosing another count; None while a reading is due."""
+    from dynamics.numba_backend import NumbaBackend
+    f = _Fake()
+    mon = worker_threads.CoreMonitor(interval_s=0.05, window=1, read=f.read, clock=f.clock)
+    monkeypatch.setattr(worker_threads, "_monitor", mon)
+    monkeypatch.setattr(worker_threads, "_policy", "adaptive")
+    assert worker_threads.epoch() is None               # no reading taken yet
+    assert worker_threads.default_threads(2) == 2
+    e = worker_threads.epoch()
+    assert e is not None and worker_threads.epoch() == e
+    f.t += 0.06                                          # the interval passed: a reading is due
+    assert worker_threads.epoch() is None
+    assert worker_threads.default_threads(2) == 2        # same count: the epoch stays
+    assert worker_threads.epoch() == e
+    f.others, f.t = 1, f.t + 0.06                        # a neighbour: one thread
+    assert worker_threads.default_threads(2) == 1
+    e1 = worker_threads.epoch()
+    assert e1 is not None and e1 != e
+    be = NumbaBackend()
+    be.set_threads(1)
+    e2 = worker_threads.epoch()
+    assert e2 != e1
+    be.parallel_threshold_us = 0.0
+    assert worker_threads.epoch() != e2 and be.parallel_threshold_us == 0.0
+    monkeypatch.setattr(worker_threads, "_policy", "all")    # another policy: never due
+    f.t += 1.0
+    assert worker_threads.epoch() is not None

@@ -226,3 +226,37 @@ def test_two_threads_spread_the_stage_inside_the_call(bundled, outcomes):
     finally:
         be.set_threads(None)
         be.parallel_threshold_us = threshold
+
+
+def test_stage_threads_follow_the_adaptive_policy(bundled, outcomes, monkeypatch):
+    """The stage's thread counts are derived again when the adaptive policy chooses another count
+    (they are kept between solves while worker_threads.epoch stays the same)."""
+    from dynamics import worker_threads
+    m = bundled["iiwa"]
+    be = _problem(m).backend
+    if be.max_threads < 2:
+        pytest.skip("one numba thread")
+    clock, others = [0.0], [0]
+    mon = worker_threads.CoreMonitor(
+        interval_s=0.05, window=1, clock=lambda: clock[0],
+        read=lambda: worker_threads.LoadReading(running=1 + others[0], own_running=1, cpus=2))
+    monkeypatch.setattr(worker_threads, "_monitor", mon)
+    monkeypatch.setattr(worker_threads, "_policy", "adaptive")
+    threshold = be.parallel_threshold_us
+    be.set_threads(None)
+    be.parallel_threshold_us = 0.0
+    try:
+        s = ILQR(_problem(m))
+        r = s.solve(max_iter=2)
+        xs, us = r.shifted(1)
+        s.solve(xs_init=xs, us_init=us, max_iter=1)
+        plan = s._fast._fused[3][8]
+        assert outcomes.get("full", 0) == 1 and plan[0] == 2 and plan[2] == 2
+        others[0] = 1                       # a neighbour, seen at the next reading only
+        s.solve(xs_init=xs, us_init=us, max_iter=1)
+        assert plan[0] == 2
+        clock[0] += 0.06
+        s.solve(xs_init=xs, us_init=us, max_iter=1)
+        assert outcomes.get("full", 0) == 3 and plan[0] == 1 and plan[2] == 1
+    finally:
+        be.parallel_threshold_us = threshold
