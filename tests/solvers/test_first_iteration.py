@@ -204,6 +204,16 @@ def test_iiwa_closed_loop_is_unchanged(bundled, solver, threads, outcomes, monke
     np.testing.assert_array_equal(a.u, b.u)
 
 
+def _warm_solved(m) -> tuple:
+    """``(solver, xs, us, plan)``: an iLQR solver after one warm-started solve on the prepared
+    iteration, the warm start it took, and the fused stage's thread plan (row 0: the backend's
+    batch, row 2: the cost kernel)."""
+    s = ILQR(_problem(m))
+    xs, us = s.solve(max_iter=2).shifted(1)
+    s.solve(xs_init=xs, us_init=us, max_iter=1)
+    return s, xs, us, s._fast._fused[3][8]
+
+
 def test_two_threads_spread_the_stage_inside_the_call(bundled, outcomes):
     """On two worker threads (the default policy's count on two free cores at N = 16) the compiled
     call runs the backend's batch and the cost kernel on two threads, as the separate calls would
@@ -214,11 +224,7 @@ def test_two_threads_spread_the_stage_inside_the_call(bundled, outcomes):
     be.set_threads(2)
     be.parallel_threshold_us = 0.0
     try:
-        s = ILQR(_problem(m))
-        r = s.solve(max_iter=2)
-        xs, us = r.shifted(1)
-        s.solve(xs_init=xs, us_init=us, max_iter=1)
-        plan = s._fast._fused[3][8]
+        s, xs, us, plan = _warm_solved(m)
         assert outcomes.get("full", 0) == 1 and plan[0] == 2 and plan[2] == 2 and plan[1] != 0 and plan[3] != 0
         be.set_threads(1)           # back on the calling thread: the drivers are not called
         s.solve(xs_init=xs, us_init=us, max_iter=1)
@@ -246,11 +252,7 @@ def test_stage_threads_follow_the_adaptive_policy(bundled, outcomes, monkeypatch
     be.set_threads(None)
     be.parallel_threshold_us = 0.0
     try:
-        s = ILQR(_problem(m))
-        r = s.solve(max_iter=2)
-        xs, us = r.shifted(1)
-        s.solve(xs_init=xs, us_init=us, max_iter=1)
-        plan = s._fast._fused[3][8]
+        s, xs, us, plan = _warm_solved(m)
         assert outcomes.get("full", 0) == 1 and plan[0] == 2 and plan[2] == 2
         others[0] = 1                       # a neighbour, seen at the next reading only
         s.solve(xs_init=xs, us_init=us, max_iter=1)
