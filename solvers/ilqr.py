@@ -37,7 +37,7 @@ from dynamics.inputs import sum_is_finite
 
 from .backward_pass import BackwardPass, non_finite_derivatives
 from .forward_pass import ForwardPass
-from .line_search import LINE_SEARCHES, Candidates, default_alphas, line_search, warm_start_step
+from .line_search import LINE_SEARCHES, Candidates, LineSearchResult, default_alphas, line_search, warm_start_step
 from .prepared_iteration import PreparedIteration
 from .problem import ProblemDerivatives, ShootingProblem
 from .regularization import Regularization
@@ -282,8 +282,7 @@ class ILQR:
             # the derivatives at the initial trajectory give its cost too (their l; Crocoddyl's
             # calcDiff likewise): no separate cost evaluation. first: what the first iteration's
             # backward pass gave with them (a warm start on the prepared iteration: _start_iterate)
-            derivs, first = self._start_iterate(xs_init, us_init, max_iter)
-            self.cost = derivs.cost
+            derivs, first, self.cost = self._start_iterate(xs_init, us_init, max_iter)
             if not math.isfinite(self.cost):
                 if first is not None:
                     self.backward.reset()       # no gains, as when the solve stops before its backward pass
@@ -305,6 +304,8 @@ class ILQR:
                     break
                 if first is None:
                     ls = self._line_search()
+                elif type(first) is LineSearchResult:   # the warm start's full step, taken in _start_iterate
+                    ls, first = first, None
                 else:           # the warm start's step, its full step already rolled out
                     ls, first = warm_start_step(self._rollout, self.alphas, self.cost, first), None
                 if self.verbose:
@@ -452,15 +453,19 @@ class ILQR:
         """``with self._timed(key):`` adds the block's wall time to ``self.timings[key]``."""
         return _StageTimer(self.timings, key)
 
-    def _start_iterate(self, xs_init, us_init, max_iter: int) -> tuple[ProblemDerivatives, Candidates | str | None]:
+    def _start_iterate(self, xs_init, us_init, max_iter: int
+                       ) -> tuple[ProblemDerivatives, Candidates | LineSearchResult | str | None, float]:
         """The backward pass's results zeroed (``BackwardPass.reset``), the initial trajectory made the
-        iterate (:meth:`_initial_trajectory`, :meth:`_take`) and its :meth:`_derivatives` (with the
-        gaps of a warm start). For a warm start on the prepared iteration, in one compiled call with
-        the first iteration's backward pass and full-step rollout
-        (:meth:`PreparedIteration.first_iteration`): then ``(derivatives, the full step's
-        candidate)``, which the first line search starts from, or, where that backward pass failed,
-        ``(derivatives, its message)``, which the first :meth:`_backward_pass_with_regularization`
-        takes; else ``(derivatives, None)``."""
+        iterate (:meth:`_initial_trajectory`, :meth:`_take`), its :meth:`_derivatives` (with the
+        gaps of a warm start) and its cost (theirs, ``ProblemDerivatives.cost``). For a warm start on
+        the prepared iteration, in one compiled call with the first iteration's backward pass and
+        full-step rollout (:meth:`PreparedIteration.first_iteration`): then ``(derivatives, the
+        full step's candidate, cost)``, which the first line search starts from, or ``(derivatives,
+        the step, cost)`` where that call took the full step already (the warm start's step rule,
+        :func:`solvers.line_search.warm_start_step`; the iterate is then the step's, the gaps not
+        yet zeroed: :meth:`_accept_step` does that), or, where that backward pass failed,
+        ``(derivatives, its message, cost)``, which the first
+        :meth:`_backward_pass_with_regularization` takes; else ``(derivatives, None, cost)``."""
         fast = self._fast
         if fast is not None and xs_init is not None and us_init is not None and max_iter > 0:
             got = fast.first_iteration(self.timings, xs_init, us_init)
@@ -472,20 +477,26 @@ class ILQR:
                 self._finite_iterate = False
                 self._started = True
                 self._gaps_current = True
-                if outcome == "full":
+                if outcome == "accepted":
                     self._with_curvature = True         # (what the backward pass ran with)
-                    return fast.derivs, self._prepared_candidates(*c)
+                    guess, cost = c
+                    return fast.derivs, LineSearchResult(True, float(self.alphas[0]), self.xs, self.us, cost, 1), guess
+                d = fast.derivs
+                if outcome == "full":
+                    self._with_curvature = True
+                    return d, self._prepared_candidates(*c), d.cost
                 if outcome == "non-finite":
                     raise SolverFailure(_NON_FINITE_DYNAMICS)
                 if outcome == "feasible":
                     self.feasible = True
                 if outcome == "backward failed":
-                    return fast.derivs, c
-                return fast.derivs, None
+                    return d, c, d.cost
+                return d, None, d.cost
         self.backward.reset()
         self._take(*self._initial_trajectory(xs_init, us_init))
         self._started = True
-        return self._derivatives(), None
+        d = self._derivatives()
+        return d, None, d.cost
 
     def _derivatives(self) -> ProblemDerivatives:
         fast = self._fast

@@ -22,6 +22,7 @@ start), or a backward pass that fails at the starting μ.
 
 from __future__ import annotations
 
+import numpy as np
 from numba import types
 
 from dynamics.kernels.jit import jit
@@ -35,6 +36,7 @@ NON_FINITE = 1          #: the dynamics at the warm start are non-finite (stoppe
 FEASIBLE = 2            #: every gap is at most the tolerance (stopped after the gaps; they are zeroed)
 BACKWARD_FAILED = 3     #: the backward pass failed at the starting μ (its status, and the knot where)
 NON_FINITE_START = 4    #: the warm start has a non-finite entry (nothing ran, nothing was written)
+ACCEPTED = 5            #: every stage ran and the full step was taken (copied into the iterate)
 
 #: the backward pass kernel's return type, ``(status, knot)``
 STATUS_TYPE = types.UniTuple(types.int64, 2)
@@ -45,9 +47,75 @@ _call_status_at = packed_call("_call_status_at", STATUS_TYPE)
 
 
 @jit
+def pairwise_sum(a):
+    """``numpy.add.reduce(a)`` of a 1-D float64 array, bitwise: numpy's pairwise summation (blocks
+    of at most 128 entries, each summed in eight interleaved partial sums from the identity 0; a
+    longer run split in two halves, each a multiple of 8 long, summed alike and added). The halves
+    are walked with an explicit stack (numba's on-disk cache does not keep recursive functions)."""
+    n = a.shape[0]
+    if n <= 128:
+        return _block_sum(a, 0, n)
+    # frames: (start, length, halves done); a frame's left half's sum waits in ``left``
+    lo = np.empty(64, np.int64)
+    ln = np.empty(64, np.int64)
+    done = np.empty(64, np.int64)
+    left = np.empty(64)
+    lo[0], ln[0], done[0] = 0, n, 0
+    sp = 1
+    value = 0.0
+    while sp > 0:
+        f = sp - 1
+        m = ln[f]
+        if m <= 128 or done[f] == 2:
+            value = _block_sum(a, lo[f], m) if m <= 128 else left[f] + value
+            sp -= 1
+            if sp > 0 and done[sp - 1] == 1:
+                left[sp - 1] = value
+            continue
+        n2 = m // 2
+        n2 -= n2 % 8
+        if done[f] == 0:
+            done[f] = 1
+            lo[sp], ln[sp], done[sp] = lo[f], n2, 0
+        else:
+            done[f] = 2
+            lo[sp], ln[sp], done[sp] = lo[f] + n2, m - n2, 0
+        sp += 1
+    return value
+
+
+@jit
+def _block_sum(a, lo, n):
+    """numpy's pairwise sum of ``a[lo:lo + n]``, n <= 128 (one block)."""
+    if n < 8:
+        r = 0.0
+        for i in range(n):
+            r += a[lo + i]
+        return r
+    r0, r1, r2, r3 = a[lo], a[lo + 1], a[lo + 2], a[lo + 3]
+    r4, r5, r6, r7 = a[lo + 4], a[lo + 5], a[lo + 6], a[lo + 7]
+    i = 8
+    while i < n - n % 8:
+        r0 += a[lo + i]
+        r1 += a[lo + i + 1]
+        r2 += a[lo + i + 2]
+        r3 += a[lo + i + 3]
+        r4 += a[lo + i + 4]
+        r5 += a[lo + i + 5]
+        r6 += a[lo + i + 6]
+        r7 += a[lo + i + 7]
+        i += 8
+    r = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    while i < n:
+        r += a[lo + i]
+        i += 1
+    return r
+
+
+@jit
 def first_iteration(stage_address, stage_args, xs, xnext, gaps, us, lower, upper, lo, hi, backward_address, views,
-                    box, outs, block, rollout_address, rollout_args, x0_buf, alpha_buf, params, clip, clk, x0,
-                    xs_init, us_init):
+                    box, outs, block, rollout_address, rollout_args, x0_buf, alpha_buf, params, clip, clk, rclk,
+                    run_l, term_l, X, U, J, ok, costs, x0, xs_init, us_init):
     """The warm start (xs_init, us_init) into the iterate (xs, us), the controls clipped to
     ``[lower, upper]`` when ``clip`` — unless an entry is non-finite (then nothing is written) —,
     the backward pass's results (``block``, 1-D: the gains the box QP starts from among them)
@@ -58,10 +126,16 @@ def first_iteration(stage_address, stage_args, xs, xnext, gaps, us, lower, upper
     the backward pass (the kernel at ``backward_address`` on ``(*views, mu, box, lo, hi, *outs)``,
     with ``lo = lower - us``, ``hi = upper - us`` when ``box``) and the rollout of one step size from
     x0 with its cost (the kernel at ``rollout_address`` as ``kernel(*rollout_args, 0, 1)``, which
-    reads x0 and the step size from ``x0_buf``, ``alpha_buf``). params (3,): μ, the gap tolerance,
-    the step size. ``clk`` (5,): the cycle counter before the derivative stage, after it, after
-    the gaps, after the backward pass and at the end. Returns ``(status, backward status, knot)``:
-    the module's constants, then the backward pass's ``(status, knot)``
+    reads x0 and the step size from ``x0_buf``, ``alpha_buf`` and writes the candidate into ``X[0]``,
+    ``U[0]``, its cost into ``J[0]``, its finiteness into ``ok[0]`` and its cycle counts into
+    ``rclk[0]``), then the warm start's step rule (:func:`solvers.line_search.warm_start_step`) on
+    that candidate: the full step is taken — copied into (xs, us), as the solver's ``_accept_step``
+    copies it (which then zeroes the gaps) — when it is finite and costs no more than the warm start, whose cost is
+    the derivative stage's ``Σ run_l + Σ term_l`` (summed as numpy sums them); ``costs`` (2,) then
+    gets the warm start's cost and the step's. params (3,): μ, the gap tolerance, the step size.
+    ``clk`` (6,): the cycle counter before the derivative stage, after it, after the gaps, after the
+    backward pass, between the rollout and its cost, and at the end. Returns ``(status, backward
+    status, knot)``: the module's constants, then the backward pass's ``(status, knot)``
     (:func:`solvers.riccati_numba.backward_pass_kernel`; 0 and -1 where it did not fail)."""
     for t in range(xs.shape[0]):
         for i in range(xs.shape[1]):
@@ -102,7 +176,7 @@ def first_iteration(stage_address, stage_args, xs, xnext, gaps, us, lower, upper
             finite = finite and g - g == 0.0
             largest = max(largest, abs(g))
     clk[2] = cycles()
-    clk[3] = clk[4] = clk[2]
+    clk[3] = clk[4] = clk[5] = clk[2]
     if not finite:
         return NON_FINITE, 0, -1
     if largest <= params[1]:
@@ -114,12 +188,26 @@ def first_iteration(stage_address, stage_args, xs, xnext, gaps, us, lower, upper
                 lo[t, j] = lower[j] - us[t, j]
                 hi[t, j] = upper[j] - us[t, j]
     status, knot = _call_status_at(backward_address, pack_arguments(views + (params[0], box, lo, hi) + outs))
-    clk[3] = clk[4] = cycles()
+    clk[3] = clk[4] = clk[5] = cycles()
     if status != 0:
         return BACKWARD_FAILED, status, knot
     for i in range(nx):
         x0_buf[i] = x0[i]
     alpha_buf[0] = params[2]
     call_at(rollout_address, pack_arguments(rollout_args), 0, 1)
-    clk[4] = cycles()
+    clk[5] = cycles()
+    clk[4] = rclk[0, 1]
+    cost = J[0]
+    if ok[0] and cost - cost == 0.0:
+        guess = pairwise_sum(run_l) + pairwise_sum(term_l)
+        if guess - guess == 0.0 and cost <= guess:
+            for t in range(xs.shape[0]):
+                for i in range(xs.shape[1]):
+                    xs[t, i] = X[0, t, i]
+            for t in range(us.shape[0]):
+                for j in range(us.shape[1]):
+                    us[t, j] = U[0, t, j]
+            costs[0] = guess
+            costs[1] = cost
+            return ACCEPTED, 0, -1
     return FULL, 0, -1

@@ -61,7 +61,7 @@ if TYPE_CHECKING:
 
 #: :func:`solvers.iteration_numba.first_iteration`'s status codes, as :meth:`PreparedIteration.first_iteration`
 #: names them
-_OUTCOMES = ("full", "non-finite", "feasible", "backward failed", "non-finite start")
+_OUTCOMES = ("full", "non-finite", "feasible", "backward failed", "non-finite start", "accepted")
 
 
 class PreparedIteration:
@@ -342,7 +342,7 @@ class PreparedIteration:
         if not fused:
             return None
         fused[0]()          # (the stage's thread counts, as derivatives() sets them)
-        call, params, clk, jc, rclk, out, second = first
+        call, params, clk, jc, costs, out, second = first
         params[0] = s.reg.mu
         params[1] = s.gap_tol
         params[2] = s.alphas[0]
@@ -350,24 +350,25 @@ class PreparedIteration:
         status, failure, knot = call(x0, xs_init, us_init)
         wall = time.perf_counter() - t0
         outcome = _OUTCOMES[status]
-        if outcome == "non-finite start":
+        if status == 4:         # "non-finite start"
             return outcome, None
         d = self._dyn_data
         if second:
             d.C, d.T = second[2]
         else:
             d.C = d.T = None
-        c0, c1, c2, c3, c4 = clk.tolist()
-        if c4 > c0:             # (the gaps, between c1 and c2, are outside the stages, as in the solver)
-            scale = wall / (c4 - c0)
+        c0, c1, c2, c3, b, c5 = clk.tolist()
+        if c5 > c0:             # (the gaps, between c1 and c2, are outside the stages, as in the solver)
+            scale = wall / (c5 - c0)
             timings["derivatives"] += (c1 - c0) * scale
             timings["backward"] += (c3 - c2) * scale
-            if c4 > c3:
-                b = int(rclk[0, 1])
+            if c5 > c3:
                 timings["forward"] += (b - c3) * scale
-                timings["cost"] += (c4 - b) * scale
+                timings["cost"] += (c5 - b) * scale
         else:                   # no cycle counter on this processor: the call as the derivative stage
             timings["derivatives"] += wall
+        if status == 5:         # "accepted"
+            return outcome, costs.tolist()
         if outcome == "full":
             return outcome, (out.X, out.U, jc[0].copy(), out.ok)
         if outcome == "backward failed":
@@ -408,11 +409,14 @@ class PreparedIteration:
             return ()           # (the compiled call reads the pass's result as two int64)
         r_address, r_args, x0_buf, alpha_buf, jc, rclk = address_call()
         p = s.problem
+        out = rollout[1]
         params = np.zeros(3)            # μ, gap tolerance, step size: read at each call
-        clk = np.zeros(5, np.int64)
+        clk = np.zeros(6, np.int64)
+        costs = np.zeros(2)             # the warm start's cost and the full step's, when it is taken
         # (the backward pass's one block of results, which BackwardPass.reset zeroes)
         args = (*stage, self.xs, self._dyn_data.xnext, s.gaps, self.us, p.u_lower, p.u_upper, lo, hi, b_address,
-                views, box, outs, s.backward._block, r_address, r_args, x0_buf, alpha_buf, params, s.box, clk)
+                views, box, outs, s.backward._block, r_address, r_args, x0_buf, alpha_buf, params, s.box, clk, rclk,
+                self.derivs.running.l, self.derivs.terminal.l, out.X, out.U, jc[0], out.ok, costs)
         kernel_args = (*args, np.asarray(p.x0, float), self.xs, self.us)
         run = entry_point(first_iteration, kernel_args)
-        return (partial(run, *args), params, clk, jc, rclk, rollout[1], second)
+        return (partial(run, *args), params, clk, jc, costs, out, second)

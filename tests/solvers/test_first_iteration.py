@@ -54,6 +54,12 @@ def _separate(mp) -> None:
     mp.setattr(PreparedIteration, "_fuse", unfused)
 
 
+def _through(outcomes) -> int:
+    """The calls that ran every stage: the full step taken inside the call ("accepted") or rolled out
+    for the solver's line search ("full")."""
+    return outcomes.get("full", 0) + outcomes.get("accepted", 0)
+
+
 @pytest.fixture
 def outcomes(monkeypatch):
     """The outcomes of every first-iteration call (None: it did not apply)."""
@@ -114,8 +120,10 @@ def test_first_iteration_call_gives_the_separate_calls_results(bundled, solver_c
     assert set(outcomes) <= {None}          # (switched off)
     # (DDP's curvature on this short horizon makes the first pass fail at every warm start: the
     # closed-loop test below has DDP's full steps)
-    ran_through = ran.get("full", 0) if solver_cls is ILQR else ran.get("full", 0) + ran.get("backward failed", 0)
+    ran_through = _through(ran) if solver_cls is ILQR else _through(ran) + ran.get("backward failed", 0)
     assert ran_through == len(STARTS) - 1 and ran.get("feasible", 0) == 1, ran
+    if solver_cls is ILQR:      # the full step taken inside the call, and one left to the line search
+        assert ran.get("accepted", 0) >= 1 and ran.get("full", 0) >= 1, ran
     for a, b in zip(fused, separate):
         _assert_same(a, b)
     # a full step rejected (its cost above the guess's): the line search went on from its rollout
@@ -131,7 +139,7 @@ def test_without_the_box(bundled, threads, outcomes, monkeypatch):
     """``box=False``: no clipped warm start, no bounds on the step; the same results as the separate calls."""
     m = bundled["iiwa"]
     fused = _warm_solves(ILQR, m, STARTS, False, monkeypatch, box=False)
-    assert outcomes.get("full", 0) >= 3, dict(outcomes)
+    assert _through(outcomes) >= 3, dict(outcomes)
     separate = _warm_solves(ILQR, m, STARTS, True, monkeypatch, box=False)
     for a, b in zip(fused, separate):
         _assert_same(a, b)
@@ -157,7 +165,7 @@ def test_a_non_finite_warm_start_is_refused_before_anything_is_written(bundled, 
     r = s.solve(max_iter=2)
     xs, us = r.shifted(1)
     s.solve(xs_init=xs, us_init=us, max_iter=1)
-    assert outcomes.get("full", 0) == 1
+    assert _through(outcomes) == 1
     kept = (s._xs_buf.copy(), s._us_buf.copy())
     bad_us = us.copy()
     bad_us[2, 1] = np.nan
@@ -195,7 +203,7 @@ def test_iiwa_closed_loop_is_unchanged(bundled, solver, threads, outcomes, monke
             runs.append(simulate(task.model, ctrl, task.initial_state(), 0.3, mode="lockstep", update_every=10))
             if not separate:
                 n = len(runs[0].updates)
-                full = outcomes.get("full", 0)
+                full = _through(outcomes)
                 assert n > 0 and (full == n if solver == "ilqr" else 0 < full < n), dict(outcomes)
                 assert full + outcomes.get("backward failed", 0) == n, dict(outcomes)
     a, b = runs
@@ -225,10 +233,10 @@ def test_two_threads_spread_the_stage_inside_the_call(bundled, outcomes):
     be.parallel_threshold_us = 0.0
     try:
         s, xs, us, plan = _warm_solved(m)
-        assert outcomes.get("full", 0) == 1 and plan[0] == 2 and plan[2] == 2 and plan[1] != 0 and plan[3] != 0
+        assert _through(outcomes) == 1 and plan[0] == 2 and plan[2] == 2 and plan[1] != 0 and plan[3] != 0
         be.set_threads(1)           # back on the calling thread: the drivers are not called
         s.solve(xs_init=xs, us_init=us, max_iter=1)
-        assert outcomes.get("full", 0) == 2 and plan[0] == 1 and plan[2] == 1
+        assert _through(outcomes) == 2 and plan[0] == 1 and plan[2] == 1
     finally:
         be.set_threads(None)
         be.parallel_threshold_us = threshold
@@ -253,12 +261,25 @@ def test_stage_threads_follow_the_adaptive_policy(bundled, outcomes, monkeypatch
     be.parallel_threshold_us = 0.0
     try:
         s, xs, us, plan = _warm_solved(m)
-        assert outcomes.get("full", 0) == 1 and plan[0] == 2 and plan[2] == 2
+        assert _through(outcomes) == 1 and plan[0] == 2 and plan[2] == 2
         others[0] = 1                       # a neighbour, seen at the next reading only
         s.solve(xs_init=xs, us_init=us, max_iter=1)
         assert plan[0] == 2
         clock[0] += 0.06
         s.solve(xs_init=xs, us_init=us, max_iter=1)
-        assert outcomes.get("full", 0) == 3 and plan[0] == 1 and plan[2] == 1
+        assert _through(outcomes) == 3 and plan[0] == 1 and plan[2] == 1
     finally:
         be.parallel_threshold_us = threshold
+
+
+def test_the_warm_start_cost_is_summed_as_numpy_sums_it():
+    """The compiled call takes the full step by comparing its cost with the warm start's, which it
+    sums itself: bitwise what ``numpy.add.reduce`` gives (the general path's ``ProblemDerivatives.cost``),
+    on every block length of numpy's pairwise summation and across magnitudes."""
+    from solvers.iteration_numba import pairwise_sum
+    rng = np.random.default_rng(7)
+    for n in [*range(0, 140), 255, 256, 257, 1000, 4099]:
+        for _ in range(5):
+            a = rng.standard_normal(n) * 10.0 ** rng.integers(-9, 9, n)
+            assert pairwise_sum(a) == np.add.reduce(a, axis=None), n
+    assert np.signbit(pairwise_sum(np.array([-0.0]))) == np.signbit(np.add.reduce(np.array([-0.0])))
