@@ -374,7 +374,8 @@ class MPC:
                     plan = Plan.of_solver(self.model, float(t), self.dt, xs, us, K if self.feedback else None,
                                           rec.as_info(), self._checked_bounds(),
                                           states_finite=getattr(res, "finite", None) is True,
-                                          state=self._plan_state())
+                                          state=self._plan_state(),
+                                          gains_finite=getattr(res, "gains_finite", None) is True)
                 except ValueError as e:
                     if "non-finite" not in str(e):
                         raise

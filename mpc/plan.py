@@ -106,15 +106,15 @@ class Plan:
     @classmethod
     def of_solver(cls, model: RobotModel, t0: float, dt: float, xs: np.ndarray, us: np.ndarray, K: np.ndarray | None,
                   info: dict, bounds: tuple[np.ndarray, np.ndarray], states_finite: bool = False,
-                  state: StateSpace | None = None) -> "Plan":
+                  state: StateSpace | None = None, gains_finite: bool = False) -> "Plan":
         """The plan of a solver's own result: xs (N+1, nx), us (N, nu), K (N, nu, 2nv) or None, float64
         arrays of those shapes (a solver's result: shapes not checked again), ``bounds`` from
         :func:`checked_bounds`; dt > 0. Raises ValueError, as the constructor does, when xs, us or K
         has a non-finite entry; states_finite: the solver checked xs and us already
-        (``SolverResult.finite``), only K is checked here; state: the plan's :attr:`state` (of ``model``:
-        not checked again)."""
+        (``SolverResult.finite``), only K is checked here; gains_finite: the solver checked K too
+        (``SolverResult.gains_finite``); state: the plan's :attr:`state` (of ``model``: not checked again)."""
         if states_finite:
-            if K is not None and not sum_is_finite(K):
+            if K is not None and not gains_finite and not sum_is_finite(K):
                 _check_finite(None, None, K)        # raises, naming K
         else:
             _check_finite(xs, us, K)

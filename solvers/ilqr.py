@@ -36,6 +36,8 @@ from dynamics.contact import RankDeficientContactError
 from dynamics.inputs import sum_is_finite
 
 from .backward_pass import BackwardPass, non_finite_derivatives
+from .costs.base import data_changes as cost_data_changes
+from .costs.base import term_changes as cost_term_changes
 from .forward_pass import ForwardPass
 from .line_search import LINE_SEARCHES, Candidates, LineSearchResult, default_alphas, line_search, warm_start_step
 from .prepared_iteration import PreparedIteration
@@ -187,6 +189,7 @@ class ILQR:
         self._prepared: PreparedIteration | None = None
         self._fast: PreparedIteration | None = None      # the one in force during the current solve
         self._bounds_seen: tuple | None = None             # (u_lower, u_upper, problem.has_bounds)
+        self._solve_stamp: tuple | None = None              # what _start_solve derived _fast and the bounds from
         self._read_bounds()
 
     # the backward pass's results (views of its workspace)
@@ -215,8 +218,25 @@ class ILQR:
         if not (tol >= 0):
             raise ValueError(f"tol must be >= 0, got {tol}")
         self.timings = dict.fromkeys(TIMING_KEYS, 0.0)
-        self._read_bounds()
-        self._fast = self._prepare_iteration() if self.compiled else None
+        if not self.compiled:
+            self._read_bounds()
+            self._fast = None
+            return time.perf_counter()
+        # nothing the bounds and the prepared iteration are derived from was replaced since the last
+        # solve (the problem's bounds, knot structure, terminal cost and cost switch, the solver's box
+        # and workspace, any cost's terms, references or weights: cost_term_changes and
+        # cost_data_changes count those): the last solve's (a warm MPC update's usual case)
+        p = self.problem
+        st, structure = self._solve_stamp, p.structure
+        if not (st is not None and self._fast is not None and st[0] is p.u_lower and st[1] is p.u_upper and st[2] == self.box
+                and st[3] is self.data and st[4] == p.revision and st[5] is structure
+                and st[6] is structure.cost_scales and st[7] is p.terminal_cost and st[8] == p.compile_costs
+                and st[9] == cost_term_changes() and st[10] == cost_data_changes()):
+            self._read_bounds()
+            self._fast = self._prepare_iteration()
+            self._solve_stamp = (p.u_lower, p.u_upper, self.box, self.data, p.revision, structure,
+                                 structure.cost_scales, p.terminal_cost, p.compile_costs, cost_term_changes(),
+                                 cost_data_changes())
         return time.perf_counter()
 
     def _prepare_iteration(self) -> PreparedIteration | None:
@@ -273,6 +293,7 @@ class ILQR:
         self.xs, self.us = self._xs_buf, self._us_buf
         self._finite_iterate = False
         self._started = False               # whether the initial trajectory was taken (_start_iterate)
+        self._gains_finite = False          # whether K is known finite (checked by the first-iteration call)
         history: list[float] = []
         steps: list[float] = []
         converged, reason = False, ""
@@ -350,7 +371,8 @@ class ILQR:
                             iterations=it, converged=converged, reason=reason, timings=self.timings,
                             solver=self.name, gradient_norm=float(gnorm), gap=self._final_gap(),
                             regularization=self.reg.mu, step_sizes=steps, gauss_newton_fallbacks=self.fallbacks,
-                            second_order=self._second_order_sources(), finite=finite)
+                            second_order=self._second_order_sources(), finite=finite,
+                            gains_finite=True if self._gains_finite else None)
 
     def _take(self, xs: np.ndarray, us: np.ndarray) -> None:
         """Make (xs, us) the current iterate, copied into the solver's own arrays (candidates live
@@ -479,7 +501,8 @@ class ILQR:
                 self._gaps_current = True
                 if outcome == "accepted":
                     self._with_curvature = True         # (what the backward pass ran with)
-                    guess, cost = c
+                    guess, cost, gains = c
+                    self._gains_finite = gains == 1.0   # (K of this pass, checked in the call)
                     return fast.derivs, LineSearchResult(True, float(self.alphas[0]), self.xs, self.us, cost, 1), guess
                 d = fast.derivs
                 if outcome == "full":
@@ -529,6 +552,7 @@ class ILQR:
         the first pass at the current μ when it ran already (:meth:`_start_iterate`)."""
         checked = False
         timings = self.timings
+        self._gains_finite = False      # (new gains, not checked)
         while True:
             t0 = time.perf_counter()
             try:            # (what ``with self._timed("backward")`` does, without its timer object)

@@ -115,7 +115,7 @@ def _block_sum(a, lo, n):
 @jit
 def first_iteration(stage_address, stage_args, xs, xnext, gaps, us, lower, upper, lo, hi, backward_address, views,
                     box, outs, block, rollout_address, rollout_args, x0_buf, alpha_buf, params, clip, clk, rclk,
-                    run_l, term_l, X, U, J, ok, costs, x0, xs_init, us_init):
+                    run_l, term_l, X, U, J, ok, K, costs, x0, xs_init, us_init):
     """The warm start (xs_init, us_init) into the iterate (xs, us), the controls clipped to
     ``[lower, upper]`` when ``clip`` — unless an entry is non-finite (then nothing is written) —,
     the backward pass's results (``block``, 1-D: the gains the box QP starts from among them)
@@ -131,8 +131,9 @@ def first_iteration(stage_address, stage_args, xs, xnext, gaps, us, lower, upper
     ``rclk[0]``), then the warm start's step rule (:func:`solvers.line_search.warm_start_step`) on
     that candidate: the full step is taken — copied into (xs, us), as the solver's ``_accept_step``
     copies it (which then zeroes the gaps) — when it is finite and costs no more than the warm start, whose cost is
-    the derivative stage's ``Σ run_l + Σ term_l`` (summed as numpy sums them); ``costs`` (2,) then
-    gets the warm start's cost and the step's. params (3,): μ, the gap tolerance, the step size.
+    the derivative stage's ``Σ run_l + Σ term_l`` (summed as numpy sums them); ``costs`` (3,) then
+    gets the warm start's cost, the step's and whether every entry of the backward pass's gains
+    ``K`` is finite (1.0) or not (0.0). params (3,): μ, the gap tolerance, the step size.
     ``clk`` (6,): the cycle counter before the derivative stage, after it, after the gaps, after the
     backward pass, between the rollout and its cost, and at the end. Returns ``(status, backward
     status, knot)``: the module's constants, then the backward pass's ``(status, knot)``
@@ -209,5 +210,12 @@ def first_iteration(stage_address, stage_args, xs, xnext, gaps, us, lower, upper
                     us[t, j] = U[0, t, j]
             costs[0] = guess
             costs[1] = cost
+            costs[2] = 1.0
+            for t in range(K.shape[0]):
+                for j in range(K.shape[1]):
+                    for i in range(K.shape[2]):
+                        v = K[t, j, i]
+                        if v - v != 0.0:
+                            costs[2] = 0.0
             return ACCEPTED, 0, -1
     return FULL, 0, -1

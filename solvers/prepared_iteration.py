@@ -107,6 +107,8 @@ class PreparedIteration:
         #: the warm start's first iteration as one compiled call (:meth:`first_iteration`), built at
         #: first use; () where it does not apply
         self._first = None
+        self._warm_checked: tuple = (None, None)   # the last warm start arrays first_iteration checked
+        self._x0_shape = xs.shape[1:]
         self._passes: dict = {}             # (with gaps, curvature) -> prepared backward pass or None
 
     @staticmethod
@@ -330,14 +332,21 @@ class PreparedIteration:
             first = self._first = self._first_call()
         if not first:
             return None
-        xs, us = self.xs, self.us
         s = self.solver
         x0 = s.problem.x0
-        if not (type(xs_init) is np.ndarray and type(us_init) is np.ndarray and type(x0) is np.ndarray
-                and xs_init.shape == xs.shape and us_init.shape == us.shape and x0.shape == xs.shape[1:]
-                and xs_init.dtype == np.float64 and us_init.dtype == np.float64 and x0.dtype == np.float64
-                and xs_init.flags.c_contiguous and us_init.flags.c_contiguous and x0.flags.c_contiguous):
-            return None         # (the compiled call's argument types)
+        # (the compiled call's argument types; the warm start's type, dtype and layout are checked
+        # once per pair of arrays: an MPC controller passes its own two buffers at every update)
+        if xs_init is not self._warm_checked[0] or us_init is not self._warm_checked[1]:
+            if not (type(xs_init) is np.ndarray and type(us_init) is np.ndarray
+                    and xs_init.dtype == np.float64 and us_init.dtype == np.float64
+                    and xs_init.flags.c_contiguous and us_init.flags.c_contiguous):
+                return None
+            self._warm_checked = (xs_init, us_init)
+        if xs_init.shape != self.xs.shape or us_init.shape != self.us.shape:
+            return None
+        if not (type(x0) is np.ndarray and x0.dtype == np.float64 and x0.shape == self._x0_shape
+                and x0.flags.c_contiguous):
+            return None
         fused = self._fused
         if not fused:
             return None
@@ -412,11 +421,11 @@ class PreparedIteration:
         out = rollout[1]
         params = np.zeros(3)            # μ, gap tolerance, step size: read at each call
         clk = np.zeros(6, np.int64)
-        costs = np.zeros(2)             # the warm start's cost and the full step's, when it is taken
+        costs = np.zeros(3)             # the warm start's cost, the full step's, K finite: when it is taken
         # (the backward pass's one block of results, which BackwardPass.reset zeroes)
         args = (*stage, self.xs, self._dyn_data.xnext, s.gaps, self.us, p.u_lower, p.u_upper, lo, hi, b_address,
                 views, box, outs, s.backward._block, r_address, r_args, x0_buf, alpha_buf, params, s.box, clk, rclk,
-                self.derivs.running.l, self.derivs.terminal.l, out.X, out.U, jc[0], out.ok, costs)
+                self.derivs.running.l, self.derivs.terminal.l, out.X, out.U, jc[0], out.ok, s.backward.K, costs)
         kernel_args = (*args, np.asarray(p.x0, float), self.xs, self.us)
         run = entry_point(first_iteration, kernel_args)
         return (partial(run, *args), params, clk, jc, costs, out, second)

@@ -17,6 +17,7 @@ import numpy as np
 
 from dynamics import RobotModel, default_backend_name, get_backend
 from dynamics.backend import Backend
+from dynamics.inputs import sum_is_finite
 
 from .action_model import ActionModel, FreeDynamics
 from .costs import CostDerivatives, as_cost, gravity_compensation
@@ -159,9 +160,10 @@ class ShootingProblem(StateSizes):
     def running_cost(self):
         """The running cost shared by every knot; a problem with several running costs raises
         (use :attr:`running_models` or :attr:`cost_groups`)."""
-        if len(self.cost_groups) == 1:
-            return self.cost_groups[0].item
-        raise ValueError(f"this problem has {len(self.cost_groups)} different running costs; reach them through "
+        groups = self.structure.cost_groups
+        if len(groups) == 1:
+            return groups[0].item
+        raise ValueError(f"this problem has {len(groups)} different running costs; reach them through "
                          f"problem.running_models[t].cost")
 
     @property
@@ -199,6 +201,10 @@ class ShootingProblem(StateSizes):
 
     def set_initial_state(self, x0) -> None:
         """Set the initial state (nx,) = (q, v)."""
+        if type(x0) is np.ndarray and x0.dtype == np.float64 and x0.ndim == 1 and x0.shape[0] == self.nx \
+                and sum_is_finite(x0):
+            self.x0 = x0.copy()         # (what the checks below pass: a measured state every MPC update)
+            return
         x0 = self.state.check(x0, "x0", "set_initial_state")
         if x0.shape != (self.nx,):
             raise ValueError(f"set_initial_state: x0 has shape {x0.shape}, expected ({self.nx},)")

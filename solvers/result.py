@@ -26,7 +26,8 @@ class SolverResult:
     Gauss–Newton pass was used instead; second_order: where the dynamics' second-order terms came
     from, per kind of knot (empty for Gauss–Newton solvers: iLQR, FDDP without second_order);
     finite: whether every entry of xs and us is finite, when the solver checked it before
-    returning (None: not checked; a consumer such as the MPC plan then checks them itself).
+    returning (None: not checked; a consumer such as the MPC plan then checks them itself);
+    gains_finite: likewise for every entry of K (True: checked by the solver; None: not checked).
     """
 
     xs: np.ndarray
@@ -47,6 +48,7 @@ class SolverResult:
     gauss_newton_fallbacks: int = 0
     second_order: tuple = ()
     finite: bool | None = None
+    gains_finite: bool | None = None
 
     def shifted(self, n: int = 1) -> tuple[np.ndarray, np.ndarray]:
         """``(xs, us)`` moved ``n`` knots earlier, the last state/control repeated to fill the end:

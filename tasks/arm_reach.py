@@ -45,6 +45,7 @@ from solvers import (
     gravity_compensation,
 )
 from solvers.costs import JointLimitCost
+from solvers.costs.base import data_changes as cost_data_changes
 
 from .arm import (
     check_arm,
@@ -247,22 +248,26 @@ class ArmReach(Task):
         last = self.targets.shape[0] - 1
         i0 = min(max(math.floor(t / self.switch_period), 0), last)
         iN = min(max(math.floor((t + dt * N) / self.switch_period), 0), last)
-        ee, term = problem.running_cost["ee"], problem.terminal_cost["ee"]
-        # what the skip relies on: the problem, the target (its index, the task's row for it, the
-        # switch period) and the two cost objects' target arrays as update_problem left them
-        # (read-only arrays); one problem remembered (a weak reference), as a controller has one
+        # what the skip relies on: the problem (its knot structure's revision and terminal cost), the
+        # target (its index, the task's row for it, the switch period) and no cost's target, weights
+        # or terms replaced anywhere since update_problem last set them (cost_data_changes counts every
+        # replacement); one problem remembered (a weak reference), as a controller has one
         seen = self._applied
         if i0 == iN:
-            key = (i0, self.targets[i0].tobytes(), self.switch_period)
-            if (seen is not None and seen[0]() is problem and seen[1] == key and seen[2] is ee.target
-                    and seen[3] is term.target):
+            key = (i0, self.targets[i0].tobytes(), self.switch_period, problem.revision, cost_data_changes())
+            if seen is not None and seen[0]() is problem and seen[1] == key and seen[2] is problem.terminal_cost:
                 return             # nothing to re-pack
+        ee, term = problem.running_cost["ee"], problem.terminal_cost["ee"]
         refs = self.target_at(t + dt * np.arange(N + 1))  # (N+1, 3): running knots 0..N-1, terminal knot N
         if not np.array_equal(refs, ee.target):
             ee.target = refs
         if not np.array_equal(refs, term.target):
             term.target = refs
-        self._applied = (weakref.ref(problem), key, ee.target, term.target) if i0 == iN else None
+        if i0 == iN:        # (the count after the replacements above)
+            key = (*key[:4], cost_data_changes())
+            self._applied = (weakref.ref(problem), key, problem.terminal_cost)
+        else:
+            self._applied = None
 
     # ------------------------------------------------------------ metrics and criteria
     def ee_position(self, x) -> np.ndarray:
