@@ -283,3 +283,36 @@ def test_the_warm_start_cost_is_summed_as_numpy_sums_it():
             a = rng.standard_normal(n) * 10.0 ** rng.integers(-9, 9, n)
             assert pairwise_sum(a) == np.add.reduce(a, axis=None), n
     assert np.signbit(pairwise_sum(np.array([-0.0]))) == np.signbit(np.add.reduce(np.array([-0.0])))
+
+
+@pytest.mark.parametrize("change", ["bounds", "box", "weight", "target"])
+def test_a_warm_solver_follows_what_is_replaced_between_solves(bundled, outcomes, change):
+    """A solve keeps the last solve's prepared iteration and bounds while nothing they are derived
+    from was replaced (``ILQR._start_solve``): replacing the control bounds, switching the box off,
+    or replacing a cost weight or a cost's targets between two warm solves gives, bitwise, what a
+    new solver gives, and not what the solve before the change gave."""
+    m = bundled["iiwa"]
+    p = _problem(m)
+    s = ILQR(p, refresh_gains=False)        # (as the MPC controller: the gains of the call's pass)
+    xs, us = s.solve(max_iter=20).shifted(1)
+    p.set_initial_state(xs[0] + 1e-3 * np.random.default_rng(1).normal(size=xs.shape[1]))
+    xs[0] = p.x0
+    before = s.solve(xs_init=xs, us_init=us, max_iter=1)
+    assert outcomes.get("accepted", 0) == 1 and before.gains_finite is True
+    if change == "bounds":
+        p.u_lower = p._bound("u_lower", np.full(m.nu, -2.0))
+        p.u_upper = p._bound("u_upper", np.full(m.nu, 2.0))
+    elif change == "box":
+        p.u_lower = p._bound("u_lower", np.full(m.nu, -2.0))
+        s.solve(xs_init=xs, us_init=us, max_iter=1)
+        s.box = False
+    elif change == "weight":
+        p.running_cost.set_weight("control", 1.0)
+    else:
+        p.running_cost["ee"].target = np.tile((0.3, -0.2, 0.5), (N + 1, 1))
+    a = s.solve(xs_init=xs, us_init=us, max_iter=1)
+    fresh = ILQR(p, box=s.box, refresh_gains=False)
+    b = fresh.solve(xs_init=xs, us_init=us, max_iter=1)
+    _assert_same(a, b)
+    assert not np.array_equal(a.us, before.us) or a.cost != before.cost
+    assert _through(outcomes) >= 3, dict(outcomes)

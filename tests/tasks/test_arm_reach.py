@@ -141,3 +141,26 @@ def test_iiwa_reach_is_the_arm_reach_preset(tmp_path):
     assert generic.frame == "ee" and generic.targets.shape == (4, 3) and 0.9 < generic.reach < 1.4
     with pytest.raises(ValueError, match="preset of the bundled iiwa.*arm-reach --robot"):
         tasks.get_task("iiwa-reach", robot=_arm(tmp_path))
+
+
+def test_update_problem_sets_the_targets_again_after_they_were_replaced():
+    """update_problem skips the re-pack while nothing changed since it set the targets; a target
+    replaced by someone else, the task's own target rows changed in place or a new switch window
+    make it set them again."""
+    task = tasks.get_task("iiwa-reach")
+    p = task.build_problem(task.initial_state(), 8, 0.02)
+    ee, term = p.running_cost["ee"], p.terminal_cost["ee"]
+    task.update_problem(p, 0.0)
+    mine = ee.target
+    task.update_problem(p, 0.01)
+    assert ee.target is mine                            # skipped: nothing to re-pack
+    ee.target = np.zeros((9, 3))                        # replaced behind the task's back
+    task.update_problem(p, 0.02)
+    np.testing.assert_array_equal(ee.target, mine)
+    np.testing.assert_array_equal(term.target, mine)
+    task.targets[0] = task.targets[0] + 0.05           # the task's own row changed in place
+    task.update_problem(p, 0.03)
+    np.testing.assert_allclose(ee.target, np.tile(task.targets[0], (9, 1)))
+    t_next = task.switch_period + 0.01                  # the next target's window
+    task.update_problem(p, t_next)
+    np.testing.assert_allclose(ee.target[0], task.targets[1])
