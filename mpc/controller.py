@@ -268,7 +268,7 @@ class MPC:
         if self.plan is None:
             return self.start(t, x)
         w0 = time.perf_counter()
-        delay = self._delay()
+        delay = 0.0 if self.latency_compensation is None else self._delay()
         if delay > 0:
             t, x = t + delay, self._predict(t, np.asarray(x, float), delay)
         xs_ws, us_ws = self.plan.resample(t, self.horizon, self.dt, out=self._warm)
@@ -316,21 +316,22 @@ class MPC:
         be = self.backend
         sim0 = (be.simulated_s_total, be.emulation_wall_s_total) if be.simulated_time else None
         w0 = time.perf_counter()
+        t = float(t)
         x = np.asarray(x, float)
         # the measured state first: a task's update_problem may read it (problem.x0), e.g. a gait
         # re-phasing its horizon from where the robot is now
         self.problem.set_initial_state(x)
-        self.task.update_problem(self.problem, float(t))
+        self.task.update_problem(self.problem, t)
         uniform, timed = self._knot_spacing()
         if xs_init is not None and self.plan is not None and not uniform:
             # knots not dt apart (impulse knots): the warm start is laid on the problem's knot times
-            xs_init, us_init = self._warm_start_on_knots(float(t))
+            xs_init, us_init = self._warm_start_on_knots(t)
         if xs_init is not None:
             if xs_init is not self._warm[0]:        # the controller's own buffer is written in place
                 xs_init = np.array(xs_init, float)
             xs_init[0] = x
             if self.plan is not None:
-                us_init = self._nominal_tail(float(t), us_init)
+                us_init = self._nominal_tail(t, us_init)
         timings = dict.fromkeys(_TIMED, 0.0)
         iterations = 0
         if budget is None:
@@ -352,7 +353,7 @@ class MPC:
                 xs_init, us_init = res.xs, res.us
         wall = time.perf_counter() - w0
         failed = not res.converged and iterations == 0 and max_iter > 0
-        rec = UpdateRecord(t=float(t), wall=wall, timings=timings, iterations=iterations, cost=float(res.cost),
+        rec = UpdateRecord(t=t, wall=wall, timings=timings, iterations=iterations, cost=float(res.cost),
                            converged=bool(res.converged), reason=str(getattr(res, "reason", "")),
                            fallback=bool(failed and self.plan is not None))
         if sim0 is not None:
@@ -371,7 +372,7 @@ class MPC:
                 rec.fallback = True     # the plan checks xs and us; K must be finite even without feedback
             else:
                 try:            # the plan checks that K (and xs, us unless the solver did) is finite
-                    plan = Plan.of_solver(self.model, float(t), self.dt, xs, us, K if self.feedback else None,
+                    plan = Plan.of_solver(self.model, t, self.dt, xs, us, K if self.feedback else None,
                                           rec.as_info(), self._checked_bounds(),
                                           states_finite=getattr(res, "finite", None) is True,
                                           state=self._plan_state(),

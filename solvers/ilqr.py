@@ -304,56 +304,67 @@ class ILQR:
             # calcDiff likewise): no separate cost evaluation. first: what the first iteration's
             # backward pass gave with them (a warm start on the prepared iteration: _start_iterate)
             derivs, first, self.cost = self._start_iterate(xs_init, us_init, max_iter)
-            if not math.isfinite(self.cost):
-                if first is not None:
-                    self.backward.reset()       # no gains, as when the solve stops before its backward pass
-                raise SolverFailure("the initial trajectory has a non-finite cost")
-            gnorm = self._gradient_norm(derivs) if self.feasible else np.inf
-            history.append(self.cost)
-            for it in range(max_iter + 1):
-                if derivs is None:
-                    derivs = self._derivatives()
-                    gnorm = self._gradient_norm(derivs) if self.feasible else np.inf
-                if first is None or type(first) is str:     # (str: the first pass failed, in _start_iterate)
-                    self._backward_pass_with_regularization(derivs, first)
-                    first = None
-                if self.feasible and gnorm <= tol:
-                    converged, reason = True, f"projected gradient norm {gnorm:.3e} <= tol {tol:.1e}"
-                    break
-                if it == max_iter:
-                    reason = f"maximum number of iterations ({max_iter}) reached"
-                    break
-                if first is None:
-                    ls = self._line_search()
-                elif type(first) is LineSearchResult:   # the warm start's full step, taken in _start_iterate
-                    ls, first = first, None
-                else:           # the warm start's step, its full step already rolled out
-                    ls, first = warm_start_step(self._rollout, self.alphas, self.cost, first), None
-                if self.verbose:
-                    print(f"[{self.name}] it {it:3d} cost {self.cost:.10e} |g| {gnorm:.3e} mu {self.reg.mu:.1e} "
-                          f"alpha {ls.alpha if ls.accepted else 0:.4f} gap {np.abs(self.gaps).max():.1e}")
-                if ls.accepted:
-                    steps.append(ls.alpha)
-                    self._accept_step(ls)
-                    history.append(self.cost)
-                    self.reg.decrease()
-                    derivs = None
-                    if it + 1 == max_iter and not self.refresh_gains:
-                        it += 1
+            if type(first) is LineSearchResult and max_iter == 1 and not self.refresh_gains and not self.verbose:
+                # one iteration whose full step the first-iteration call took (a warm MPC update's
+                # usual course): what the loop below does with it (the step taken, μ lowered, the
+                # solve ended at its iteration limit), without the loop's tests, none of which applies
+                history.append(self.cost)
+                steps.append(first.alpha)
+                self._accept_step(first)
+                history.append(self.cost)
+                self.reg.decrease()
+                it, reason, gnorm = 1, f"maximum number of iterations ({max_iter}) reached", np.nan
+            else:
+                if not math.isfinite(self.cost):
+                    if first is not None:
+                        self.backward.reset()       # no gains, as when the solve stops before its backward pass
+                    raise SolverFailure("the initial trajectory has a non-finite cost")
+                gnorm = self._gradient_norm(derivs) if self.feasible else np.inf
+                history.append(self.cost)
+                for it in range(max_iter + 1):
+                    if derivs is None:
+                        derivs = self._derivatives()
+                        gnorm = self._gradient_norm(derivs) if self.feasible else np.inf
+                    if first is None or type(first) is str:     # (str: the first pass failed, in _start_iterate)
+                        self._backward_pass_with_regularization(derivs, first)
+                        first = None
+                    if self.feasible and gnorm <= tol:
+                        converged, reason = True, f"projected gradient norm {gnorm:.3e} <= tol {tol:.1e}"
+                        break
+                    if it == max_iter:
                         reason = f"maximum number of iterations ({max_iter}) reached"
-                        gnorm = np.nan
                         break
-                else:
-                    steps.append(0.0)
-                    if self._no_progress_possible():
-                        it += 1
-                        reason = (f"no step size reduces the cost and the expected reduction is at rounding "
-                                  f"level; projected gradient norm {gnorm:.3e} > tol {tol:.1e}")
-                        break
-                    if not self.reg.increase():
-                        it += 1
-                        raise SolverFailure(f"regularization blow-up: no step size reduced the cost even with "
-                                            f"mu > {self.reg.mu_max:.1e} (projected gradient norm {gnorm:.3e})")
+                    if first is None:
+                        ls = self._line_search()
+                    elif type(first) is LineSearchResult:   # the warm start's full step, taken in _start_iterate
+                        ls, first = first, None
+                    else:           # the warm start's step, its full step already rolled out
+                        ls, first = warm_start_step(self._rollout, self.alphas, self.cost, first), None
+                    if self.verbose:
+                        print(f"[{self.name}] it {it:3d} cost {self.cost:.10e} |g| {gnorm:.3e} mu {self.reg.mu:.1e} "
+                              f"alpha {ls.alpha if ls.accepted else 0:.4f} gap {np.abs(self.gaps).max():.1e}")
+                    if ls.accepted:
+                        steps.append(ls.alpha)
+                        self._accept_step(ls)
+                        history.append(self.cost)
+                        self.reg.decrease()
+                        derivs = None
+                        if it + 1 == max_iter and not self.refresh_gains:
+                            it += 1
+                            reason = f"maximum number of iterations ({max_iter}) reached"
+                            gnorm = np.nan
+                            break
+                    else:
+                        steps.append(0.0)
+                        if self._no_progress_possible():
+                            it += 1
+                            reason = (f"no step size reduces the cost and the expected reduction is at rounding "
+                                      f"level; projected gradient norm {gnorm:.3e} > tol {tol:.1e}")
+                            break
+                        if not self.reg.increase():
+                            it += 1
+                            raise SolverFailure(f"regularization blow-up: no step size reduced the cost even with "
+                                                f"mu > {self.reg.mu_max:.1e} (projected gradient norm {gnorm:.3e})")
         except SolverFailure as e:
             converged, reason = False, str(e)
             if not self._started:
