@@ -176,7 +176,7 @@ class MPC:
         nx, nu = self.problem.nx, self.problem.nu
         self._warm = (np.empty((self.horizon + 1, nx)), np.empty((self.horizon, nu)))
         self._bounds: tuple = ()        # (problem.u_lower, problem.u_upper, their checked read-only copies)
-        self._knot_times: _KnotSpacing | None = None     # of the problem's knot times (_knot_spacing)
+        self._knot_times: _KnotSpacing | None = None     # of the problem's knot times (_knot_spacing_of)
 
     # ----------------------------------------------------------------- control loop
     def warmup(self, progress=None) -> float:
@@ -322,7 +322,12 @@ class MPC:
         # re-phasing its horizon from where the robot is now
         self.problem.set_initial_state(x)
         self.task.update_problem(self.problem, t)
-        uniform, timed = self._knot_spacing()
+        k = self._knot_times
+        if k is None or k.dts is not self.problem.dts:
+            k = self._knot_spacing_of()
+        # whether every knot is dt apart, and the mask (N,) of the knots that take time when some do
+        # not (impulse knots), else None
+        uniform, timed = k.uniform, k.timed
         if xs_init is not None and self.plan is not None and not uniform:
             # knots not dt apart (impulse knots): the warm start is laid on the problem's knot times
             xs_init, us_init = self._warm_start_on_knots(t)
@@ -406,13 +411,6 @@ class MPC:
         if not b or b[0] is not p.u_lower or b[1] is not p.u_upper:
             b = self._bounds = (p.u_lower, p.u_upper, checked_bounds(self.model, p.u_lower, p.u_upper))
         return b[2]
-
-    def _knot_spacing(self) -> tuple[bool, np.ndarray | None]:
-        """``(uniform, timed)``: whether every knot is ``dt`` apart, and the mask (N,) of the knots
-        that take time when some do not (impulse knots), else None; computed again only when the
-        problem's knot times (a read-only array of its knot structure) were replaced."""
-        k = self._knot_spacing_of()
-        return k.uniform, k.timed
 
     def _knot_spacing_of(self) -> _KnotSpacing:
         """What the controller derives from the problem's knot times (:class:`_KnotSpacing`),

@@ -246,22 +246,23 @@ class Plan:
         the horizon the last knot is repeated). Equals ``shifted(n)`` when ``t_start - t0 = n·dt``.
         out: optional ``(xs, us)`` arrays of those shapes to write the result into (the
         controller's warm-start buffers); they are returned."""
-        N = self.horizon if horizon is None else int(horizon)
-        dt = self.dt if dt is None else float(dt)
-        shift = (float(t_start) - self.t0) / self.dt
+        xs, us, own_dt = self.xs, self.us, self.dt
+        M = us.shape[0]
+        N = M if horizon is None else int(horizon)
+        dt = own_dt if dt is None else float(dt)
+        shift = (float(t_start) - self.t0) / own_dt
         n = int(round(shift))
-        if dt == self.dt and n >= 0 and abs(shift - n) <= 1e-9:
+        if dt == own_dt and n >= 0 and abs(shift - n) <= 1e-9:
             # the usual MPC case, an update period of whole knots: an exact shift by n knots
             # (array slicing; the general path below evaluates every knot in Python)
-            M = self.horizon
             if out is not None:       # knots past the end repeat the last one
                 X, U = out
                 a = max(0, min(N + 1, M + 1 - n))       # rows that exist in the plan
-                X[:a] = self.xs[n:n + a]
-                X[a:] = self.xs[M]
+                X[:a] = xs[n:n + a]
+                X[a:] = xs[M]
                 a = max(0, min(N, M - n))
-                U[:a] = self.us[n:n + a]
-                U[a:] = self.us[M - 1]
+                U[:a] = us[n:n + a]
+                U[a:] = us[M - 1]
                 return X, U
             ix = np.arange(n, n + N + 1)
             return self.xs[np.minimum(ix, M)], self.us[np.minimum(ix[:-1], M - 1)]   # fresh arrays
