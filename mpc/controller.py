@@ -30,6 +30,7 @@ from .plan import Plan, checked_bounds
 SOLVERS = {name: cls.__name__ for name, cls in SOLVER_CLASSES.items()}
 STAGES = ("derivatives", "backward", "forward", "cost")
 _TIMED = (*STAGES, "total")
+_TIMED_KEYS = frozenset(_TIMED)
 INTEGRATORS = ("euler", "rk4")
 SECOND_ORDER = ("auto", "analytical", "fd", "complex")
 LINE_SEARCHES = ("backtracking", "parallel")
@@ -337,14 +338,17 @@ class MPC:
             xs_init[0] = x
             if self.plan is not None:
                 us_init = self._nominal_tail(t, us_init)
-        timings = dict.fromkeys(_TIMED, 0.0)
         iterations = 0
         if budget is None:
             res = self.solver.solve(xs_init=xs_init, us_init=us_init, max_iter=max_iter, tol=self.tol)
-            # one solve: its timings as they are (what _add_timings would sum into the zeros)
-            timings.update(getattr(res, "timings", None) or {})
+            # one solve: its timings as they are (what _add_timings would sum into zeros); the
+            # result's own dict when it has every stage (a solver makes a new one for each solve)
+            timings = getattr(res, "timings", None)
+            if type(timings) is not dict or timings.keys() != _TIMED_KEYS:
+                timings = dict.fromkeys(_TIMED, 0.0) | dict(timings or {})
             iterations = int(res.iterations)
         else:
+            timings = dict.fromkeys(_TIMED, 0.0)
             # one iteration at a time, warm-started from the last, until the budget would be exceeded
             res = None
             while iterations < max_iter:
