@@ -315,9 +315,11 @@ def epoch() -> tuple | None:
     a reading (the caller then asks for its counts again, which takes it). A compiled loop's
     per-stage thread plan is re-derived only when this differs from when it was derived, instead of
     asking every stage at every call (a chain of Python calls each, in every MPC update)."""
-    p = thread_policy()
-    if p == "adaptive" and _monitor.due():
-        return None
+    p = _policy if _policy is not None else thread_policy()
+    if p == "adaptive":
+        m = _monitor
+        if m._clock() >= m._next:       # (m.due(), inline: this runs at every MPC update)
+            return None
     return _epoch, p
 
 
