@@ -37,8 +37,10 @@ iteration is then three compiled calls.
 The first iteration of a warm-started solve (every MPC update) is one: the warm start taken into
 the iterate, that derivative stage, the gaps, the backward pass at the starting μ and the full
 step's rollout with its cost (:meth:`PreparedIteration.first_iteration`,
-:mod:`solvers.iteration_numba`: each stage's kernel called by address), after which the solver's
-line search decides as before.
+:mod:`solvers.iteration_numba`: each stage's kernel called by address). The call also applies the
+warm start's step rule to that candidate (the full step when it is finite and costs no more than the
+warm start) and, when it holds, copies the step into the iterate; otherwise the solver's line search
+goes on from the candidate as before.
 
 A prepared iteration belongs to one solver and one state of its problem: the knot structure
 (``problem.revision``), the compiled cost layout, the control bounds and the solver's workspace.
@@ -317,9 +319,11 @@ class PreparedIteration:
         the full step's rollout with its cost — the calls :meth:`derivatives`, the solver's gap
         computation, :meth:`backward_pass` and :meth:`candidates` make, same kernels on the same
         buffers. The call's wall time goes into
-        ``timings`` split by the stages' cycle counts. Returns ``(outcome, candidate)``: ``"full"``
-        (every stage ran) with the full step's ``(X, U, J (1,), ok)`` (the rollout buffers, J a fresh
-        array); ``"backward failed"`` (at the starting μ) with the pass's message
+        ``timings`` split by the stages' cycle counts. Returns ``(outcome, candidate)``:
+        ``"accepted"`` (every stage ran and the warm start's step rule took the full step, now the
+        solver's iterate) with ``[the warm start's cost, the step's cost, 1.0 if every entry of K is
+        finite else 0.0]``; ``"full"`` (every stage ran, the full step not taken) with the full
+        step's ``(X, U, J (1,), ok)`` (the rollout buffers, J a fresh array); ``"backward failed"`` (at the starting μ) with the pass's message
         (:meth:`solvers.backward_pass.BackwardPass.run`'s); ``"non-finite"`` (the dynamics at the
         warm start) or ``"feasible"`` (every gap within the solver's tolerance: zeroed) with None;
         after all but the first the solver's general steps go on; ``"non-finite start"`` with None:
