@@ -316,10 +316,8 @@ def epoch() -> tuple | None:
     per-stage thread plan is re-derived only when this differs from when it was derived, instead of
     asking every stage at every call (a chain of Python calls each, in every MPC update)."""
     p = _policy if _policy is not None else thread_policy()
-    if p == "adaptive":
-        m = _monitor
-        if m._clock() >= m._next:       # (m.due(), inline: this runs at every MPC update)
-            return None
+    if p == "adaptive" and _monitor.due():
+        return None
     return _epoch, p
 
 

@@ -323,9 +323,7 @@ class MPC:
         # re-phasing its horizon from where the robot is now
         self.problem.set_initial_state(x)
         self.task.update_problem(self.problem, t)
-        k = self._knot_times
-        if k is None or k.dts is not self.problem.dts:
-            k = self._knot_spacing_of()
+        k = self._knot_spacing_of()
         # whether every knot is dt apart, and the mask (N,) of the knots that take time when some do
         # not (impulse knots), else None
         uniform, timed = k.uniform, k.timed

@@ -228,8 +228,8 @@ class ILQR:
         # cost_data_changes count those): the last solve's (a warm MPC update's usual case)
         p = self.problem
         st, structure = self._solve_stamp, p.structure
-        if not (st is not None and self._fast is not None and st[0] is p.u_lower and st[1] is p.u_upper and st[2] == self.box
-                and st[3] is self.data and st[4] == p.revision and st[5] is structure
+        if not (st is not None and self._fast is not None and st[0] is p.u_lower and st[1] is p.u_upper
+                and st[2] == self.box and st[3] is self.data and st[4] == p.revision and st[5] is structure
                 and st[6] is structure.cost_scales and st[7] is p.terminal_cost and st[8] == p.compile_costs
                 and st[9] == cost_term_changes() and st[10] == cost_data_changes()):
             self._read_bounds()
@@ -309,10 +309,7 @@ class ILQR:
                 # usual course): what the loop below does with it (the step taken, μ lowered, the
                 # solve ended at its iteration limit), without the loop's tests, none of which applies
                 history.append(self.cost)
-                steps.append(first.alpha)
-                self._accept_step(first)
-                history.append(self.cost)
-                self.reg.decrease()
+                self._take_accepted(first, steps, history)
                 it, reason, gnorm = 1, f"maximum number of iterations ({max_iter}) reached", np.nan
             else:
                 if not math.isfinite(self.cost):
@@ -344,10 +341,7 @@ class ILQR:
                         print(f"[{self.name}] it {it:3d} cost {self.cost:.10e} |g| {gnorm:.3e} mu {self.reg.mu:.1e} "
                               f"alpha {ls.alpha if ls.accepted else 0:.4f} gap {np.abs(self.gaps).max():.1e}")
                     if ls.accepted:
-                        steps.append(ls.alpha)
-                        self._accept_step(ls)
-                        history.append(self.cost)
-                        self.reg.decrease()
+                        self._take_accepted(ls, steps, history)
                         derivs = None
                         if it + 1 == max_iter and not self.refresh_gains:
                             it += 1
@@ -477,6 +471,14 @@ class ILQR:
         self.cost = ls.cost
         self.feasible = True    # single shooting: every rollout is feasible
         self.gaps.fill(0.0)
+
+    def _take_accepted(self, ls, steps: list, history: list) -> None:
+        """An accepted line search's step: its size and the new cost recorded, the iterate taken
+        (:meth:`_accept_step`), μ lowered."""
+        steps.append(ls.alpha)
+        self._accept_step(ls)
+        history.append(self.cost)
+        self.reg.decrease()
 
     def _final_gap(self) -> float:
         return 0.0

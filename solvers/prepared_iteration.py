@@ -64,6 +64,7 @@ if TYPE_CHECKING:
 #: :func:`solvers.iteration_numba.first_iteration`'s status codes, as :meth:`PreparedIteration.first_iteration`
 #: names them
 _OUTCOMES = ("full", "non-finite", "feasible", "backward failed", "non-finite start", "accepted")
+_NON_FINITE_START, _ACCEPTED = _OUTCOMES.index("non-finite start"), _OUTCOMES.index("accepted")
 
 
 class PreparedIteration:
@@ -323,7 +324,8 @@ class PreparedIteration:
         ``"accepted"`` (every stage ran and the warm start's step rule took the full step, now the
         solver's iterate) with ``[the warm start's cost, the step's cost, 1.0 if every entry of K is
         finite else 0.0]``; ``"full"`` (every stage ran, the full step not taken) with the full
-        step's ``(X, U, J (1,), ok)`` (the rollout buffers, J a fresh array); ``"backward failed"`` (at the starting μ) with the pass's message
+        step's ``(X, U, J (1,), ok)`` (the rollout buffers, J a fresh array); ``"backward failed"``
+        (at the starting μ) with the pass's message
         (:meth:`solvers.backward_pass.BackwardPass.run`'s); ``"non-finite"`` (the dynamics at the
         warm start) or ``"feasible"`` (every gap within the solver's tolerance: zeroed) with None;
         after all but the first the solver's general steps go on; ``"non-finite start"`` with None:
@@ -363,7 +365,7 @@ class PreparedIteration:
         status, failure, knot = call(x0, xs_init, us_init)
         wall = time.perf_counter() - t0
         outcome = _OUTCOMES[status]
-        if status == 4:         # "non-finite start"
+        if status == _NON_FINITE_START:
             return outcome, None
         d = self._dyn_data
         if second:
@@ -380,7 +382,7 @@ class PreparedIteration:
                 timings["cost"] += (c5 - b) * scale
         else:                   # no cycle counter on this processor: the call as the derivative stage
             timings["derivatives"] += wall
-        if status == 5:         # "accepted"
+        if status == _ACCEPTED:
             return outcome, costs.tolist()
         if outcome == "full":
             return outcome, (out.X, out.U, jc[0].copy(), out.ok)
@@ -411,11 +413,11 @@ class PreparedIteration:
             return ()
         from dynamics.kernels.threaded_batch import entry_point
 
-        from .iteration_numba import (BACKWARD_FAILED, FEASIBLE, FULL, NON_FINITE, NON_FINITE_START, STATUS_TYPE,
-                                      first_iteration)
+        from .iteration_numba import (ACCEPTED, BACKWARD_FAILED, FEASIBLE, FULL, NON_FINITE, NON_FINITE_START,
+                                      STATUS_TYPE, first_iteration)
         from .riccati_numba import backward_pass_kernel
         # (_OUTCOMES' order)
-        assert (FULL, NON_FINITE, FEASIBLE, BACKWARD_FAILED, NON_FINITE_START) == (0, 1, 2, 3, 4)
+        assert (FULL, NON_FINITE, FEASIBLE, BACKWARD_FAILED, NON_FINITE_START, ACCEPTED) == (0, 1, 2, 3, 4, 5)
         stage = fused[2:]
         b_address, views, lo, hi, outs, box = run_pass.address_call()
         if any(c.signature.return_type != STATUS_TYPE for c in backward_pass_kernel.overloads.values()):
