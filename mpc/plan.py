@@ -28,6 +28,22 @@ from dynamics.model import RobotModel
 from solvers.state_space import StateSpace
 
 
+_SHIFTS: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
+
+
+def _shift_rows(n: int, N: int) -> tuple[np.ndarray, np.ndarray]:
+    """The row indices ``n..n+N`` (N+1,) of a plan shifted by ``n`` knots, and the first N of them
+    (read-only; kept per ``(n, N)``: an MPC controller asks for the same shift at every update)."""
+    got = _SHIFTS.get((n, N))
+    if got is None:
+        if len(_SHIFTS) > 64:
+            _SHIFTS.clear()
+        rows = np.arange(n, n + N + 1)
+        rows.setflags(write=False)
+        got = _SHIFTS[(n, N)] = (rows, rows[:-1])
+    return got
+
+
 def checked_bounds(model: RobotModel, u_lower, u_upper) -> tuple[np.ndarray, np.ndarray]:
     """``(u_lower, u_upper)`` as read-only (nu,) float64 copies (None: the model's actuator limits);
     ValueError for a wrong shape, a NaN or ``u_lower > u_upper``."""
@@ -253,19 +269,17 @@ class Plan:
         shift = (float(t_start) - self.t0) / own_dt
         n = int(round(shift))
         if dt == own_dt and n >= 0 and abs(shift - n) <= 1e-9:
-            # the usual MPC case, an update period of whole knots: an exact shift by n knots
-            # (array slicing; the general path below evaluates every knot in Python)
-            if out is not None:       # knots past the end repeat the last one
+            # the usual MPC case, an update period of whole knots: an exact shift by n knots, rows
+            # n..n+N taken with the indices clipped, so that knots past the end repeat the last one
+            # (the general path below evaluates every knot in Python; take's "clip" mode writes
+            # straight into ``out``, where "raise" would buffer it)
+            rows, controls = _shift_rows(n, N)
+            if out is not None:
                 X, U = out
-                a = max(0, min(N + 1, M + 1 - n))       # rows that exist in the plan
-                X[:a] = xs[n:n + a]
-                X[a:] = xs[M]
-                a = max(0, min(N, M - n))
-                U[:a] = us[n:n + a]
-                U[a:] = us[M - 1]
+                xs.take(rows, 0, X, "clip")
+                us.take(controls, 0, U, "clip")
                 return X, U
-            ix = np.arange(n, n + N + 1)
-            return self.xs[np.minimum(ix, M)], self.us[np.minimum(ix[:-1], M - 1)]   # fresh arrays
+            return xs.take(rows, 0, None, "clip"), us.take(controls, 0, None, "clip")   # fresh arrays
         # general case (an update period that is not a whole number of knots)
         xs, us = self.sample(float(t_start) + dt * np.arange(N + 1))
         if out is not None:
