@@ -187,7 +187,9 @@ def backward_pass_kernel(Fx, Fu, lx, lu, lxx, lxu, luu, VxN, VxxN, C, T, gaps, m
     :class:`solvers.integrators.base.DynamicsDerivatives`), or arrays with N = 0 for none; gaps (N+1, ndx) or (0, ndx) for a feasible iterate; mu
     regularisation; box: use the box QP with ``lower <= k <= upper`` (N, nu) (bounds minus the
     current controls); k_warm (N, nu) the box-QP starting point. Outputs K (N, nu, ndx), k (N, nu),
-    Qu_out, Quuk_out (N, nu), Vx_out (N+1, ndx), Vxx_out (N+1, ndx, ndx).
+    Qu_out, Quuk_out (N, nu), Vx_out (N+1, ndx), Vxx_out (N+1, ndx, ndx), each knot's written in
+    place as the recursion goes (no scratch copies; knot t - 1 reads V_x, V_xx from Vx_out[t],
+    Vxx_out[t]), so after a failure at knot t the outputs of knot t are partly written.
     Returns ``(status, t)``: OK, or the failure code and the knot where it happened."""
     N, ndx, nu = Fu.shape
     nz = ndx + nu
@@ -208,15 +210,12 @@ def backward_pass_kernel(Fx, Fu, lx, lu, lxx, lxu, luu, VxN, VxxN, C, T, gaps, m
     FxV = np.empty((ndx, ndx))
     FuV = np.empty((nu, ndx))
     Qx = np.empty(ndx)
-    Qu = np.empty(nu)
     Qxx = np.empty((ndx, ndx))
     Qux = np.empty((nu, ndx))
     Quu = np.empty((nu, nu))
     Quu_reg = np.empty((nu, nu))
     H = np.empty(nz * nz)
-    Kt = np.empty((nu, ndx))
     kt = np.empty(nu)
-    Quuk = np.empty(nu)
     QuuK = np.empty((nu, ndx))
     L = np.empty((nu, nu))
     work = np.empty((4, nu))
@@ -226,6 +225,13 @@ def backward_pass_kernel(Fx, Fu, lx, lu, lxx, lxu, luu, VxN, VxxN, C, T, gaps, m
     VKa = np.empty((ndx, ndx))
     Y = np.empty((nu, ndx))
     for t in range(N - 1, -1, -1):
+        # knot t's results are written where they are returned: K[t], Qu_out[t], Quuk_out[t], and
+        # V_x, V_xx into Vx_out[t], Vxx_out[t], which the next knot (t - 1) reads as its Vx, Vxx
+        Kt = K[t]
+        Qu = Qu_out[t]
+        Quuk = Quuk_out[t]
+        Vx_t = Vx_out[t]
+        Vxx_t = Vxx_out[t]
         # the (ndx³) products through BLAS (numba's np.dot): ≈ 1.4× the loops at ndx = 14, 3× at
         # ndx = 72 (Atlas), where they are most of the pass
         np.dot(Fx[t].T, Vxx, FxV)
@@ -329,33 +335,26 @@ def backward_pass_kernel(Fx, Fu, lx, lu, lxx, lxu, luu, VxN, VxxN, C, T, gaps, m
         # (both triangles of Q_xx enter: a cost Hessian need not be symmetric, and a NaN in either
         # triangle must reach V_xx, where the pass reports it)
         np.dot(Kt.T, QuuK, VKa)
+        finite = True
         for a in range(ndx):
             for b in range(a + 1):
                 s = 0.5 * (Qxx[a, b] + Qxx[b, a]) + 0.5 * (VKa[a, b] + VKa[b, a])
-                Vxx[a, b] = s
-                Vxx[b, a] = s
+                Vxx_t[a, b] = s
+                Vxx_t[b, a] = s
+                finite &= np.isfinite(s)
         for a in range(ndx):
-            Vx[a] = Vx_new[a]
-        if has_gaps:
-            for i in range(ndx):
-                s = Vx[i]
+            s = Vx_new[a]
+            if has_gaps:
                 for j in range(ndx):
-                    s += Vxx[i, j] * gaps[t, j]
-                Vx_new[i] = s
-            for i in range(ndx):
-                Vx[i] = Vx_new[i]
-        for a in range(ndx):
-            if not np.isfinite(Vx[a]):
-                return NONFINITE_V, t
-            for b in range(ndx):
-                if not np.isfinite(Vxx[a, b]):
-                    return NONFINITE_V, t
-        K[t] = Kt
-        k[t] = kt
-        Qu_out[t] = Qu
-        Quuk_out[t] = Quuk
-        Vx_out[t] = Vx
-        Vxx_out[t] = Vxx
+                    s += Vxx_t[a, j] * gaps[t, j]
+            Vx_t[a] = s
+            finite &= np.isfinite(s)
+        if not finite:
+            return NONFINITE_V, t
+        for i in range(nu):
+            k[t, i] = kt[i]
+        Vx = Vx_t
+        Vxx = Vxx_t
     return OK, -1
 
 
