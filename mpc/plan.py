@@ -276,8 +276,13 @@ class Plan:
             rows, controls = _shift_rows(n, N)
             if out is not None:
                 X, U = out
-                xs.take(rows, 0, X, "clip")
-                us.take(controls, 0, U, "clip")
+                try:
+                    xs.take(rows, 0, X, "clip")
+                    us.take(controls, 0, U, "clip")
+                except (ValueError, TypeError) as e:     # (numpy's message names neither array)
+                    raise ValueError(f"Plan.resample: out must be two arrays of shapes ({N + 1}, "
+                                     f"{xs.shape[1]}) and ({N}, {us.shape[1]}), got "
+                                     f"{[getattr(a, 'shape', type(a).__name__) for a in out]}") from e
                 return X, U
             return xs.take(rows, 0, None, "clip"), us.take(controls, 0, None, "clip")   # fresh arrays
         # general case (an update period that is not a whole number of knots)

@@ -194,3 +194,15 @@ def test_plan_rejects_bad_shapes_and_values(bundled):
     p = Plan(m, 0.0, 0.1, xs, np.zeros((2, 7)))
     with pytest.raises(ValueError, match="shape"):
         p.control(0.0, np.zeros(13))
+
+
+def test_resample_into_buffers_of_the_wrong_shape_names_the_shapes(bundled, rng):
+    """The whole-knot shift into ``out`` of the wrong shape: a ValueError that says which shapes it
+    needs (numpy's own message names neither array)."""
+    m = bundled["iiwa"]
+    N = 6
+    xs = np.concatenate([m.random_configuration(rng, N + 1), rng.normal(size=(N + 1, m.nv))], axis=1)
+    us = rng.normal(size=(N, m.nu))
+    p = _plan(m, xs, us, t0=2.0, dt=0.01)
+    with pytest.raises(ValueError, match=r"out must be two arrays of shapes \(5, 14\) and \(4, 7\)"):
+        p.resample(2.01, horizon=4, dt=0.01, out=(np.empty((4, 14)), np.empty((4, 7))))
