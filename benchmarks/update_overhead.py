@@ -43,11 +43,10 @@ import dynamics  # noqa: E402
 
 dynamics.worker_wait.configure_worker_wait()
 import tasks  # noqa: E402
+from benchmarks import mpc_rate  # noqa: E402
 from benchmarks.machine import load_average, machine_info  # noqa: E402
 from benchmarks.output import Column, TextTable, add_output_arguments, run_and_emit  # noqa: E402
 from mpc import MPC  # noqa: E402
-from sim import report  # noqa: E402
-from sim.runner import simulate  # noqa: E402
 
 TARGET_US = 30.0    # issue #28, item 1: Python per warm update
 STAGES = ("derivatives", "backward", "forward", "cost")
@@ -92,15 +91,10 @@ def _stand_in(ctrl: MPC):
 
 
 def closed_loop(task, args) -> dict[str, float]:
-    """Median update latency and time outside the stage clocks [s] of one lockstep closed loop (the
-    runner's wall time around each ``update`` minus the update's stage times)."""
-    ctrl = MPC(task, solver=args.solver, backend=args.backend, horizon=args.horizon, dt=args.dt)
-    ctrl.warmup()
-    h = float(task.model.mj_model.opt.timestep)
-    r = simulate(task.model, ctrl, task.initial_state(), args.duration, mode="lockstep",
-                 update_every=max(1, round(args.dt / h)))
-    tm = report.summarize(r, task)["timing"]
-    return {"update_s": tm["update_latency_ms"]["median"] * 1e-3, "other_s": tm["stage_ms"]["other"] * 1e-3}
+    """Median update latency and time outside the stage clocks [s] of one lockstep closed loop
+    (``mpc_rate.py``'s run: the runner's wall time around each ``update`` minus its stage times)."""
+    r = mpc_rate.closed_loop(task, args.backend, args.solver, args.horizon, args.dt, args.duration)
+    return {"update_s": r["update_latency_ms"]["median"] * 1e-3, "other_s": r["stage_ms"]["other"] * 1e-3}
 
 
 def started(task, args) -> tuple[MPC, float, np.ndarray]:
